@@ -1,0 +1,116 @@
+"""The exceptions kafkalog raises about data, shared by the compiled and pure twins.
+
+Every error about bytes (a log, an index, a checkpoint) derives from :class:`KafkaLogError`
+and says *what* is wrong and *where*: the file (when known), the byte position and, when it
+is known, the offset.  Bad *arguments* from the caller raise plain ``TypeError`` /
+``ValueError`` instead.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = [
+    "KafkaLogError",
+    "CorruptRecordError",
+    "DecompressionError",
+    "DecompressedSizeError",
+    "UnsupportedCompressionError",
+    "CorruptIndexError",
+    "InvalidOffsetError",
+    "OffsetOutOfRangeError",
+    "RecordTooLargeError",
+    "InvalidTimestampError",
+    "InvalidRecordError",
+    "LogClosedError",
+]
+
+
+class KafkaLogError(Exception):
+    """Base class of every error kafkalog raises about data it reads or writes.
+
+    ``position`` is a byte position (in the buffer or file), ``offset`` a Kafka offset,
+    ``path`` the file; each is ``None`` where unknown.  ``str(err)`` names them all.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        position: Optional[int] = None,
+        offset: Optional[int] = None,
+        path: Optional[str] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.position = position
+        self.offset = offset
+        self.path = path
+
+    def __str__(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(f"file {self.path}")
+        if self.position is not None:
+            where.append(f"position {self.position}")
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        if where:
+            return f"{self.message} ({', '.join(where)})"
+        return self.message
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.position, self.offset, self.path))
+
+    def located(self, path: Optional[str] = None, base_position: int = 0) -> "KafkaLogError":
+        """Return this error with a file path set and positions shifted by ``base_position``."""
+        if path is not None and self.path is None:
+            self.path = path
+        if base_position and self.position is not None:
+            self.position += base_position
+        return self
+
+
+class CorruptRecordError(KafkaLogError, ValueError):
+    """A batch, message or record is malformed: bad CRC, size, magic, varint or length.
+
+    Covers Kafka's CorruptRecordException and InvalidRecordException.
+    """
+
+
+class InvalidRecordError(CorruptRecordError):
+    """Bytes that parse but break a rule a broker enforces (e.g. compressed inner messages)."""
+
+
+class DecompressionError(CorruptRecordError):
+    """A compressed records section or wrapper value could not be decompressed."""
+
+
+class DecompressedSizeError(DecompressionError):
+    """Decompressing a batch would exceed the configured maximum (a decompression bomb)."""
+
+
+class UnsupportedCompressionError(KafkaLogError):
+    """An unknown codec id, or a codec whose library is not installed."""
+
+
+class CorruptIndexError(KafkaLogError, ValueError):
+    """An offset, time or transaction index file is malformed or inconsistent."""
+
+
+class InvalidOffsetError(KafkaLogError, ValueError):
+    """An offset that cannot be appended: not increasing, or overflowing a segment."""
+
+
+class OffsetOutOfRangeError(KafkaLogError):
+    """A read before the log start offset or past the log end offset."""
+
+
+class RecordTooLargeError(KafkaLogError, ValueError):
+    """A batch larger than ``max.message.bytes`` (or a segment)."""
+
+
+class InvalidTimestampError(KafkaLogError, ValueError):
+    """A timestamp a broker would reject (e.g. LogAppendTime set by a producer)."""
+
+
+class LogClosedError(KafkaLogError):
+    """An operation on a Log or Segment that was closed."""
