@@ -97,10 +97,10 @@ class KafkalogAdapter(Adapter):
 
         b = new(offset)
         for k, v, ts, h in records:
-            if not b.has_room_for(ts, k, v, h):
+            if b.try_append(ts, k, v, h) is None:  # full: like the peers' append() -> None
                 out.append(b.build())
                 b = new(offset)
-            b.append(ts, k, v, h)
+                b.append(ts, k, v, h)
             offset += 1
         out.append(b.build())
         return b"".join(out)

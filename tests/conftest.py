@@ -8,33 +8,14 @@
 """
 from __future__ import annotations
 
-import os
 import platform
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
 import kafkalog
 
-ROOT = Path(__file__).resolve().parent.parent
-PURE = os.environ.get("KAFKALOG_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def conformance_dir() -> Optional[Path]:
-    env = os.environ.get("KAFKALOG_CONFORMANCE")
-    candidates = [Path(env)] if env else []
-    candidates.append(ROOT.parent / "shared" / "conformance")
-    for c in candidates:
-        if (c / "vectors.jsonl").is_file():
-            return c
-    return None
-
-
-CONFORMANCE_SKIP_REASON = (
-    "conformance corpus not found: set KAFKALOG_CONFORMANCE to the directory holding "
-    "vectors.jsonl and files/ (looked at $KAFKALOG_CONFORMANCE and ../shared/conformance)"
-)
+from kl_support import CONFORMANCE_SKIP_REASON, PURE, ROOT, conformance_dir  # noqa: F401
 
 
 def pytest_report_header(config):

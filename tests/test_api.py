@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import kafkalog
-from conftest import PURE
+from kl_support import PURE
 
 
 def _run(code: str, **env):

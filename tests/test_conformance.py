@@ -13,7 +13,7 @@ import struct
 import pytest
 
 import kafkalog
-from conftest import CONFORMANCE_SKIP_REASON, conformance_dir
+from kl_support import CONFORMANCE_SKIP_REASON, conformance_dir
 from kafkalog import KafkaLogError, MemoryRecords
 from kafkalog._varint_py import write_varint
 

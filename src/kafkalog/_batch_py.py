@@ -15,6 +15,10 @@ and of a record (varints zig-zag encoded)::
     headersCount varint | [headerKeyLength varint | headerKey | headerValueLength varint | value]*
 
 Nothing here copies the input buffer: batches and records are parsed from a memoryview.
+Every length read from the input is checked against the bytes present before it is used; a
+record's fields are read within the record's declared length.  Offsets and timestamps are
+computed with Java's 64-bit wrap-around (``baseOffset + offsetDelta`` as a ``long``), so the
+twins agree even on nonsense headers.
 """
 from __future__ import annotations
 
@@ -31,18 +35,21 @@ from ._format import (
     DELETE_HORIZON_FLAG_MASK,
     HEADER_SIZE_UP_TO_MAGIC,
     INT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
     TIMESTAMP_TYPE_MASK,
+    TIMESTAMP_TYPES,
     TRANSACTIONAL_FLAG_MASK,
     V2_HEADER,
     CompressionType,
     TimestampType,
 )
 from ._varint_py import (
-    read_varint,
-    read_varlong,
+    _fault_message,
+    _scan,
     size_of_varint,
     size_of_varlong,
     write_varint,
@@ -50,12 +57,22 @@ from ._varint_py import (
 )
 from .errors import CorruptRecordError, InvalidOffsetError, RecordTooLargeError
 
-__all__ = ["Record", "RecordBatch", "MemoryRecords", "MemoryRecordsBuilder"]
+__all__ = [
+    "Record",
+    "RecordBatch",
+    "MemoryRecords",
+    "MemoryRecordsBuilder",
+    "increment_sequence",
+    "encode_record_body",
+    "record_size",
+    "record_size_upper_bound",
+]
 
 _ENTRY = struct.Struct(">qi")
-_I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _NO_HEADERS: Tuple = ()
+_M64 = 1 << 64
+_M32 = 1 << 32
 
 Header = Tuple[str, Optional[bytes]]
 
@@ -64,6 +81,31 @@ def _legacy():
     from . import _legacy_py
 
     return _legacy_py
+
+
+def _wrap64(x: int) -> int:
+    """``x`` as a Java ``long`` (two's-complement wrap-around)."""
+    if INT64_MIN <= x <= INT64_MAX:
+        return x
+    return ((x - INT64_MIN) % _M64) + INT64_MIN
+
+
+def _wrap32(x: int) -> int:
+    if -(2**31) <= x <= INT32_MAX:
+        return x
+    return ((x + 2**31) % _M32) - 2**31
+
+
+def _as_view(buffer) -> memoryview:
+    """A flat unsigned-byte memoryview of ``buffer`` (no copy)."""
+    buf = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+    if not buf.c_contiguous:
+        raise TypeError(
+            f"a C-contiguous buffer is required, not a non-contiguous {type(buffer).__name__}"
+        )
+    if buf.ndim != 1 or buf.format != "B":
+        buf = buf.cast("B")
+    return buf
 
 
 class Record:
@@ -99,6 +141,9 @@ class Record:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __reduce__(self):
+        return (Record, (self.offset, self.timestamp, self.key, self.value, self.headers))
+
     def __repr__(self) -> str:
         return (
             f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
@@ -113,92 +158,106 @@ def _corrupt(msg: str, position: int, offset: Optional[int] = None) -> CorruptRe
 def _decode_records(
     data, count: int, base_offset: int, base_ts: int, append_ts: Optional[int], where: int
 ) -> List[Record]:
-    """Decode exactly ``count`` records from ``data`` (the whole records section)."""
+    """Decode exactly ``count`` records from ``data`` (the whole records section).
+
+    Each field is read within its record's declared length.  Errors are raised with the
+    batch's position and base offset.
+    """
     out: List[Record] = []
+    append = out.append
     end = len(data)
     pos = 0
-    try:
-        for _ in range(count):
-            length, pos = read_varint(data, pos)
-            if length < 0 or length > end - pos:
-                raise _corrupt(
-                    f"Invalid record size: expected {length} bytes in record payload, "
-                    f"but instead the buffer has only {end - pos} remaining bytes",
-                    where,
-                    base_offset,
+
+    def fail(msg):
+        return _corrupt(msg, where, base_offset)
+
+    def varint(pos, lim):
+        raw, nxt = _scan(data, pos, lim, 5)
+        if nxt < 0:
+            raise fail("Found invalid record structure: " + _fault_message(nxt, "varint", 5))
+        raw &= 0xFFFFFFFF
+        return (raw >> 1) ^ -(raw & 1), nxt
+
+    def varlong(pos, lim):
+        raw, nxt = _scan(data, pos, lim, 10)
+        if nxt < 0:
+            raise fail("Found invalid record structure: " + _fault_message(nxt, "varlong", 10))
+        raw &= 0xFFFFFFFFFFFFFFFF
+        return (raw >> 1) ^ -(raw & 1), nxt
+
+    for _ in range(count):
+        if pos >= end:
+            raise fail("Incorrect declared batch size, premature EOF reached")
+        length, pos = varint(pos, end)
+        if length < 0 or length > end - pos:
+            raise fail(
+                f"Invalid record size: expected {length} bytes in record payload, "
+                f"but instead the buffer has only {end - pos} remaining bytes"
+            )
+        if length < 1:
+            raise fail("Found invalid record structure: empty record body")
+        start = pos
+        body_end = pos + length
+        pos += 1  # attributes (unused)
+        ts_delta, pos = varlong(pos, body_end)
+        off_delta, pos = varint(pos, body_end)
+        klen, pos = varint(pos, body_end)
+        if klen >= 0:
+            if klen > body_end - pos:
+                raise fail("Found invalid record structure: key runs past the record")
+            key = bytes(data[pos : pos + klen])
+            pos += klen
+        else:
+            key = None
+        vlen, pos = varint(pos, body_end)
+        if vlen >= 0:
+            if vlen > body_end - pos:
+                raise fail("Found invalid record structure: value runs past the record")
+            value = bytes(data[pos : pos + vlen])
+            pos += vlen
+        else:
+            value = None
+        hcount, pos = varint(pos, body_end)
+        if hcount < 0:
+            raise fail(f"Found invalid number of record headers {hcount}")
+        if hcount == 0:
+            headers = _NO_HEADERS
+        else:
+            if hcount > body_end - pos:
+                raise fail(
+                    f"Found invalid number of record headers {hcount}: more than the "
+                    f"{body_end - pos} bytes left in the record"
                 )
-            body_end = pos + length
-            if length < 1:
-                raise _corrupt("Found invalid record structure: empty record body", where, base_offset)
-            pos += 1  # attributes (unused)
-            ts_delta, pos = read_varlong(data, pos)
-            off_delta, pos = read_varint(data, pos)
-            klen, pos = read_varint(data, pos)
-            if klen >= 0:
-                if klen > body_end - pos:
-                    raise _corrupt("Found invalid record structure: key runs past the record", where, base_offset)
-                key = bytes(data[pos : pos + klen])
-                pos += klen
-            else:
-                key = None
-            vlen, pos = read_varint(data, pos)
-            if vlen >= 0:
-                if vlen > body_end - pos:
-                    raise _corrupt("Found invalid record structure: value runs past the record", where, base_offset)
-                value = bytes(data[pos : pos + vlen])
-                pos += vlen
-            else:
-                value = None
-            hcount, pos = read_varint(data, pos)
-            if hcount < 0:
-                raise _corrupt(f"Found invalid number of record headers {hcount}", where, base_offset)
-            if hcount == 0:
-                headers = _NO_HEADERS
-            else:
-                if hcount > body_end - pos:
-                    raise _corrupt(
-                        f"Found invalid number of record headers {hcount}: more than the "
-                        f"{body_end - pos} bytes left in the record",
-                        where,
-                        base_offset,
-                    )
-                hl = []
-                for _h in range(hcount):
-                    hklen, pos = read_varint(data, pos)
-                    if hklen < 0:
-                        raise _corrupt(f"Invalid negative header key size {hklen}", where, base_offset)
-                    if hklen > body_end - pos:
-                        raise _corrupt("Found invalid record structure: header key runs past the record", where, base_offset)
-                    hkey = bytes(data[pos : pos + hklen]).decode("utf-8", "surrogateescape")
-                    pos += hklen
-                    hvlen, pos = read_varint(data, pos)
-                    if hvlen >= 0:
-                        if hvlen > body_end - pos:
-                            raise _corrupt("Found invalid record structure: header value runs past the record", where, base_offset)
-                        hval = bytes(data[pos : pos + hvlen])
-                        pos += hvlen
-                    else:
-                        hval = None
-                    hl.append((hkey, hval))
-                headers = tuple(hl)
-            if pos != body_end:
-                raise _corrupt(
-                    f"Invalid record size: expected to read {length} bytes in record payload, "
-                    f"but instead read {length - (body_end - pos)}",
-                    where,
-                    base_offset,
-                )
-            ts = append_ts if append_ts is not None else base_ts + ts_delta
-            out.append(Record(base_offset + off_delta, ts, key, value, headers))
-    except CorruptRecordError as e:
-        if e.position is None or e.position != where:
-            # A varint error reports its position inside the records section; report the batch.
-            raise _corrupt(f"Found invalid record structure: {e.message}", where, base_offset) from None
-        raise
+            hl = []
+            for _h in range(hcount):
+                hklen, pos = varint(pos, body_end)
+                if hklen < 0:
+                    raise fail(f"Invalid negative header key size {hklen}")
+                if hklen > body_end - pos:
+                    raise fail("Found invalid record structure: header key runs past the record")
+                hkey = bytes(data[pos : pos + hklen]).decode("utf-8", "surrogateescape")
+                pos += hklen
+                hvlen, pos = varint(pos, body_end)
+                if hvlen >= 0:
+                    if hvlen > body_end - pos:
+                        raise fail(
+                            "Found invalid record structure: header value runs past the record"
+                        )
+                    hval = bytes(data[pos : pos + hvlen])
+                    pos += hvlen
+                else:
+                    hval = None
+                hl.append((hkey, hval))
+            headers = tuple(hl)
+        if pos != body_end:
+            raise fail(
+                f"Invalid record size: expected to read {length} bytes in record payload, "
+                f"but instead read {pos - start}"
+            )
+        ts = append_ts if append_ts is not None else _wrap64(base_ts + ts_delta)
+        append(Record(_wrap64(base_offset + off_delta), ts, key, value, headers))
     if pos != end:
-        raise _corrupt(
-            "Incorrect declared batch size, records still remaining in file", where, base_offset
-        )
+        raise fail("Incorrect declared batch size, records still remaining in file")
     return out
 
 
@@ -238,11 +297,13 @@ class RecordBatch:
         check_crc: bool = True,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     ) -> None:
-        buf = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
-        if buf.ndim != 1 or buf.itemsize != 1:
-            buf = buf.cast("B")
+        buf = _as_view(buffer)
+        if not isinstance(position, int):
+            raise TypeError(f"position must be an int, not {type(position).__name__}")
+        if position < 0:
+            raise ValueError(f"position must be >= 0, not {position}")
         avail = len(buf) - position
-        if position < 0 or avail < RECORD_BATCH_OVERHEAD:
+        if avail < RECORD_BATCH_OVERHEAD:
             raise _corrupt(
                 f"Record batch is truncated: {max(avail, 0)} bytes, less than the "
                 f"{RECORD_BATCH_OVERHEAD}-byte header",
@@ -291,11 +352,11 @@ class RecordBatch:
 
     @property
     def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
+        return _wrap64(self.base_offset + self.last_offset_delta)
 
     @property
     def next_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta + 1
+        return _wrap64(self.base_offset + self.last_offset_delta + 1)
 
     @property
     def compression_type(self) -> CompressionType:
@@ -306,7 +367,7 @@ class RecordBatch:
 
     @property
     def timestamp_type(self) -> TimestampType:
-        return TimestampType(1 if self.attributes & TIMESTAMP_TYPE_MASK else 0)
+        return TIMESTAMP_TYPES[1 if self.attributes & TIMESTAMP_TYPE_MASK else 0]
 
     @property
     def is_transactional(self) -> bool:
@@ -359,8 +420,8 @@ class RecordBatch:
         """The batch's bytes, without copying."""
         return self._buf[self.position : self.position + self.length + LOG_OVERHEAD]
 
-    def records_section(self) -> bytes:
-        """The records section, decompressed."""
+    def records_section(self):
+        """The records section: a memoryview of the buffer, or the decompressed bytes."""
         raw = self._buf[self.position + RECORD_BATCH_OVERHEAD : self.position + self.length + LOG_OVERHEAD]
         codec = self.attributes & 0x07
         if codec == 0:
@@ -403,9 +464,11 @@ class RecordBatch:
         return max(self.records_count, 0)
 
     def __repr__(self) -> str:
+        c = self.attributes & 0x07
+        codec = COMPRESSION_TYPES[c].kafka_name if c <= 4 else str(c)
         return (
             f"RecordBatch(magic=2, base_offset={self.base_offset}, last_offset={self.last_offset}, "
-            f"count={self.records_count}, compression={self.compression_type.kafka_name}, "
+            f"count={self.records_count}, compression={codec}, "
             f"size={self.size_in_bytes}, position={self.position})"
         )
 
@@ -437,10 +500,9 @@ class MemoryRecords:
         max_batch_size: Optional[int] = None,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     ) -> None:
-        buf = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
-        if buf.ndim != 1 or buf.itemsize != 1:
-            buf = buf.cast("B")
-        self._buf = buf
+        self._buf = _as_view(buffer)
+        if max_batch_size is not None and not isinstance(max_batch_size, int):
+            raise TypeError(f"max_batch_size must be an int or None, not {type(max_batch_size).__name__}")
         self._check_crcs = check_crcs
         self._max_batch_size = max_batch_size
         self._max_decompressed = max_decompressed_size
@@ -457,7 +519,7 @@ class MemoryRecords:
         """Size of the complete entry at ``pos``, or -1 at a partial tail (raises if corrupt)."""
         buf = self._buf
         remaining = len(buf) - pos
-        if remaining < HEADER_SIZE_UP_TO_MAGIC:
+        if remaining <= HEADER_SIZE_UP_TO_MAGIC:  # Kafka's FileLogInputStream: no entry fits
             return -1
         offset, size = _ENTRY.unpack_from(buf, pos)
         if size < RECORD_OVERHEAD_V0:
@@ -474,7 +536,8 @@ class MemoryRecords:
             )
         magic = buf[pos + 16]
         if magic > 2:
-            raise _corrupt(f"Invalid magic found in record: {magic}", pos, offset)
+            # Kafka reads the magic as a signed byte.
+            raise _corrupt(f"Invalid magic found in record: {magic - 256 if magic > 127 else magic}", pos, offset)
         if remaining < size + LOG_OVERHEAD:
             return -1
         return size + LOG_OVERHEAD
@@ -504,6 +567,19 @@ class MemoryRecords:
         for batch in self.batches():
             if not batch.is_control_batch:
                 yield from batch
+
+    def validate(self) -> int:
+        """Verify every complete entry (its header, then its CRC) and return how many there are.
+
+        The same checks as iterating the batches and calling ``ensure_valid()`` on each, whatever
+        ``check_crcs`` says; raises :class:`CorruptRecordError` at the first bad entry.  A partial
+        tail ends the walk (see :attr:`truncated_bytes`).
+        """
+        n = 0
+        for batch in self.batches():
+            batch.ensure_valid()
+            n += 1
+        return n
 
     @property
     def valid_bytes(self) -> int:
@@ -537,16 +613,38 @@ def _as_bytes_or_none(x, what: str):
     raise TypeError(f"{what} must be bytes, bytearray, memoryview or None, not {type(x).__name__}")
 
 
+def _byte_len(x, what: str) -> int:
+    """Encoded length of a key/value (-1 for None) without copying it."""
+    if x is None:
+        return -1
+    if isinstance(x, (bytes, bytearray)):
+        return len(x)
+    if isinstance(x, memoryview):
+        return x.nbytes
+    raise TypeError(f"{what} must be bytes, bytearray, memoryview or None, not {type(x).__name__}")
+
+
 def _encode_header_key(k) -> bytes:
     if isinstance(k, str):
-        return k.encode("utf-8", "surrogateescape")
+        return str.encode(k, "utf-8", "surrogateescape")
     if isinstance(k, (bytes, bytearray, memoryview)):
         return bytes(k)
     raise TypeError(f"header key must be str or bytes, not {type(k).__name__}")
 
 
-def encode_record_body(offset_delta: int, timestamp_delta: int, key, value, headers) -> bytes:
+def _header_list(headers):
+    if headers is None:
+        return _NO_HEADERS
+    if isinstance(headers, (tuple, list)):
+        return headers
+    return tuple(headers)
+
+
+def encode_record_body(offset_delta: int, timestamp_delta: int, key, value, headers=()) -> bytes:
     """One DefaultRecord (length prefix included)."""
+    key = _as_bytes_or_none(key, "key")
+    value = _as_bytes_or_none(value, "value")
+    headers = _header_list(headers)
     parts = [b"\x00", write_varlong(timestamp_delta), write_varint(offset_delta)]
     if key is None:
         parts.append(b"\x01")
@@ -561,9 +659,9 @@ def encode_record_body(offset_delta: int, timestamp_delta: int, key, value, head
     parts.append(write_varint(len(headers)))
     for hk, hv in headers:
         kb = _encode_header_key(hk)
+        hv = _as_bytes_or_none(hv, "header value")
         parts.append(write_varint(len(kb)))
         parts.append(kb)
-        hv = _as_bytes_or_none(hv, "header value")
         if hv is None:
             parts.append(b"\x01")
         else:
@@ -573,14 +671,25 @@ def encode_record_body(offset_delta: int, timestamp_delta: int, key, value, head
     return write_varint(len(body)) + body
 
 
+def _check_timestamp(timestamp) -> None:
+    if not isinstance(timestamp, int):
+        raise TypeError(f"timestamp must be an int, not {type(timestamp).__name__}")
+    if timestamp < 0 and timestamp != -1:
+        raise ValueError(f"Invalid negative timestamp {timestamp}")
+    if timestamp > INT64_MAX:
+        raise ValueError(f"timestamp {timestamp} does not fit in a signed 64-bit integer")
+
+
 class MemoryRecordsBuilder:
     """Build a record batch (magic 2), or legacy messages (magic 0/1), as Kafka's
     MemoryRecordsBuilder does; ``build()`` returns the bytes.
 
     ``append(timestamp, key, value, headers=())`` assigns the next offset and returns it.
-    ``write_limit`` (bytes) makes :meth:`has_room_for` answer like Kafka's ``hasRoomFor``.
+    ``write_limit`` (bytes) makes :meth:`has_room_for` answer like Kafka's ``hasRoomFor``
+    (the exact size of the next record against the uncompressed size so far).
     With ``timestamp_type="log_append_time"`` every record reports ``log_append_time``
-    (default: the current time in ms when :meth:`build` runs).
+    (default: the current time in ms when :meth:`build` runs).  An append that raises leaves
+    the builder unchanged.
     """
 
     def __init__(
@@ -605,6 +714,8 @@ class MemoryRecordsBuilder:
         ts_type = TimestampType.parse(timestamp_type)
         if magic not in (0, 1, 2):
             raise ValueError(f"magic must be 0, 1 or 2, not {magic!r}")
+        if write_limit is not None and not isinstance(write_limit, int):
+            raise TypeError(f"write_limit must be an int or None, not {type(write_limit).__name__}")
         self.magic = magic
         self.compression_type = codec
         self.timestamp_type = ts_type
@@ -632,6 +743,8 @@ class MemoryRecordsBuilder:
             ("producer_epoch", producer_epoch, -(2**15), 2**15 - 1),
             ("base_sequence", base_sequence, -(2**31), 2**31 - 1),
             ("partition_leader_epoch", partition_leader_epoch, -(2**31), 2**31 - 1),
+            ("log_append_time", -1 if log_append_time is None else log_append_time, -(2**63), 2**63 - 1),
+            ("delete_horizon_ms", -1 if delete_horizon_ms is None else delete_horizon_ms, -(2**63), 2**63 - 1),
         ):
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"{name} out of range: {v!r}")
@@ -650,6 +763,7 @@ class MemoryRecordsBuilder:
         self._first_ts: Optional[int] = None
         self._max_ts = -1
         self._last_offset: Optional[int] = None
+        self._busy = False
 
     # -- appending ----------------------------------------------------------------------------
     def append(self, timestamp: int, key, value, headers: Sequence[Header] = ()) -> int:
@@ -660,9 +774,18 @@ class MemoryRecordsBuilder:
         self.append_with_offset(offset, timestamp, key, value, headers)
         return offset
 
+    def try_append(self, timestamp: int, key, value, headers: Sequence[Header] = ()) -> Optional[int]:
+        """:meth:`has_room_for` then :meth:`append` in one call: the new record's offset, or
+        None (and nothing appended) when it does not fit under ``write_limit``."""
+        if not self.has_room_for(timestamp, key, value, headers):
+            return None
+        return self.append(timestamp, key, value, headers)
+
     def append_with_offset(self, offset: int, timestamp: int, key, value, headers: Sequence[Header] = ()) -> None:
         if self._legacy is not None:
             return self._legacy.append_with_offset(offset, timestamp, key, value, headers)
+        if not isinstance(offset, int):
+            raise TypeError(f"offset must be an int, not {type(offset).__name__}")
         if self._last_offset is not None and offset <= self._last_offset:
             raise InvalidOffsetError(
                 f"Illegal offset {offset} following previous offset {self._last_offset} "
@@ -672,20 +795,23 @@ class MemoryRecordsBuilder:
             raise InvalidOffsetError(
                 f"offset {offset} cannot be stored relative to base offset {self.base_offset}"
             )
-        if not isinstance(timestamp, int):
-            raise TypeError(f"timestamp must be an int, not {type(timestamp).__name__}")
-        if timestamp < 0 and timestamp != -1:
-            raise ValueError(f"Invalid negative timestamp {timestamp}")
-        key = _as_bytes_or_none(key, "key")
-        value = _as_bytes_or_none(value, "value")
-        if headers is None:
-            headers = ()
-        if self._first_ts is None:
-            first = self._delete_horizon if self._delete_horizon is not None else timestamp
-            self._first_ts = first
-        rec = encode_record_body(
-            offset - self.base_offset, timestamp - self._first_ts, key, value, headers
-        )
+        _check_timestamp(timestamp)
+        if self._busy:
+            raise RuntimeError("MemoryRecordsBuilder.append re-entered while appending")
+        self._busy = True  # header iteration may run user code: it must not append here
+        try:
+            key = _as_bytes_or_none(key, "key")
+            value = _as_bytes_or_none(value, "value")
+            headers = _header_list(headers)
+            first = self._first_ts
+            if first is None:
+                first = self._delete_horizon if self._delete_horizon is not None else timestamp
+            rec = encode_record_body(
+                offset - self.base_offset, _wrap64(timestamp - first), key, value, headers
+            )
+        finally:
+            self._busy = False
+        self._first_ts = first
         self._parts.append(rec)
         self._size += len(rec)
         self._count += 1
@@ -700,12 +826,20 @@ class MemoryRecordsBuilder:
         return RECORD_BATCH_OVERHEAD + self._size
 
     def has_room_for(self, timestamp: int, key, value, headers: Sequence[Header] = ()) -> bool:
-        """Whether a record fits under ``write_limit`` (always true for the first record)."""
+        """Whether the next record fits under ``write_limit`` (always true for the first record)."""
         if self._legacy is not None:
             return self._legacy.has_room_for(timestamp, key, value, headers)
         if self._count == 0 or self._write_limit is None:
             return True
-        return self.estimated_size_in_bytes() + record_size_upper_bound(key, value, headers) <= self._write_limit
+        _check_timestamp(timestamp)
+        size = _record_size(
+            _wrap32(self._last_offset + 1 - self.base_offset),
+            _wrap64(timestamp - self._first_ts),
+            _byte_len(key, "key"),
+            _byte_len(value, "value"),
+            _header_list(headers),
+        )
+        return RECORD_BATCH_OVERHEAD + self._size + size <= self._write_limit
 
     @property
     def records_count(self) -> int:
@@ -740,6 +874,11 @@ class MemoryRecordsBuilder:
         if self._delete_horizon is not None:
             attributes |= DELETE_HORIZON_FLAG_MASK
         size = RECORD_BATCH_OVERHEAD + len(records)
+        if size - LOG_OVERHEAD > INT32_MAX:
+            raise RecordTooLargeError(
+                f"Record batch of {size} bytes is larger than the format allows "
+                f"({INT32_MAX + LOG_OVERHEAD} bytes)"
+            )
         header = bytearray(
             V2_HEADER.pack(
                 self.base_offset,
@@ -766,24 +905,34 @@ class MemoryRecordsBuilder:
 def record_size_upper_bound(key, value, headers: Sequence[Header] = ()) -> int:
     """An upper bound on a record's encoded size (Kafka's estimateSizeInBytesUpperBound)."""
     size = 21  # MAX_RECORD_OVERHEAD
-    size += 5 + (len(key) if key is not None else 0)
-    size += 5 + (len(value) if value is not None else 0)
+    size += 5 + max(_byte_len(key, "key"), 0)
+    size += 5 + max(_byte_len(value, "value"), 0)
     size += 5
+    for hk, hv in _header_list(headers):
+        kb = _encode_header_key(hk)
+        size += 5 + len(kb) + 5 + max(_byte_len(hv, "header value"), 0)
+    return size
+
+
+def _record_size(offset_delta: int, timestamp_delta: int, klen: int, vlen: int, headers) -> int:
+    body = 1 + size_of_varlong(timestamp_delta) + size_of_varint(offset_delta)
+    body += 1 if klen < 0 else size_of_varint(klen) + klen
+    body += 1 if vlen < 0 else size_of_varint(vlen) + vlen
+    body += size_of_varint(len(headers))
     for hk, hv in headers:
         kb = _encode_header_key(hk)
-        size += 5 + len(kb) + 5 + (len(hv) if hv is not None else 0)
-    return size
+        hvlen = _byte_len(hv, "header value")
+        body += size_of_varint(len(kb)) + len(kb)
+        body += 1 if hvlen < 0 else size_of_varint(hvlen) + hvlen
+    return size_of_varint(body) + body
 
 
 def record_size(offset_delta: int, timestamp_delta: int, key, value, headers=()) -> int:
     """Exact encoded size of a record, length prefix included (Kafka's sizeInBytes)."""
-    body = 1 + size_of_varlong(timestamp_delta) + size_of_varint(offset_delta)
-    body += 1 if key is None else size_of_varint(len(key)) + len(key)
-    body += 1 if value is None else size_of_varint(len(value)) + len(value)
-    body += size_of_varint(len(headers))
-    for hk, hv in headers:
-        kb = _encode_header_key(hk)
-        body += size_of_varint(len(kb)) + len(kb)
-        body += 1 if hv is None else size_of_varint(len(hv)) + len(hv)
-    return size_of_varint(body) + body
-
+    return _record_size(
+        offset_delta,
+        timestamp_delta,
+        _byte_len(key, "key"),
+        _byte_len(value, "value"),
+        _header_list(headers),
+    )

@@ -25,23 +25,51 @@ _M32 = 0xFFFFFFFF
 _M64 = 0xFFFFFFFFFFFFFFFF
 
 
-def _read_raw(buf, pos: int, max_bytes: int, what: str):
-    end = len(buf)
+# Status codes of _scan (mirrors KL_VARINT_TRUNCATED / KL_VARINT_TOO_LONG in _varint.pxd).
+_TRUNCATED = -1
+_TOO_LONG = -2
+
+
+def _scan(buf, pos: int, end: int, max_bytes: int):
+    """Raw (unsigned, unmasked) varint at ``buf[pos]``, reading no byte at or after ``end``.
+
+    Returns ``(raw, next_pos)``, or ``(0, _TRUNCATED)`` / ``(0, _TOO_LONG)``: the caller raises
+    the error that fits where the varint was.  ``raw`` may exceed the integer width (Kafka's
+    leniency on the last byte); callers mask it.
+    """
+    if pos < end:
+        b = buf[pos]
+        if b < 0x80:
+            return b, pos + 1
     shift = 0
     result = 0
-    start = pos
     for _ in range(max_bytes):
         if pos >= end:
-            raise CorruptRecordError(f"{what} is truncated: the buffer ends inside it", start)
+            return 0, _TRUNCATED
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
         if not b & 0x80:
             return result, pos
         shift += 7
-    raise CorruptRecordError(
-        f"{what} is too long: the most significant bit of byte {max_bytes} is set", start
-    )
+    return 0, _TOO_LONG
+
+
+def _fault_message(code: int, what: str, max_bytes: int) -> str:
+    if code == _TRUNCATED:
+        return f"{what} is truncated: the buffer ends inside it"
+    return f"{what} is too long: the most significant bit of byte {max_bytes} is set"
+
+
+def _read_raw(buf, pos: int, max_bytes: int, what: str):
+    if not isinstance(pos, int):
+        raise TypeError(f"pos must be an int, not {type(pos).__name__}")
+    if pos < 0:
+        raise ValueError(f"pos must be >= 0, not {pos}")
+    raw, nxt = _scan(buf, pos, len(buf), max_bytes)
+    if nxt < 0:
+        raise CorruptRecordError(_fault_message(nxt, what, max_bytes), pos)
+    return raw, nxt
 
 
 def read_unsigned_varint(buf, pos: int = 0):

@@ -1,0 +1,1 @@
+from ._batch_py import *

@@ -1,0 +1,1 @@
+from ._varint_py import *
