@@ -864,11 +864,13 @@ def _peer_iter(batch):
     return [(r.offset, -1 if r.timestamp is None else r.timestamp, r.key, r.value) for r in batch]
 
 
-@pytest.mark.parametrize("codec", CODECS)
-@pytest.mark.parametrize("magic", [0, 1])
+# aiokafka has no lz4 for magic 0 (Kafka's broken-checksum framing); that combination is
+# cross-checked against kafka-python and a real broker's vector instead.
+AIO_COMBOS = [(m, c) for m in (0, 1) for c in CODECS if not (m == 0 and c == "lz4")]
+
+
+@pytest.mark.parametrize("magic,codec", AIO_COMBOS)
 def test_aiokafka_builds_we_read(L, magic, codec):
-    if magic == 0 and codec == "lz4":
-        pytest.skip("aiokafka does not support lz4 with magic 0")
     for Builder in (aiokafka_legacy.LegacyRecordBatchBuilder, aiokafka_legacy._LegacyRecordBatchBuilderPy):
         bld = Builder(magic=magic, compression_type=AIO_CODEC[codec], batch_size=1 << 20)
         for i, (ts, k, v) in enumerate(PEER_RECORDS):
@@ -883,11 +885,8 @@ def test_aiokafka_builds_we_read(L, magic, codec):
             assert ours.build() == raw  # byte-exact
 
 
-@pytest.mark.parametrize("codec", CODECS)
-@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("magic,codec", AIO_COMBOS)
 def test_aiokafka_reads_what_we_build(L, magic, codec):
-    if magic == 0 and codec == "lz4":
-        pytest.skip("aiokafka does not support lz4 with magic 0")
     ours = L.LegacyRecordsBuilder(magic, codec, 500, "create_time")
     for ts, k, v in PEER_RECORDS:
         ours.append(ts, k, v)
