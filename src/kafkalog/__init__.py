@@ -21,6 +21,7 @@ from .errors import (
     RecordTooLargeError,
     UnsupportedCompressionError,
 )
+from .errors import CorruptCheckpointError, CorruptSnapshotError, LogLockedError
 from .records import (
     LegacyRecord,
     LegacyRecordBatch,
@@ -53,4 +54,41 @@ __all__ = (
     "InvalidOffsetError",
     "OffsetOutOfRangeError",
     "RecordTooLargeError",
+    "CorruptCheckpointError",
+    "CorruptSnapshotError",
+    "LogLockedError",
+    # storage engine (imported on first use)
+    "Log",
+    "LogConfig",
+    "LogAppendInfo",
+    "Segment",
+    "OffsetIndex",
+    "TimeIndex",
+    "TransactionIndex",
 )
+
+# The storage engine is imported on first use, so `import kafkalog` stays light for codec users.
+_LAZY = {
+    "Log": "log",
+    "LogConfig": "log",
+    "LogAppendInfo": "log",
+    "Segment": "segment",
+    "OffsetIndex": "index",
+    "TimeIndex": "index",
+    "TransactionIndex": "index",
+}
+
+
+def __getattr__(name: str):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'kafkalog' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -22,6 +22,9 @@ __all__ = [
     "InvalidTimestampError",
     "InvalidRecordError",
     "LogClosedError",
+    "CorruptCheckpointError",
+    "CorruptSnapshotError",
+    "LogLockedError",
 ]
 
 
@@ -114,3 +117,17 @@ class InvalidTimestampError(KafkaLogError, ValueError):
 
 class LogClosedError(KafkaLogError):
     """An operation on a Log or Segment that was closed."""
+
+
+class CorruptCheckpointError(KafkaLogError, ValueError):
+    """A checkpoint file (offset checkpoints, leader-epoch-checkpoint, partition.metadata) is
+    malformed: wrong version, count mismatch or a malformed line."""
+
+
+class CorruptSnapshotError(KafkaLogError, ValueError):
+    """A producer-state ``.snapshot`` file is malformed (unknown version, bad CRC, bad size);
+    Kafka's CorruptSnapshotException."""
+
+
+class LogLockedError(KafkaLogError):
+    """A partition directory is already open for writing (by this or another process)."""

@@ -1,0 +1,563 @@
+"""Kafka's file naming and the small metadata files of a log directory (``LogFileUtils``,
+``UnifiedLog.parseTopicPartitionName``, ``CheckpointFile``, ``PartitionMetadataFile``,
+``LeaderEpochCheckpointFile`` and the clean-shutdown file).
+
+Layout of a broker's log directory (``log.dirs`` entry)::
+
+    <root>/.kafka_cleanshutdown                 present = clean shutdown, JSON (broker epoch)
+    <root>/recovery-point-offset-checkpoint     "0\\n<count>\\n<topic> <partition> <offset>\\n..."
+    <root>/log-start-offset-checkpoint          same format
+    <root>/replication-offset-checkpoint        same format (high watermarks)
+    <root>/cleaner-offset-checkpoint            same format (first dirty offset)
+    <root>/<topic>-<partition>/                 one partition
+        00000000000000368769.log                record batches, name = 20-digit base offset
+        00000000000000368769.index              offset index (8-byte entries)
+        00000000000000368769.timeindex          time index (12-byte entries)
+        00000000000000368769.txnindex           aborted transactions (34-byte entries)
+        00000000000000368769.snapshot           producer state up to that offset
+        leader-epoch-checkpoint                 "0\\n<count>\\n<epoch> <start offset>\\n..."
+        partition.metadata                      "version: 0\\ntopic_id: <base64url uuid>"
+
+Any segment file may carry a ``.deleted``, ``.cleaned`` or ``.swap`` suffix after its extension.
+Every writer here is atomic: it writes ``<file>.tmp``, fsyncs it, renames it over the target and
+fsyncs the directory, as Kafka's ``CheckpointFile`` does.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import threading
+import uuid
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
+
+from .errors import CorruptCheckpointError
+
+__all__ = [
+    "LOG_FILE_SUFFIX",
+    "INDEX_FILE_SUFFIX",
+    "TIME_INDEX_FILE_SUFFIX",
+    "TXN_INDEX_FILE_SUFFIX",
+    "PRODUCER_SNAPSHOT_FILE_SUFFIX",
+    "DELETED_FILE_SUFFIX",
+    "CLEANED_FILE_SUFFIX",
+    "SWAP_FILE_SUFFIX",
+    "TEMP_FILE_SUFFIX",
+    "CLEAN_SHUTDOWN_FILE",
+    "LEADER_EPOCH_CHECKPOINT_FILE",
+    "PARTITION_METADATA_FILE",
+    "RECOVERY_POINT_CHECKPOINT_FILE",
+    "LOG_START_OFFSET_CHECKPOINT_FILE",
+    "REPLICATION_OFFSET_CHECKPOINT_FILE",
+    "CLEANER_OFFSET_CHECKPOINT_FILE",
+    "DELETE_DIR_SUFFIX",
+    "FUTURE_DIR_SUFFIX",
+    "STRAY_DIR_SUFFIX",
+    "TopicPartition",
+    "PartitionDir",
+    "SegmentFile",
+    "EpochEntry",
+    "PartitionMetadata",
+    "filename_prefix_from_offset",
+    "offset_from_file_name",
+    "log_file",
+    "offset_index_file",
+    "time_index_file",
+    "transaction_index_file",
+    "producer_snapshot_file",
+    "is_log_file",
+    "is_index_file",
+    "parse_segment_file_name",
+    "partition_dir_name",
+    "parse_topic_partition_name",
+    "parse_partition_dir",
+    "read_offset_checkpoint",
+    "write_offset_checkpoint",
+    "update_offset_checkpoint",
+    "read_leader_epoch_checkpoint",
+    "write_leader_epoch_checkpoint",
+    "read_partition_metadata",
+    "write_partition_metadata",
+    "topic_id_to_string",
+    "topic_id_from_string",
+    "read_clean_shutdown_file",
+    "write_clean_shutdown_file",
+    "atomic_write",
+    "fsync_dir",
+]
+
+# -- LogFileUtils -------------------------------------------------------------------------------
+LOG_FILE_SUFFIX = ".log"
+INDEX_FILE_SUFFIX = ".index"
+TIME_INDEX_FILE_SUFFIX = ".timeindex"
+TXN_INDEX_FILE_SUFFIX = ".txnindex"
+PRODUCER_SNAPSHOT_FILE_SUFFIX = ".snapshot"
+DELETED_FILE_SUFFIX = ".deleted"
+CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
+TEMP_FILE_SUFFIX = ".tmp"
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
+PARTITION_METADATA_FILE = "partition.metadata"
+RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT_FILE = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+
+_SEGMENT_KINDS = (
+    LOG_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+)
+_STATE_SUFFIXES = (DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+_INDEX_KINDS = (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class TopicPartition(NamedTuple):
+    """A topic and a partition number; ``str()`` gives the directory name
+    ``<topic>-<partition>``."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class PartitionDir(NamedTuple):
+    """A parsed partition directory name.  ``kind`` is ``""`` for a live partition, else
+    ``"delete"``, ``"future"`` or ``"stray"``; ``unique_id`` is the hex id those carry."""
+
+    topic_partition: TopicPartition
+    kind: str = ""
+    unique_id: Optional[str] = None
+
+
+class SegmentFile(NamedTuple):
+    """A parsed segment file name: ``00000000000000000042.index.swap`` gives
+    ``SegmentFile(42, ".index", ".swap", name)``."""
+
+    base_offset: int
+    kind: str  # ".log", ".index", ".timeindex", ".txnindex" or ".snapshot"
+    suffix: str  # "", ".deleted", ".cleaned" or ".swap"
+    name: str
+
+
+def filename_prefix_from_offset(offset: int) -> str:
+    """The 20-digit, zero-padded decimal base offset that names a segment's files."""
+    if offset < 0:
+        raise ValueError(f"offset must be non-negative, not {offset}")
+    return "%020d" % offset
+
+
+def offset_from_file_name(name: str) -> int:
+    """The offset a segment file name encodes (the part before the first ``.``)."""
+    base = os.path.basename(name)
+    prefix = base.split(".", 1)[0]
+    if not prefix.isdigit():
+        raise ValueError(f"{base!r} is not a segment file name (no numeric offset prefix)")
+    return int(prefix)
+
+
+def _segment_path(directory: PathLike, offset: int, kind: str, suffix: str) -> str:
+    return os.path.join(os.fspath(directory), filename_prefix_from_offset(offset) + kind + suffix)
+
+
+def log_file(directory: PathLike, offset: int, suffix: str = "") -> str:
+    return _segment_path(directory, offset, LOG_FILE_SUFFIX, suffix)
+
+
+def offset_index_file(directory: PathLike, offset: int, suffix: str = "") -> str:
+    return _segment_path(directory, offset, INDEX_FILE_SUFFIX, suffix)
+
+
+def time_index_file(directory: PathLike, offset: int, suffix: str = "") -> str:
+    return _segment_path(directory, offset, TIME_INDEX_FILE_SUFFIX, suffix)
+
+
+def transaction_index_file(directory: PathLike, offset: int, suffix: str = "") -> str:
+    return _segment_path(directory, offset, TXN_INDEX_FILE_SUFFIX, suffix)
+
+
+def producer_snapshot_file(directory: PathLike, offset: int) -> str:
+    return _segment_path(directory, offset, PRODUCER_SNAPSHOT_FILE_SUFFIX, "")
+
+
+def is_log_file(name: str) -> bool:
+    return os.path.basename(name).endswith(LOG_FILE_SUFFIX)
+
+
+def is_index_file(name: str) -> bool:
+    """Kafka's ``isIndexFile``: ``.index``, ``.timeindex`` or ``.txnindex`` (no state suffix)."""
+    return os.path.basename(name).endswith(_INDEX_KINDS)
+
+
+def parse_segment_file_name(name: str) -> Optional[SegmentFile]:
+    """Parse ``<20 digits><kind>[<suffix>]``; None for any other file name."""
+    base = os.path.basename(name)
+    suffix = ""
+    stem = base
+    for s in _STATE_SUFFIXES:
+        if stem.endswith(s):
+            suffix = s
+            stem = stem[: -len(s)]
+            break
+    dot = stem.find(".")
+    if dot <= 0:
+        return None
+    prefix, kind = stem[:dot], stem[dot:]
+    if kind not in _SEGMENT_KINDS or not prefix.isdigit() or not prefix.isascii():
+        return None
+    return SegmentFile(int(prefix), kind, suffix, base)
+
+
+# -- partition directories ------------------------------------------------------------------------
+_DELETE_DIR_RE = re.compile(r"^(\S+)-(\S+)\.(\S+)" + re.escape(DELETE_DIR_SUFFIX) + "$")
+_FUTURE_DIR_RE = re.compile(r"^(\S+)-(\S+)\.(\S+)" + re.escape(FUTURE_DIR_SUFFIX) + "$")
+_STRAY_DIR_RE = re.compile(r"^(\S+)-(\S+)\.(\S+)" + re.escape(STRAY_DIR_SUFFIX) + "$")
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>``."""
+    if not topic:
+        raise ValueError("topic must not be empty")
+    if not isinstance(partition, int) or partition < 0:
+        raise ValueError(f"partition must be a non-negative int, not {partition!r}")
+    return f"{topic}-{partition}"
+
+
+def _bad_dir(name: str) -> ValueError:
+    return ValueError(
+        f"Found directory {name}, '{name}' is not in the form of topic-partition or "
+        "topic-partition.uniqueId-delete (if marked for deletion).\n"
+        "Kafka's log directories (and children) should only contain Kafka topic data."
+    )
+
+
+def parse_topic_partition_name(name: str) -> TopicPartition:
+    """Split a directory name at its last ``-`` into topic and partition (Kafka's
+    ``parseTopicPartitionName``, which also accepts ``-delete``/``-future``/``-stray`` names)."""
+    return parse_partition_dir(name).topic_partition
+
+
+def parse_partition_dir(name: str) -> PartitionDir:
+    """Parse a partition directory name, including the marked-for-deletion, future-replica and
+    stray forms (``<topic>-<partition>.<uuid>-delete`` ...).  Raises ValueError like Kafka."""
+    base = os.path.basename(os.fspath(name).rstrip("/\\"))
+    if not base:
+        raise _bad_dir(base)
+    kind = ""
+    unique_id = None
+    tp_name = base
+    for suffix, regex, k in (
+        (DELETE_DIR_SUFFIX, _DELETE_DIR_RE, "delete"),
+        (FUTURE_DIR_SUFFIX, _FUTURE_DIR_RE, "future"),
+        (STRAY_DIR_SUFFIX, _STRAY_DIR_RE, "stray"),
+    ):
+        if base.endswith(suffix):
+            m = regex.match(base)
+            if m is None:
+                raise _bad_dir(base)
+            tp_name = f"{m.group(1)}-{m.group(2)}"
+            unique_id = m.group(3)
+            kind = k
+            break
+    idx = tp_name.rfind("-")
+    if idx <= 0:
+        raise _bad_dir(base)
+    topic, part = tp_name[:idx], tp_name[idx + 1 :]
+    if not topic or not part or not part.isdigit() or not part.isascii():
+        raise _bad_dir(base)
+    return PartitionDir(TopicPartition(topic, int(part)), kind, unique_id)
+
+
+# -- atomic writes ---------------------------------------------------------------------------------
+def fsync_dir(directory: PathLike) -> None:
+    """fsync a directory so that renames and creations in it are durable (a no-op where
+    directories cannot be opened)."""
+    try:
+        fd = os.open(os.fspath(directory), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: PathLike, data: bytes, fsync: bool = True) -> None:
+    """Write ``data`` to ``<path>.tmp``, fsync it, rename it to ``path`` and fsync the directory."""
+    path = os.fspath(path)
+    tmp = path + TEMP_FILE_SUFFIX
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if fsync:
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+# -- CheckpointFile --------------------------------------------------------------------------------
+def _read_checkpoint_lines(path: str, version: int, fields: int) -> List[List[str]]:
+    """Kafka's ``CheckpointReadBuffer.read``: version line, count line, one entry per line."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptCheckpointError(f"Checkpoint file is not UTF-8: {e}", path=path) from None
+    lines = text.splitlines()
+    if not lines:
+        return []
+    try:
+        read_version = int(lines[0].strip())
+    except ValueError:
+        raise CorruptCheckpointError(
+            f"Malformed line in checkpoint file ({path}): '{lines[0]}'", path=path
+        ) from None
+    if read_version != version:
+        raise CorruptCheckpointError(
+            f"Unrecognised version:{read_version}, expected version: {version} in checkpoint "
+            f"file at: {path}",
+            path=path,
+        )
+    if len(lines) < 2:
+        return []
+    try:
+        expected = int(lines[1].strip())
+    except ValueError:
+        raise CorruptCheckpointError(
+            f"Malformed line in checkpoint file ({path}): '{lines[1]}'", path=path
+        ) from None
+    entries = []
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) != fields:
+            raise CorruptCheckpointError(
+                f"Malformed line in checkpoint file ({path}): '{line}'", path=path
+            )
+        entries.append(parts)
+    if len(entries) != expected:
+        raise CorruptCheckpointError(
+            f"Expected {expected} entries in checkpoint file at: {path}, but found only "
+            f"{len(entries)}",
+            path=path,
+        )
+    return entries
+
+
+def _format_checkpoint(version: int, entries: Iterable[str]) -> bytes:
+    entries = list(entries)
+    out = [str(version), str(len(entries))]
+    out.extend(entries)
+    return ("\n".join(out) + "\n").encode("utf-8")
+
+
+def read_offset_checkpoint(path: PathLike) -> Dict[TopicPartition, int]:
+    """Read a log-dir checkpoint (``recovery-point-offset-checkpoint``,
+    ``log-start-offset-checkpoint``, ``replication-offset-checkpoint``,
+    ``cleaner-offset-checkpoint``).  A missing or empty file reads as ``{}``."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return {}
+    result: Dict[TopicPartition, int] = {}
+    for parts in _read_checkpoint_lines(path, 0, 3):
+        topic, part, off = parts
+        try:
+            result[TopicPartition(topic, int(part))] = int(off)
+        except ValueError:
+            raise CorruptCheckpointError(
+                f"Malformed line in checkpoint file ({path}): '{' '.join(parts)}'", path=path
+            ) from None
+    return result
+
+
+def write_offset_checkpoint(
+    path: PathLike, offsets: Mapping[Tuple[str, int], int], fsync: bool = True
+) -> None:
+    """Atomically (re)write a log-dir offset checkpoint with ``{(topic, partition): offset}``."""
+    lines = []
+    for (topic, partition), offset in sorted(offsets.items()):
+        if not topic or any(c.isspace() for c in topic):
+            raise ValueError(f"invalid topic name {topic!r}")
+        lines.append(f"{topic} {int(partition)} {int(offset)}")
+    atomic_write(path, _format_checkpoint(0, lines), fsync=fsync)
+
+
+_CHECKPOINT_LOCKS: Dict[str, threading.Lock] = {}
+_CHECKPOINT_LOCKS_GUARD = threading.Lock()
+
+
+def _checkpoint_lock(path: str) -> threading.Lock:
+    key = os.path.realpath(path)
+    with _CHECKPOINT_LOCKS_GUARD:
+        lock = _CHECKPOINT_LOCKS.get(key)
+        if lock is None:
+            lock = _CHECKPOINT_LOCKS[key] = threading.Lock()
+        return lock
+
+
+def update_offset_checkpoint(
+    path: PathLike, updates: Mapping[Tuple[str, int], Optional[int]], fsync: bool = True
+) -> Dict[TopicPartition, int]:
+    """Read-modify-write a log-dir checkpoint: set each given partition's offset (``None``
+    removes it) and keep every other entry.  Serialised per file within this process (a broker
+    owns its files alone; two *processes* updating one root at once are not supported).
+    An unreadable existing file is replaced.  Returns the entries written."""
+    path = os.fspath(path)
+    with _checkpoint_lock(path):
+        try:
+            current = read_offset_checkpoint(path)
+        except (CorruptCheckpointError, OSError):
+            current = {}
+        for (topic, partition), offset in updates.items():
+            tp = TopicPartition(topic, int(partition))
+            if offset is None:
+                current.pop(tp, None)
+            else:
+                current[tp] = int(offset)
+        write_offset_checkpoint(path, current, fsync=fsync)
+        return current
+
+
+# -- leader-epoch-checkpoint ---------------------------------------------------------------------
+class EpochEntry(NamedTuple):
+    """One leader-epoch-checkpoint line: the first offset written under ``epoch``."""
+
+    epoch: int
+    start_offset: int
+
+
+def read_leader_epoch_checkpoint(path: PathLike) -> List[EpochEntry]:
+    """Read ``leader-epoch-checkpoint`` (missing or empty file: ``[]``)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return []
+    out = []
+    for parts in _read_checkpoint_lines(path, 0, 2):
+        try:
+            out.append(EpochEntry(int(parts[0]), int(parts[1])))
+        except ValueError:
+            raise CorruptCheckpointError(
+                f"Malformed line in checkpoint file ({path}): '{' '.join(parts)}'", path=path
+            ) from None
+    return out
+
+
+def write_leader_epoch_checkpoint(
+    path: PathLike, entries: Iterable[Tuple[int, int]], fsync: bool = True
+) -> None:
+    lines = [f"{int(e)} {int(o)}" for e, o in entries]
+    atomic_write(path, _format_checkpoint(0, lines), fsync=fsync)
+
+
+# -- partition.metadata ---------------------------------------------------------------------------
+class PartitionMetadata(NamedTuple):
+    version: int
+    topic_id: uuid.UUID
+
+
+def topic_id_to_string(topic_id: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode("ascii").rstrip("=")
+
+
+def topic_id_from_string(text: str) -> uuid.UUID:
+    """Inverse of :func:`topic_id_to_string` (Kafka's ``Uuid.fromString``)."""
+    s = text.strip()
+    try:
+        raw = base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+    except (ValueError, TypeError):
+        raise ValueError(f"invalid topic id {text!r}") from None
+    if len(raw) != 16:
+        raise ValueError(f"invalid topic id {text!r}: {len(raw)} bytes, expected 16")
+    return uuid.UUID(bytes=raw)
+
+
+def read_partition_metadata(path: PathLike) -> PartitionMetadata:
+    """Read ``partition.metadata`` (``version: 0\\ntopic_id: <id>``).  The zero UUID and any
+    other version are rejected, as Kafka's ``PartitionMetadataReadBuffer`` does."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8", "replace")
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise CorruptCheckpointError(
+            f"Failed to read topic ID from partition metadata file: {path} (expected 2 lines)",
+            path=path,
+        )
+    fields = {}
+    for line in lines[:2]:
+        parts = re.split(r":\s+", line.strip(), maxsplit=1)
+        if len(parts) != 2:
+            raise CorruptCheckpointError(
+                f"Malformed line in partition metadata file ({path}): '{line}'", path=path
+            )
+        fields[parts[0]] = parts[1]
+    try:
+        version = int(fields.get("version", ""))
+    except ValueError:
+        raise CorruptCheckpointError(f"Malformed version in {path}", path=path) from None
+    if version != 0:
+        raise CorruptCheckpointError(
+            f"Unrecognised version:{version}, expected version: 0 in checkpoint file at: {path}",
+            path=path,
+        )
+    try:
+        topic_id = topic_id_from_string(fields.get("topic_id", ""))
+    except ValueError as e:
+        raise CorruptCheckpointError(str(e), path=path) from None
+    if topic_id.int == 0:
+        raise CorruptCheckpointError(f"Invalid topic ID (zero) in {path}", path=path)
+    return PartitionMetadata(version, topic_id)
+
+
+def write_partition_metadata(path: PathLike, topic_id: uuid.UUID, fsync: bool = True) -> None:
+    if topic_id.int == 0:
+        raise ValueError("the zero UUID is not a valid topic id")
+    data = f"version: 0\ntopic_id: {topic_id_to_string(topic_id)}".encode("ascii")
+    atomic_write(path, data, fsync=fsync)
+
+
+# -- .kafka_cleanshutdown -------------------------------------------------------------------------
+def read_clean_shutdown_file(path: PathLike) -> Optional[int]:
+    """The broker epoch stored in a clean-shutdown file: ``None`` when the file is absent,
+    ``-1`` when it is present but empty or from before broker epochs were stored."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    if not raw.strip():
+        return -1
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+        return int(obj.get("brokerEpoch", -1))
+    except (ValueError, AttributeError, TypeError):
+        return -1
+
+
+def write_clean_shutdown_file(path: PathLike, broker_epoch: int = -1, fsync: bool = True) -> None:
+    data = json.dumps({"version": 0, "brokerEpoch": int(broker_epoch)}, separators=(",", ":"))
+    atomic_write(path, data.encode("ascii"), fsync=fsync)

@@ -1,0 +1,951 @@
+"""Kafka's segment indexes: :class:`OffsetIndex` (``.index``), :class:`TimeIndex`
+(``.timeindex``) and :class:`TransactionIndex` (``.txnindex``).
+
+Entry layouts (big-endian)::
+
+    .index      relativeOffset int32 | position int32                        (8 bytes)
+    .timeindex  timestamp int64 | relativeOffset int32                       (12 bytes)
+    .txnindex   version int16 | producerId int64 | firstOffset int64
+                | lastOffset int64 | lastStableOffset int64                  (34 bytes)
+
+The offset and time indexes are memory-mapped, as in Kafka's ``AbstractIndex``: a new file is
+preallocated to ``segment.index.bytes`` rounded down to the entry size (zero-filled), entries
+are written through the map, and the file is trimmed to ``entries * entry_size`` when the
+segment is rolled or closed.  Lookups are binary searches for the largest entry whose key is
+<= the target, probing the "warm" tail (the last 8 KiB of entries) first.
+
+Files written by real brokers are read as they are, including untrimmed files whose tail is
+zero-filled (an active segment after a crash): the entry count stops at the first all-zero
+slot, as ``kafka-dump-log`` does (Kafka itself counts every slot and relies on recovery to
+rebuild such an index).  An index can also live only in memory (``path=None``), which is how a
+read-only :class:`~kafkalog.log.Log` rebuilds an index it may not write.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import Iterator, List, NamedTuple, Optional
+
+from .errors import CorruptIndexError, InvalidOffsetError
+
+__all__ = [
+    "OffsetPosition",
+    "TimestampOffset",
+    "AbortedTxn",
+    "TxnIndexSearchResult",
+    "OffsetIndex",
+    "TimeIndex",
+    "TransactionIndex",
+]
+
+_INT32_MAX = 2**31 - 1
+_NO_TIMESTAMP = -1
+# AbstractIndex.warmEntries: the last 8192 bytes worth of entries are searched first.
+_WARM_BYTES = 8192
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_TXN_ENTRY = struct.Struct(">hqqqq")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+class OffsetPosition(NamedTuple):
+    """An offset-index entry: absolute ``offset`` and the byte ``position`` of its batch."""
+
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    """A time-index entry: ``timestamp`` (ms) and the absolute ``offset`` it maps to."""
+
+    timestamp: int
+    offset: int
+
+
+class AbortedTxn(NamedTuple):
+    """A transaction-index entry (Kafka's AbortedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+    version: int = 0
+
+
+class TxnIndexSearchResult(NamedTuple):
+    aborted_transactions: List[AbortedTxn]
+    is_complete: bool
+
+
+def _round_down(n: int, factor: int) -> int:
+    return n - n % factor
+
+
+class _Index:
+    """Shared machinery of the two memory-mapped indexes (Kafka's AbstractIndex)."""
+
+    ENTRY_SIZE = 0
+    __slots__ = (
+        "path",
+        "base_offset",
+        "_max_index_size",
+        "_writable",
+        "_buf",
+        "_length",
+        "_entries",
+        "_resized",
+        "_closed",
+        "_in_memory",
+    )
+
+    def __init__(
+        self,
+        path: Optional[str],
+        base_offset: int,
+        max_index_size: int = -1,
+        writable: bool = True,
+        in_memory: bool = False,
+    ) -> None:
+        es = self.ENTRY_SIZE
+        self.path = os.fspath(path) if path is not None else None
+        self.base_offset = base_offset
+        self._max_index_size = max_index_size
+        self._writable = writable
+        self._buf = None  # mmap, bytearray or None (empty)
+        self._length = 0
+        self._entries = 0
+        self._resized = False
+        self._closed = False
+        self._in_memory = in_memory or self.path is None
+        if self._in_memory:
+            # In-memory index (read-only logs rebuild their indexes here); ``path`` only names it.
+            self._writable = True
+            size = _round_down(max(max_index_size, 0), es)
+            self._buf = bytearray(size)
+            self._length = size
+            return
+        if writable:
+            created = not os.path.exists(self.path)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if created:
+                    if max_index_size < es:
+                        raise ValueError(
+                            f"max_index_size must be at least {es} to create {self.path}, "
+                            f"not {max_index_size}"
+                        )
+                    size = _round_down(max_index_size, es)
+                    os.ftruncate(fd, size)
+                else:
+                    size = os.fstat(fd).st_size
+                self._map(fd, size)
+            finally:
+                os.close(fd)  # the mapping keeps its own handle
+            self._entries = 0 if created else self._count_entries(size // es)
+        else:
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                return  # an absent index reads as empty
+            try:
+                size = os.fstat(fd).st_size
+                self._map(fd, size)
+            finally:
+                os.close(fd)
+            self._entries = self._count_entries(size // es)
+
+    # -- mapping ------------------------------------------------------------------------------
+    def _map(self, fd: int, size: int) -> None:
+        self._length = size
+        if size == 0:
+            self._buf = None
+            return
+        access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
+        self._buf = mmap.mmap(fd, size, access=access)
+
+    def _unmap(self) -> None:
+        buf = self._buf
+        self._buf = None
+        if isinstance(buf, mmap.mmap):
+            buf.close()
+
+    def _is_zero_slot(self, n: int) -> bool:
+        off = n * self.ENTRY_SIZE
+        return not any(self._buf[off : off + self.ENTRY_SIZE])
+
+    def _count_entries(self, slots: int) -> int:
+        """Entries in an existing file: every slot up to the first all-zero one (a zero-filled
+        preallocated tail is not data: no real entry is ever all zeros)."""
+        if slots == 0 or not self._is_zero_slot(slots - 1):
+            return slots
+        lo, hi = 0, slots - 1  # the answer lies in [lo, hi]; slot hi is zero
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._is_zero_slot(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    # -- properties -----------------------------------------------------------------------------
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        """Slots in the current mapping (Kafka: ``mmap.limit / entrySize``)."""
+        return self._length // self.ENTRY_SIZE
+
+    @property
+    def max_index_size(self) -> int:
+        return self._max_index_size
+
+    @property
+    def length(self) -> int:
+        """Bytes in the file (or in-memory buffer), preallocated tail included."""
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes taken by the entries."""
+        return self._entries * self.ENTRY_SIZE
+
+    @property
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries
+
+    @property
+    def writable(self) -> bool:
+        return self._writable
+
+    def __len__(self) -> int:
+        return self._entries
+
+    def __bool__(self) -> bool:  # an empty index is still an index
+        return True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"index {self.path} is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if not self._writable:
+            raise ValueError(f"index {self.path} is read-only")
+
+    # -- search ---------------------------------------------------------------------------------
+    def _key(self, slot: int) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _value(self, slot: int) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _largest_lower_bound_slot(self, target: int, by_value: bool = False) -> int:
+        """Slot of the largest entry whose key (or value) is <= target; -1 if none.
+        Probes the warm tail first, like Kafka's ``indexSlotRangeFor``."""
+        n = self._entries
+        if n == 0:
+            return -1
+        get = self._value if by_value else self._key
+        first_hot = max(0, n - 1 - _WARM_BYTES // self.ENTRY_SIZE)
+        if get(first_hot) < target:
+            lo, hi = first_hot, n - 1
+        else:
+            if get(0) > target:
+                return -1
+            lo, hi = 0, first_hot
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            k = get(mid)
+            if k > target:
+                hi = mid - 1
+            elif k < target:
+                lo = mid
+            else:
+                return mid
+        return lo
+
+    def _smallest_upper_bound_slot(self, target: int, by_value: bool = False) -> int:
+        """Slot of the smallest entry whose key (or value) is >= target; -1 if none."""
+        n = self._entries
+        if n == 0:
+            return -1
+        get = self._value if by_value else self._key
+        if get(n - 1) < target:
+            return -1
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if get(mid) < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    # -- mutation ------------------------------------------------------------------------------
+    def resize(self, new_size: int) -> bool:
+        """Set the file (or buffer) length to ``new_size`` rounded down to the entry size;
+        entries beyond it are dropped.  Returns whether the length changed."""
+        self._check_writable()
+        rounded = _round_down(max(new_size, 0), self.ENTRY_SIZE)
+        if rounded == self._length:
+            return False
+        if self._in_memory:
+            buf = self._buf
+            if rounded < len(buf):
+                del buf[rounded:]
+            else:
+                buf.extend(bytes(rounded - len(buf)))
+            self._length = rounded
+        else:
+            self._unmap()
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, rounded)
+                self._map(fd, rounded)
+            finally:
+                os.close(fd)
+            self._resized = True
+        self._entries = min(self._entries, rounded // self.ENTRY_SIZE)
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to the entries it holds (done on roll, close and recovery)."""
+        if self._writable and not self._closed:
+            self.resize(self._entries * self.ENTRY_SIZE)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._check_writable()
+        if entries < self._entries:
+            # Zero the dropped slots so a later crash cannot resurrect them.
+            start = entries * self.ENTRY_SIZE
+            end = self._entries * self.ENTRY_SIZE
+            self._buf[start:end] = bytes(end - start)
+        self._entries = entries
+        self._after_truncate()
+
+    def _after_truncate(self) -> None:
+        pass
+
+    def truncate(self) -> None:
+        """Remove every entry."""
+        self._truncate_to_entries(0)
+
+    def reset(self) -> None:
+        """Remove every entry and re-expand to ``max_index_size`` (start of a recovery)."""
+        self.truncate()
+        if self._max_index_size > 0:
+            self.resize(self._max_index_size)
+
+    def flush(self) -> None:
+        """Write the mapped entries (and a changed file length) to disk."""
+        if self._closed or self._in_memory:
+            return
+        if isinstance(self._buf, mmap.mmap) and self._writable:
+            self._buf.flush()
+        # Like Kafka, a changed file length (preallocation, trim) is not fsynced: a length lost
+        # in a crash leaves a zero-filled tail, which is not counted as entries on open.
+        self._resized = False
+
+    def close_handler(self) -> None:
+        """Unmap and close the file without trimming it."""
+        if self._closed:
+            return
+        self._unmap()
+        self._closed = True
+
+    def close(self) -> None:
+        """Trim the file to its entries, then unmap and close it."""
+        if self._closed:
+            return
+        self.trim_to_valid_size()
+        self.close_handler()
+
+    def delete_if_exists(self) -> bool:
+        self.close_handler()
+        if self.path is None or self._in_memory:
+            return False
+        try:
+            os.unlink(self.path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def rename_to(self, new_path: str) -> None:
+        """Rename the file (the mapping stays valid)."""
+        if self.path is None or self._in_memory:
+            self.path = os.fspath(new_path)
+            return
+        try:
+            os.replace(self.path, new_path)
+        except FileNotFoundError:
+            pass
+        self.path = os.fspath(new_path)
+
+    @property
+    def file_exists(self) -> bool:
+        return self.path is not None and not self._in_memory and os.path.exists(self.path)
+
+    @property
+    def in_memory(self) -> bool:
+        return self._in_memory
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(path={self.path!r}, base_offset={self.base_offset}, "
+            f"entries={self._entries}, max_entries={self.max_entries})"
+        )
+
+
+class OffsetIndex(_Index):
+    """Sparse map from offsets to byte positions in a segment's ``.log`` (Kafka's OffsetIndex).
+
+    ``lookup(offset)`` returns the entry with the largest offset <= ``offset`` (or
+    ``(base_offset, 0)``); the caller then scans batch headers forward from that position.
+    """
+
+    ENTRY_SIZE = 8
+    __slots__ = ("_last_offset",)
+
+    def __init__(
+        self,
+        path: Optional[str],
+        base_offset: int,
+        max_index_size: int = -1,
+        writable: bool = True,
+        in_memory: bool = False,
+    ) -> None:
+        super().__init__(path, base_offset, max_index_size, writable, in_memory)
+        self._last_offset = self._read_last_offset()
+
+    def _read_last_offset(self) -> int:
+        if self._entries == 0:
+            return self.base_offset
+        return self.base_offset + _I32.unpack_from(self._buf, (self._entries - 1) * 8)[0]
+
+    def _after_truncate(self) -> None:
+        self._last_offset = self._read_last_offset()
+
+    def _key(self, slot: int) -> int:
+        return self.base_offset + _I32.unpack_from(self._buf, slot * 8)[0]
+
+    def _value(self, slot: int) -> int:
+        return _I32.unpack_from(self._buf, slot * 8 + 4)[0]
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last entry (the base offset when empty)."""
+        return self._last_offset
+
+    def last_entry(self) -> OffsetPosition:
+        if self._entries == 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(self._entries - 1)
+
+    def entry(self, n: int) -> OffsetPosition:
+        """The n-th entry (absolute offset, position)."""
+        if n < 0 or n >= self._entries:
+            raise IndexError(
+                f"Attempt to fetch the {n}th entry from index {self.path}, which has size "
+                f"{self._entries}."
+            )
+        rel, pos = _OFFSET_ENTRY.unpack_from(self._buf, n * 8)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    def __iter__(self) -> Iterator[OffsetPosition]:
+        for i in range(self._entries):
+            yield self.entry(i)
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The entry with the largest offset <= ``target_offset``, else ``(base_offset, 0)``."""
+        # Inlined binary search (hot path: every read and every offset lookup).
+        n = self._entries
+        if n == 0:
+            return OffsetPosition(self.base_offset, 0)
+        buf = self._buf
+        target = target_offset - self.base_offset
+        unpack = _I32.unpack_from
+        first_hot = n - 1 - _WARM_BYTES // 8
+        if first_hot < 0:
+            first_hot = 0
+        if unpack(buf, first_hot * 8)[0] < target:
+            lo, hi = first_hot, n - 1
+        else:
+            if unpack(buf, 0)[0] > target:
+                return OffsetPosition(self.base_offset, 0)
+            lo, hi = 0, first_hot
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            k = unpack(buf, mid * 8)[0]
+            if k > target:
+                hi = mid - 1
+            elif k < target:
+                lo = mid
+            else:
+                lo = mid
+                break
+        rel, pos = _OFFSET_ENTRY.unpack_from(buf, lo * 8)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    def fetch_upper_bound_offset(
+        self, fetch_offset: OffsetPosition, fetch_size: int
+    ) -> Optional[OffsetPosition]:
+        """The first entry whose position is >= ``fetch_offset.position + fetch_size``."""
+        slot = self._smallest_upper_bound_slot(fetch_offset.position + fetch_size, by_value=True)
+        if slot == -1:
+            return None
+        return self.entry(slot)
+
+    def can_append_offset(self, offset: int) -> bool:
+        rel = offset - self.base_offset
+        return 0 <= rel <= _INT32_MAX
+
+    def append(self, offset: int, position: int) -> None:
+        """Add an entry; offsets must increase strictly (Kafka's InvalidOffsetException)."""
+        n = self._entries
+        if n >= self._length >> 3:
+            self._check_writable()
+            raise InvalidOffsetError(
+                f"Attempt to append to a full index (size = {n}).", path=self.path, offset=offset
+            )
+        if n != 0 and offset <= self._last_offset:
+            raise InvalidOffsetError(
+                f"Attempt to append an offset ({offset}) to position {n} no larger than the "
+                f"last offset appended ({self._last_offset}) to {self.path}.",
+                path=self.path,
+                offset=offset,
+            )
+        rel = offset - self.base_offset
+        if rel < 0 or rel > _INT32_MAX:
+            raise InvalidOffsetError(
+                f"Integer overflow for offset: {offset} ({self.path})",
+                path=self.path,
+                offset=offset,
+            )
+        if not self._writable or self._closed:
+            self._check_writable()
+        _OFFSET_ENTRY.pack_into(self._buf, n << 3, rel, position)
+        self._entries = n + 1
+        self._last_offset = offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        slot = self._largest_lower_bound_slot(offset)
+        if slot < 0:
+            new_entries = 0
+        elif self._key(slot) == offset:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
+
+    def sanity_check(self, full: bool = False) -> None:
+        """Kafka's checks: the last offset is >= the base offset and the file length is a
+        multiple of 8.  With ``full`` also require strictly increasing offsets and
+        non-decreasing, non-negative positions."""
+        if self._entries != 0 and self._last_offset < self.base_offset:
+            raise CorruptIndexError(
+                f"Corrupt index found, index file ({self.path}) has non-zero size but the last "
+                f"offset is {self._last_offset} which is less than the base offset "
+                f"{self.base_offset}.",
+                path=self.path,
+            )
+        if self._length % self.ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"Index file {self.path} is corrupt, found {self._length} bytes which is "
+                f"neither positive nor a multiple of {self.ENTRY_SIZE}.",
+                path=self.path,
+            )
+        if full:
+            prev_off = None
+            prev_pos = -1
+            for i, (off, pos) in enumerate(self):
+                if off < self.base_offset or (prev_off is not None and off <= prev_off):
+                    raise CorruptIndexError(
+                        f"Corrupt index found, index file ({self.path}) has entry {i} with "
+                        f"offset {off} not larger than the previous offset {prev_off}.",
+                        path=self.path,
+                        offset=off,
+                    )
+                if pos < prev_pos:
+                    raise CorruptIndexError(
+                        f"Corrupt index found, index file ({self.path}) has entry {i} with "
+                        f"position {pos} smaller than the previous position {prev_pos}.",
+                        path=self.path,
+                        offset=off,
+                    )
+                prev_off, prev_pos = off, pos
+
+
+class TimeIndex(_Index):
+    """Sparse map from timestamps to offsets (Kafka's TimeIndex).
+
+    Timestamps in it strictly increase: an entry is appended only when the segment's max
+    timestamp grew.  One slot is kept free for the final entry that a roll or close appends
+    (``is_full`` at ``max_entries - 1``).
+    """
+
+    ENTRY_SIZE = 12
+    __slots__ = ("_last_entry",)
+
+    def __init__(
+        self,
+        path: Optional[str],
+        base_offset: int,
+        max_index_size: int = -1,
+        writable: bool = True,
+        in_memory: bool = False,
+    ) -> None:
+        super().__init__(path, base_offset, max_index_size, writable, in_memory)
+        self._last_entry = self._read_last_entry()
+
+    def _read_last_entry(self) -> TimestampOffset:
+        if self._entries == 0:
+            return TimestampOffset(_NO_TIMESTAMP, self.base_offset)
+        ts, rel = _TIME_ENTRY.unpack_from(self._buf, (self._entries - 1) * 12)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def _after_truncate(self) -> None:
+        self._last_entry = self._read_last_entry()
+
+    def _key(self, slot: int) -> int:
+        return _I64.unpack_from(self._buf, slot * 12)[0]
+
+    def _value(self, slot: int) -> int:
+        return self.base_offset + _I32.unpack_from(self._buf, slot * 12 + 8)[0]
+
+    @property
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries - 1
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or ``(-1, base_offset)`` when empty."""
+        return self._last_entry
+
+    def entry(self, n: int) -> TimestampOffset:
+        if n < 0 or n >= self._entries:
+            raise IndexError(
+                f"Attempt to fetch the {n}th entry from time index {self.path}, which has size "
+                f"{self._entries}."
+            )
+        ts, rel = _TIME_ENTRY.unpack_from(self._buf, n * 12)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def __iter__(self) -> Iterator[TimestampOffset]:
+        for i in range(self._entries):
+            yield self.entry(i)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= target, else ``(-1, base_offset)``."""
+        slot = self._largest_lower_bound_slot(target_timestamp)
+        if slot == -1:
+            return TimestampOffset(_NO_TIMESTAMP, self.base_offset)
+        return self.entry(slot)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Append ``(timestamp, offset)`` if the timestamp is larger than the last entry's.
+        A smaller offset raises InvalidOffsetError, a smaller timestamp ValueError."""
+        n = self._entries
+        if not skip_full_check and n >= self._length // 12 - 1:
+            self._check_writable()
+            raise InvalidOffsetError(
+                f"Attempt to append to a full time index (size = {n}).",
+                path=self.path,
+                offset=offset,
+            )
+        last_ts, last_off = self._last_entry
+        if n != 0 and offset < last_off:
+            raise InvalidOffsetError(
+                f"Attempt to append an offset ({offset}) to slot {n} no larger than the last "
+                f"offset appended ({last_off}) to {self.path}.",
+                path=self.path,
+                offset=offset,
+            )
+        if n != 0 and timestamp < last_ts:
+            raise ValueError(
+                f"Attempt to append a timestamp ({timestamp}) to slot {n} no larger than the "
+                f"last timestamp appended ({last_ts}) to {self.path}."
+            )
+        if timestamp > last_ts:
+            rel = offset - self.base_offset
+            if rel < 0 or rel > _INT32_MAX:
+                raise InvalidOffsetError(
+                    f"Integer overflow for offset: {offset} ({self.path})",
+                    path=self.path,
+                    offset=offset,
+                )
+            if n >= self._length // 12:
+                raise InvalidOffsetError(
+                    f"Attempt to append to a full time index (size = {n}).",
+                    path=self.path,
+                    offset=offset,
+                )
+            if not self._writable or self._closed:
+                self._check_writable()
+            _TIME_ENTRY.pack_into(self._buf, n * 12, timestamp, rel)
+            self._entries = n + 1
+            self._last_entry = TimestampOffset(timestamp, offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        slot = self._largest_lower_bound_slot(offset, by_value=True)
+        if slot < 0:
+            new_entries = 0
+        elif self._value(slot) == offset:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
+
+    def sanity_check(self, full: bool = False) -> None:
+        """Kafka's checks: last timestamp >= first timestamp, last offset >= base offset and
+        a length that is a multiple of 12.  With ``full`` also require strictly increasing
+        timestamps and non-decreasing offsets throughout."""
+        n = self._entries
+        last_ts, last_off = self._last_entry
+        if n != 0:
+            first_ts = self._key(0)
+            if last_ts < first_ts:
+                raise CorruptIndexError(
+                    f"Corrupt time index found, time index file ({self.path}) has non-zero size "
+                    f"but the last timestamp is {last_ts} which is less than the first "
+                    f"timestamp {first_ts}",
+                    path=self.path,
+                )
+            if last_off < self.base_offset:
+                raise CorruptIndexError(
+                    f"Corrupt time index found, time index file ({self.path}) has non-zero size "
+                    f"but the last offset is {last_off} which is less than the first offset "
+                    f"{self.base_offset}",
+                    path=self.path,
+                )
+        if self._length % self.ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"Time index file {self.path} is corrupt, found {self._length} bytes which is "
+                f"neither positive nor a multiple of {self.ENTRY_SIZE}.",
+                path=self.path,
+            )
+        if full:
+            prev = None
+            for i, (ts, off) in enumerate(self):
+                if off < self.base_offset or (
+                    prev is not None and (ts <= prev[0] or off < prev[1])
+                ):
+                    raise CorruptIndexError(
+                        f"Corrupt time index found, time index file ({self.path}) has entry {i} "
+                        f"({ts}, {off}) out of order after {prev}",
+                        path=self.path,
+                        offset=off,
+                    )
+                prev = (ts, off)
+
+
+class TransactionIndex:
+    """Aborted transactions whose ABORT marker lies in this segment (Kafka's TransactionIndex).
+
+    Not preallocated and not mapped: the file is created by the first :meth:`append` and read
+    with plain I/O (no file handle is held between calls).  ``path=None`` keeps the entries in
+    memory only.
+    """
+
+    ENTRY_SIZE = 34
+    __slots__ = ("path", "start_offset", "_writable", "_mem", "_last_offset", "_closed", "_dirty")
+
+    def __init__(
+        self, start_offset: int, path: Optional[str], writable: bool = True, in_memory: bool = False
+    ) -> None:
+        self.path = os.fspath(path) if path is not None else None
+        self.start_offset = start_offset
+        self._writable = writable or in_memory
+        self._mem: Optional[bytearray] = bytearray() if (in_memory or path is None) else None
+        self._last_offset: Optional[int] = None
+        self._closed = False
+        self._dirty = False
+        raw = self._read_all()
+        n = len(raw) // 34
+        if n:
+            self._last_offset = _TXN_ENTRY.unpack_from(raw, (n - 1) * 34)[3]
+
+    def _read_all(self) -> bytes:
+        if self._mem is not None:
+            return bytes(self._mem)
+        try:
+            with open(self.path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return b""
+
+    @property
+    def size_in_bytes(self) -> int:
+        if self._mem is not None:
+            return len(self._mem)
+        try:
+            return os.path.getsize(self.path)  # type: ignore[arg-type]
+        except (FileNotFoundError, TypeError):
+            return 0
+
+    @property
+    def file_exists(self) -> bool:
+        return self._mem is None and self.path is not None and os.path.exists(self.path)
+
+    @property
+    def last_offset(self) -> Optional[int]:
+        return self._last_offset
+
+    def append(self, txn: AbortedTxn) -> None:
+        """Append an entry; the last offsets must increase strictly."""
+        if self._closed or not self._writable:
+            raise ValueError(f"transaction index {self.path} is closed or read-only")
+        if self._last_offset is not None and self._last_offset >= txn.last_offset:
+            raise InvalidOffsetError(
+                f"The last offset of appended transactions must increase sequentially, but "
+                f"{txn.last_offset} is not greater than current last offset {self._last_offset} "
+                f"of index {self.path}",
+                path=self.path,
+                offset=txn.last_offset,
+            )
+        data = _TXN_ENTRY.pack(
+            txn.version, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset
+        )
+        if self._mem is not None:
+            self._mem += data
+        else:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+            self._dirty = True
+        self._last_offset = txn.last_offset
+
+    def _entries_with_position(self):
+        raw = self._read_all()
+        n = len(raw) // 34
+        for i in range(n):
+            version, pid, first, last, lso = _TXN_ENTRY.unpack_from(raw, i * 34)
+            # Kafka reads the version as one byte (the int16's high byte).
+            if (version >> 8) & 0xFF != 0:
+                raise CorruptIndexError(
+                    f"Unexpected aborted transaction version {(version >> 8) & 0xFF} in "
+                    f"transaction index {self.path}, current version is 0",
+                    position=i * 34,
+                    path=self.path,
+                )
+            yield i * 34, AbortedTxn(pid, first, last, lso, version)
+
+    def all_aborted_txns(self) -> List[AbortedTxn]:
+        return [t for _, t in self._entries_with_position()]
+
+    def __iter__(self) -> Iterator[AbortedTxn]:
+        return iter(self.all_aborted_txns())
+
+    def __len__(self) -> int:
+        return self.size_in_bytes // 34
+
+    def __bool__(self) -> bool:
+        return True
+
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> TxnIndexSearchResult:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)``; complete
+        once an entry's last stable offset reaches the upper bound."""
+        out = []
+        for _, t in self._entries_with_position():
+            if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset:
+                out.append(t)
+            if t.last_stable_offset >= upper_bound_offset:
+                return TxnIndexSearchResult(out, True)
+        return TxnIndexSearchResult(out, False)
+
+    def _truncate_file(self, size: int) -> None:
+        if self._mem is not None:
+            del self._mem[size:]
+            return
+        if not self.file_exists:
+            return
+        if not self._writable:
+            raise ValueError(f"transaction index {self.path} is read-only")
+        os.truncate(self.path, size)
+        self._dirty = True
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove the entries whose last offset is >= ``offset``."""
+        new_last = None
+        for pos, t in self._entries_with_position():
+            if t.last_offset >= offset:
+                self._truncate_file(pos)
+                self._last_offset = new_last
+                return
+            new_last = t.last_offset
+
+    def reset(self) -> None:
+        """Remove every entry."""
+        self._truncate_file(0)
+        self._last_offset = None
+
+    def sanity_check(self) -> None:
+        """Every entry's last offset must be >= the segment's start offset (Kafka); the file
+        must also hold whole entries (kafkalog: a torn tail makes the segment recover)."""
+        size = self.size_in_bytes
+        if size % 34 != 0:
+            raise CorruptIndexError(
+                f"Transaction index file {self.path} is corrupt, found {size} bytes which is not "
+                f"a multiple of 34.",
+                path=self.path,
+            )
+        for _, t in self._entries_with_position():
+            if t.last_offset < self.start_offset:
+                raise CorruptIndexError(
+                    f"Last offset of aborted transaction {t} in index {self.path} is less than "
+                    f"start offset {self.start_offset}",
+                    path=self.path,
+                    offset=t.last_offset,
+                )
+
+    def flush(self) -> None:
+        if self._dirty and self._writable and self.file_exists:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._dirty = False
+
+    def close(self) -> None:
+        self._closed = True
+
+    def delete_if_exists(self) -> bool:
+        self.close()
+        if self.path is None or self._mem is not None:
+            return False
+        try:
+            os.unlink(self.path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def rename_to(self, new_path: str) -> None:
+        if self.path is None or self._mem is not None:
+            self.path = os.fspath(new_path)
+            return
+        try:
+            os.replace(self.path, new_path)
+        except FileNotFoundError:
+            pass
+        self.path = os.fspath(new_path)
+
+    def __repr__(self) -> str:
+        return f"TransactionIndex(path={self.path!r}, start_offset={self.start_offset})"

@@ -1,0 +1,420 @@
+"""Producer state: the ``.snapshot`` files of a partition directory and the in-memory state
+they capture (a reduced Kafka ``ProducerStateManager``).
+
+Snapshot file layout (Kafka's ``ProducerSnapshot`` message, version 1, big-endian)::
+
+    version int16 (1) | crc uint32 (CRC-32C of everything after it) | count int32
+    count x [ producerId int64 | producerEpoch int16 | lastSequence int32 | lastOffset int64
+              | offsetDelta int32 | timestamp int64 | coordinatorEpoch int32
+              | currentTxnFirstOffset int64 (-1 = none) ]                        (46 bytes each)
+
+A snapshot named ``<offset>.snapshot`` holds the state of every producer after all batches
+below ``offset`` (the "map end offset").  The log writes one at every roll (named after the new
+segment's base offset), after recovering a segment and at a clean close.
+
+What the manager tracks: per producer the epoch, last sequence/offset/timestamp, coordinator
+epoch and the first offset of its ongoing transaction; the ongoing transactions (for the last
+stable offset) and, on an end-transaction marker, the completed transaction that the log turns
+into a transaction-index entry when it was aborted.  Not done (a broker's job): sequence and
+epoch *validation*, duplicate detection and producer-id expiration.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Dict, Iterable, List, NamedTuple, Optional
+
+from . import files as _files
+from ._speedups import crc as _crc
+from .errors import CorruptSnapshotError
+
+__all__ = [
+    "ProducerStateEntry",
+    "CompletedTxn",
+    "ProducerStateManager",
+    "read_snapshot",
+    "write_snapshot",
+    "encode_snapshot",
+    "decode_snapshot",
+    "list_snapshot_offsets",
+]
+
+SNAPSHOT_VERSION = 1
+_HEADER = struct.Struct(">hIi")  # version, crc, count
+_ENTRY = struct.Struct(">qhiqiqiq")
+ENTRY_SIZE = _ENTRY.size  # 46
+assert ENTRY_SIZE == 46
+_CRC_START = 6  # the CRC covers the count and the entries
+_CONTROL_ABORT = 0
+_CONTROL_COMMIT = 1
+_INT32_MAX = 2**31 - 1
+
+
+def _decrement_sequence(sequence: int, decrement: int) -> int:
+    if sequence < decrement:
+        return _INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+class ProducerStateEntry:
+    """One producer's state, as stored in a snapshot entry."""
+
+    __slots__ = (
+        "producer_id",
+        "producer_epoch",
+        "last_sequence",
+        "last_offset",
+        "offset_delta",
+        "timestamp",
+        "coordinator_epoch",
+        "current_txn_first_offset",
+    )
+
+    def __init__(
+        self,
+        producer_id: int,
+        producer_epoch: int = -1,
+        last_sequence: int = -1,
+        last_offset: int = -1,
+        offset_delta: int = 0,
+        timestamp: int = -1,
+        coordinator_epoch: int = -1,
+        current_txn_first_offset: int = -1,
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.last_sequence = last_sequence
+        self.last_offset = last_offset
+        self.offset_delta = offset_delta
+        self.timestamp = timestamp
+        self.coordinator_epoch = coordinator_epoch
+        self.current_txn_first_offset = current_txn_first_offset
+
+    @property
+    def first_sequence(self) -> int:
+        """First sequence of the last batch (``lastSequence - offsetDelta``, wrapping)."""
+        if self.last_sequence < 0:
+            return -1
+        return _decrement_sequence(self.last_sequence, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return -1 if self.last_offset < 0 else self.last_offset - self.offset_delta
+
+    def _key(self):
+        return tuple(getattr(self, s) for s in self.__slots__)
+
+    def __eq__(self, other):
+        if not isinstance(other, ProducerStateEntry):
+            return NotImplemented
+        return self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def copy(self) -> "ProducerStateEntry":
+        return ProducerStateEntry(*self._key())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{s}={getattr(self, s)}" for s in self.__slots__)
+        return f"ProducerStateEntry({fields})"
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker at ``last_offset`` (Kafka's CompletedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+# -- snapshot files ------------------------------------------------------------------------------
+def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
+    """The bytes of a snapshot file holding ``entries``."""
+    entries = list(entries)
+    body = bytearray(_I32_pack(len(entries)))
+    for e in entries:
+        body += _ENTRY.pack(
+            e.producer_id,
+            e.producer_epoch,
+            e.last_sequence,
+            e.last_offset,
+            e.offset_delta,
+            e.timestamp,
+            e.coordinator_epoch,
+            e.current_txn_first_offset,
+        )
+    crc = _crc.crc32c(bytes(body))
+    return struct.pack(">hI", SNAPSHOT_VERSION, crc) + bytes(body)
+
+
+def _I32_pack(n: int) -> bytes:
+    return struct.pack(">i", n)
+
+
+def decode_snapshot(data: bytes, path: Optional[str] = None) -> List[ProducerStateEntry]:
+    """Parse a snapshot; raises :class:`CorruptSnapshotError` like Kafka's ``readSnapshot``."""
+    if len(data) < _HEADER.size:
+        raise CorruptSnapshotError(
+            f"Snapshot failed schema validation: {len(data)} bytes, less than the "
+            f"{_HEADER.size}-byte header",
+            path=path,
+        )
+    version, stored, count = _HEADER.unpack_from(data, 0)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(
+            f"Snapshot contained an unknown file version {version}", path=path
+        )
+    computed = _crc.crc32c(bytes(data[_CRC_START:]))
+    if stored != computed:
+        raise CorruptSnapshotError(
+            f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored}. "
+            f"Computed crc: {computed}",
+            path=path,
+        )
+    if count < 0 or _HEADER.size + count * ENTRY_SIZE != len(data):
+        raise CorruptSnapshotError(
+            f"Snapshot failed schema validation: {count} entries do not fill "
+            f"{len(data) - _HEADER.size} bytes",
+            path=path,
+        )
+    return [
+        ProducerStateEntry(*_ENTRY.unpack_from(data, _HEADER.size + i * ENTRY_SIZE))
+        for i in range(count)
+    ]
+
+
+def read_snapshot(path: str) -> List[ProducerStateEntry]:
+    """Read the producer entries of a ``.snapshot`` file."""
+    with open(path, "rb") as f:
+        return decode_snapshot(f.read(), path=os.fspath(path))
+
+
+def write_snapshot(path: str, entries: Iterable[ProducerStateEntry], fsync: bool = True) -> None:
+    """Write a ``.snapshot`` file atomically (temp file, fsync, rename)."""
+    _files.atomic_write(path, encode_snapshot(entries), fsync=fsync)
+
+
+def list_snapshot_offsets(directory: str) -> List[int]:
+    """Offsets of the ``<offset>.snapshot`` files in a directory, ascending."""
+    out = []
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    for name in names:
+        parsed = _files.parse_segment_file_name(name)
+        if (
+            parsed is not None
+            and parsed.kind == _files.PRODUCER_SNAPSHOT_FILE_SUFFIX
+            and not parsed.suffix
+        ):
+            out.append(parsed.base_offset)
+    out.sort()
+    return out
+
+
+# -- manager ---------------------------------------------------------------------------------------
+def _parse_end_txn_marker(batch) -> Optional[tuple]:
+    """(control type, coordinator epoch) of the first record of a control batch, or None."""
+    for record in batch:
+        key = record.key
+        if key is None or len(key) < 4:
+            return None
+        try:
+            from .control import parse_control_key
+        except ImportError:  # pragma: no cover - sibling module missing
+            parse_control_key = None
+        if parse_control_key is not None:
+            try:
+                _version, ctype = parse_control_key(key)
+            except Exception:
+                return None
+        else:  # pragma: no cover
+            _version, ctype = struct.unpack_from(">hh", key, 0)
+        ctype = int(ctype)
+        coordinator_epoch = -1
+        value = record.value
+        if value is not None and len(value) >= 6:
+            coordinator_epoch = struct.unpack_from(">i", value, 2)[0]
+        return ctype, coordinator_epoch
+    return None
+
+
+class ProducerStateManager:
+    """Producer state of one partition, with its ``.snapshot`` files in ``directory``."""
+
+    def __init__(self, directory: Optional[str], read_only: bool = False) -> None:
+        self.directory = directory
+        self.read_only = read_only or directory is None
+        self.producers: Dict[int, ProducerStateEntry] = {}
+        self.ongoing_txns: Dict[int, int] = {}  # first offset -> producer id
+        self.map_end_offset = 0
+
+    # -- state updates ------------------------------------------------------------------------
+    def update(self, batch) -> Optional[CompletedTxn]:
+        """Apply one v2 batch (a RecordBatch); returns the completed transaction when the batch
+        is an end-transaction marker.  Batches without a producer id only move the map end."""
+        pid = batch.producer_id
+        if pid < 0 or batch.magic < 2:
+            last = batch.last_offset
+            if last + 1 > self.map_end_offset:
+                self.map_end_offset = last + 1
+            return None
+        completed = None
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerStateEntry(pid)
+        epoch = batch.producer_epoch
+        if epoch != entry.producer_epoch:
+            entry.producer_epoch = epoch
+        if batch.is_control_batch:
+            marker = _parse_end_txn_marker(batch)
+            if marker is not None and marker[0] in (_CONTROL_ABORT, _CONTROL_COMMIT):
+                ctype, coordinator_epoch = marker
+                offset = batch.base_offset
+                first = entry.current_txn_first_offset
+                if first < 0:
+                    first = offset
+                else:
+                    self.ongoing_txns.pop(first, None)
+                entry.current_txn_first_offset = -1
+                entry.coordinator_epoch = coordinator_epoch
+                entry.timestamp = batch.max_timestamp
+                completed = CompletedTxn(pid, first, offset, ctype == _CONTROL_ABORT)
+        else:
+            base_seq = batch.base_sequence
+            delta = batch.last_offset - batch.base_offset
+            entry.last_sequence = (
+                -1
+                if base_seq < 0
+                else (
+                    base_seq + delta
+                    if base_seq <= _INT32_MAX - delta
+                    else delta - (_INT32_MAX - base_seq) - 1
+                )
+            )
+            entry.last_offset = batch.last_offset
+            entry.offset_delta = delta
+            entry.timestamp = batch.max_timestamp
+            if batch.is_transactional and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = batch.base_offset
+                self.ongoing_txns[batch.base_offset] = pid
+        last = batch.last_offset
+        if last + 1 > self.map_end_offset:
+            self.map_end_offset = last + 1
+        return completed
+
+    def first_unstable_offset(self) -> Optional[int]:
+        return min(self.ongoing_txns) if self.ongoing_txns else None
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` is done: the first offset of the earliest other ongoing
+        transaction, else the marker's offset + 1."""
+        others = [f for f, p in self.ongoing_txns.items() if p != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        if self.ongoing_txns.get(completed.first_offset) == completed.producer_id:
+            del self.ongoing_txns[completed.first_offset]
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self.map_end_offset = offset
+
+    # -- snapshots ---------------------------------------------------------------------------------
+    def snapshot_path(self, offset: int) -> str:
+        if self.directory is None:
+            raise ValueError("this producer state has no directory")
+        return _files.producer_snapshot_file(self.directory, offset)
+
+    def snapshot_offsets(self) -> List[int]:
+        return [] if self.directory is None else list_snapshot_offsets(self.directory)
+
+    def take_snapshot(self, fsync: bool = True) -> Optional[str]:
+        """Write ``<map_end_offset>.snapshot`` unless it exists; returns its path.  A snapshot
+        is derived data: one lost or torn in a crash (CRC) is ignored and rebuilt, so callers
+        may skip the fsync."""
+        if self.read_only:
+            return None
+        path = self.snapshot_path(self.map_end_offset)
+        if os.path.exists(path):
+            return path
+        entries = sorted(self.producers.values(), key=lambda e: e.producer_id)
+        write_snapshot(path, entries, fsync=fsync)
+        return path
+
+    def load_snapshot(self, offset: int) -> None:
+        """Replace the state with the snapshot at ``offset``."""
+        entries = read_snapshot(self.snapshot_path(offset))
+        self._reset(offset)
+        for e in entries:
+            self.producers[e.producer_id] = e
+            if e.current_txn_first_offset >= 0:
+                self.ongoing_txns[e.current_txn_first_offset] = e.producer_id
+
+    def _reset(self, offset: int) -> None:
+        self.producers = {}
+        self.ongoing_txns = {}
+        self.map_end_offset = offset
+
+    def delete_snapshot(self, offset: int) -> None:
+        if self.read_only:
+            return
+        try:
+            os.unlink(self.snapshot_path(offset))
+        except FileNotFoundError:
+            pass
+
+    def load_latest_snapshot(self, upto: int, log_start_offset: int = 0) -> int:
+        """Load the newest valid snapshot with ``log_start_offset <= offset <= upto``
+        (a corrupt one is deleted and the next older one tried); with none, start empty at
+        ``log_start_offset``.  Returns the resulting map end offset."""
+        for offset in reversed(self.snapshot_offsets()):
+            if offset > upto:
+                continue
+            if offset < log_start_offset:
+                break
+            try:
+                self.load_snapshot(offset)
+                return offset
+            except (CorruptSnapshotError, OSError):
+                self.delete_snapshot(offset)
+        self._reset(log_start_offset)
+        return log_start_offset
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> int:
+        """Delete snapshots outside ``[log_start_offset, log_end_offset]`` and load the
+        newest remaining one (Kafka's ``truncateAndReload``)."""
+        for offset in self.snapshot_offsets():
+            if offset > log_end_offset or offset < log_start_offset:
+                self.delete_snapshot(offset)
+        return self.load_latest_snapshot(log_end_offset, log_start_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for off in self.snapshot_offsets():
+            self.delete_snapshot(off)
+        self._reset(offset)
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for off in self.snapshot_offsets():
+            if off < offset:
+                self.delete_snapshot(off)
+
+    def remove_stray_snapshots(
+        self, segment_base_offsets: Iterable[int], keep: Iterable[int] = ()
+    ) -> None:
+        """Delete snapshots that match no segment base offset, except the newest one (which
+        may be the log end offset) and those in ``keep`` (Kafka's ``removeStraySnapshots``)."""
+        bases = set(segment_base_offsets) | set(keep)
+        offsets = self.snapshot_offsets()
+        latest = offsets[-1] if offsets else None
+        for off in offsets:
+            if off not in bases and off != latest:
+                self.delete_snapshot(off)
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerStateManager(directory={self.directory!r}, producers={len(self.producers)}, "
+            f"map_end_offset={self.map_end_offset})"
+        )

@@ -1,0 +1,1175 @@
+"""One log segment: a ``.log`` file of record batches plus its three indexes (Kafka's
+``LogSegment``, with the file handling of ``FileRecords``/``FileLogInputStream`` folded in).
+
+A segment is named by its base offset and holds batches whose offsets fit in
+``[base_offset, base_offset + 2**31 - 1]``; at most ``2**31 - 1`` bytes.  Appends go to the end
+of the ``.log`` and add an offset-index entry (and maybe a time-index entry) once more than
+``index.interval.bytes`` were written since the last one, exactly as Kafka's
+``LogSegment.append`` does: the entry is checked *before* writing, its key is the largest offset
+of the append and its position where the append starts.
+
+Appended bytes are collected in a small in-process write buffer (``WRITE_BUFFER_BYTES``) and
+written to the file when it fills, before any read of this segment, and on flush/roll/close;
+fewer system calls make appending pre-built batches faster than one ``write()`` per batch.
+Buffered bytes are lost if the process dies, exactly like bytes a broker wrote to the page cache
+are lost if the machine dies: only :meth:`flush` (fsync) makes data durable, and recovery
+truncates whatever torn tail a crash leaves.
+
+Reads return copies (``os.pread``), never views of a mapping, so a segment can be truncated or
+deleted while callers still hold what they read.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import time
+from typing import Iterator, List, NamedTuple, Optional, Tuple
+
+from . import files as _files
+from .errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    KafkaLogError,
+    LogClosedError,
+)
+from .index import (
+    AbortedTxn,
+    OffsetIndex,
+    TimeIndex,
+    TimestampOffset,
+    TransactionIndex,
+    TxnIndexSearchResult,
+)
+from .records import MemoryRecords
+
+__all__ = [
+    "Segment",
+    "LogOffsetPosition",
+    "TimestampAndOffset",
+    "BatchHeader",
+    "WRITE_BUFFER_BYTES",
+]
+
+WRITE_BUFFER_BYTES = 512 * 1024
+# Bytes read at a time when walking a segment (recovery, producer-state replay, verification).
+SCAN_CHUNK_BYTES = 8 * 1024 * 1024
+_FIRST_SCAN_CHUNK_BYTES = 32 * 1024
+# Bytes read at a time when walking batch headers from an index position.
+_HEADER_CHUNK_BYTES = 16 * 1024
+
+_INT32_MAX = 2**31 - 1
+_LOG_OVERHEAD = 12
+_HEADER_SIZE_UP_TO_MAGIC = 17
+_RECORD_OVERHEAD_V0 = 14
+_V2_OVERHEAD = 61
+_V2_PEEK = 43  # through maxTimestamp
+_V1_PEEK = 26  # through the v1 timestamp
+_ENTRY = struct.Struct(">qi")
+_OFFSET_ENTRY = struct.Struct(">ii")
+_V2_PEEK_STRUCT = struct.Struct(">qiibIhiqq")  # ... through maxTimestamp
+_Q = struct.Struct(">q")
+_I = struct.Struct(">i")
+
+
+class LogOffsetPosition(NamedTuple):
+    """Where a batch is: its (base) offset, byte position and size (Kafka's LogOffsetPosition)."""
+
+    offset: int
+    position: int
+    size: int
+
+
+class TimestampAndOffset(NamedTuple):
+    """A ListOffsets answer: record ``timestamp``, its ``offset`` and the batch's leader epoch
+    (``None`` when unknown)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: Optional[int]
+
+
+class BatchHeader(NamedTuple):
+    """The facts a header walk yields without building a batch object."""
+
+    position: int
+    size: int
+    magic: int
+    base_offset: int  # for v0/v1 the entry offset (the last offset of a wrapper)
+    last_offset: int
+    max_timestamp: int
+    partition_leader_epoch: int
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Segment:
+    """A log segment (Kafka's LogSegment).  Open one with :meth:`open`.
+
+    Main operations: :meth:`append`, :meth:`read`, :meth:`translate_offset` (position of an
+    offset), :meth:`find_offset_by_timestamp`, :meth:`recover`, :meth:`truncate_to`,
+    :meth:`flush`, :meth:`close` and :meth:`delete`.
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10 * 1024 * 1024,
+        roll_jitter_ms: int = 0,
+        file_suffix: str = "",
+        read_only: bool = False,
+        preallocate: bool = False,
+        init_file_size: int = 0,
+        clock=None,
+    ) -> None:
+        if base_offset < 0:
+            raise ValueError(f"base offset must be non-negative, not {base_offset}")
+        self.directory = os.fspath(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.roll_jitter_ms = roll_jitter_ms
+        self.file_suffix = file_suffix
+        self.read_only = read_only
+        self._clock = clock or _now_ms
+        self._closed = False
+        self._log_path = _files.log_file(self.directory, base_offset, file_suffix)
+        self._oi_path = _files.offset_index_file(self.directory, base_offset, file_suffix)
+        self._ti_path = _files.time_index_file(self.directory, base_offset, file_suffix)
+        self._txn_path = _files.transaction_index_file(self.directory, base_offset, file_suffix)
+        exists = os.path.exists(self._log_path)
+        if read_only:
+            self._fd = os.open(self._log_path, os.O_RDONLY)
+        else:
+            self._fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._preallocated = bool(preallocate)
+        self._offset_index: Optional[OffsetIndex] = None
+        self._time_index: Optional[TimeIndex] = None
+        self._txn_index: Optional[TransactionIndex] = None
+        self._memory_indexes = False
+        try:
+            if not exists and preallocate and init_file_size > 0:
+                os.ftruncate(self._fd, init_file_size)
+                self._file_size = 0
+            else:
+                self._file_size = os.fstat(self._fd).st_size
+            self.offset_index_existed = os.path.exists(self._oi_path)
+            self.time_index_existed = os.path.exists(self._ti_path)
+            if not exists and not read_only:
+                # A new segment: create (preallocate) its index files now.
+                _ = self.offset_index, self.time_index
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._wbuf: Optional[bytearray] = None
+        self._wlen = 0
+        self._unsynced = not exists
+        self._bytes_since_last_index_entry = 0
+        self._max_ts: Optional[int] = None  # loaded from the time index on first use
+        self._max_ts_offset = base_offset
+        self._rolling_based_timestamp: Optional[int] = None
+        self.created_ms = self._clock()
+
+    # -- indexes (opened on first use, like Kafka's LazyIndex) -------------------------------------
+    @property
+    def offset_index(self) -> OffsetIndex:
+        oi = self._offset_index
+        if oi is None:
+            if self._memory_indexes or (self.read_only and not os.path.exists(self._oi_path)):
+                oi = OffsetIndex(
+                    self._oi_path, self.base_offset, self.max_index_size, in_memory=True
+                )
+            else:
+                oi = OffsetIndex(
+                    self._oi_path,
+                    self.base_offset,
+                    self.max_index_size,
+                    writable=not self.read_only,
+                )
+            self._offset_index = oi
+        return oi
+
+    @property
+    def time_index(self) -> TimeIndex:
+        ti = self._time_index
+        if ti is None:
+            if self._memory_indexes or (self.read_only and not os.path.exists(self._ti_path)):
+                ti = TimeIndex(self._ti_path, self.base_offset, self.max_index_size, in_memory=True)
+            else:
+                ti = TimeIndex(
+                    self._ti_path,
+                    self.base_offset,
+                    self.max_index_size,
+                    writable=not self.read_only,
+                )
+            self._time_index = ti
+        return ti
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        txi = self._txn_index
+        if txi is None:
+            txi = self._txn_index = TransactionIndex(
+                self.base_offset,
+                self._txn_path,
+                writable=not self.read_only,
+                in_memory=self._memory_indexes,
+            )
+        return txi
+
+    def _load_max_ts(self) -> None:
+        last = self.time_index.last_entry
+        self._max_ts = last.timestamp
+        self._max_ts_offset = last.offset
+
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10 * 1024 * 1024,
+        segment_jitter_ms: int = 0,
+        segment_ms: int = 604800000,
+        file_suffix: str = "",
+        read_only: bool = False,
+        preallocate: bool = False,
+        init_file_size: int = 0,
+        clock=None,
+    ) -> "Segment":
+        """Open (or, unless ``read_only``, create) the segment at ``base_offset`` in
+        ``directory``; like Kafka's ``LogSegment.open`` the roll jitter is drawn at random from
+        ``[0, min(segment_jitter_ms, segment_ms))``."""
+        jitter = 0
+        if segment_jitter_ms > 0:
+            jitter = random.randrange(min(segment_jitter_ms, segment_ms))
+        return cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_size=max_index_size,
+            roll_jitter_ms=jitter,
+            file_suffix=file_suffix,
+            read_only=read_only,
+            preallocate=preallocate,
+            init_file_size=init_file_size,
+            clock=clock,
+        )
+
+    # -- basic facts -------------------------------------------------------------------------------
+    @property
+    def log_path(self) -> str:
+        return self._log_path
+
+    @property
+    def size(self) -> int:
+        """Bytes of batches in the segment (buffered bytes included)."""
+        return self._file_size + self._wlen
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        if self._max_ts is None:
+            self._load_max_ts()
+        return self._max_ts  # type: ignore[return-value]
+
+    @property
+    def shallow_offset_of_max_timestamp_so_far(self) -> int:
+        if self._max_ts is None:
+            self._load_max_ts()
+        return self._max_ts_offset
+
+    def read_max_timestamp_and_offset_so_far(self) -> TimestampOffset:
+        if self._max_ts is None:
+            self._load_max_ts()
+        return TimestampOffset(self._max_ts, self._max_ts_offset)  # type: ignore[arg-type]
+
+    @property
+    def last_modified(self) -> int:
+        """Modification time of the ``.log`` file, in ms."""
+        return int(os.stat(self._log_path).st_mtime * 1000)
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The segment's largest record timestamp, or its file's mtime when it has none
+        (Kafka's ``largestTimestamp``, which time-based retention compares with)."""
+        ts = self.max_timestamp_so_far
+        if ts >= 0:
+            return ts
+        return self.last_modified
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        rel = offset - self.base_offset
+        return 0 <= rel <= _INT32_MAX
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"segment {self._log_path} is closed", path=self._log_path)
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise ValueError(f"segment {self._log_path} is read-only")
+
+    # -- file I/O ----------------------------------------------------------------------------------
+    def _drain(self) -> None:
+        """Write the buffered bytes to the file."""
+        n = self._wlen
+        if not n:
+            return
+        with memoryview(self._wbuf) as mv:
+            self._pwrite_all(mv[:n], self._file_size)
+        self._file_size += n
+        self._wlen = 0
+
+    def _pwrite_all(self, data, position: int) -> None:
+        self._unsynced = True
+        view = data if isinstance(data, memoryview) else memoryview(data)
+        fd = self._fd
+        while view:
+            written = os.pwrite(fd, view, position)
+            if written <= 0:  # pragma: no cover - a full disk raises instead
+                raise OSError(f"short write to {self._log_path}")
+            position += written
+            view = view[written:]
+
+    def _write(
+        self, data, base_offset_patch: Optional[int] = None, epoch_patch: Optional[int] = None
+    ) -> None:
+        """Append ``data`` at the end, optionally patching a v2 header's baseOffset and
+        partitionLeaderEpoch (both outside the CRC) on the way."""
+        n = len(data)
+        wbuf = self._wbuf
+        if wbuf is None:
+            wbuf = self._wbuf = bytearray(WRITE_BUFFER_BYTES)
+        w = self._wlen
+        if w + n > WRITE_BUFFER_BYTES:
+            if w:
+                self._drain()
+                w = 0
+            if n > WRITE_BUFFER_BYTES:
+                if base_offset_patch is not None or epoch_patch is not None:
+                    head = bytearray(data[:_V2_OVERHEAD])
+                    if base_offset_patch is not None:
+                        _Q.pack_into(head, 0, base_offset_patch)
+                    if epoch_patch is not None:
+                        _I.pack_into(head, 12, epoch_patch)
+                    self._pwrite_all(head, self._file_size)
+                    self._pwrite_all(
+                        memoryview(data)[_V2_OVERHEAD:], self._file_size + _V2_OVERHEAD
+                    )
+                else:
+                    self._pwrite_all(data, self._file_size)
+                self._file_size += n
+                return
+        wbuf[w : w + n] = data
+        if base_offset_patch is not None:
+            _Q.pack_into(wbuf, w, base_offset_patch)
+        if epoch_patch is not None:
+            _I.pack_into(wbuf, w + 12, epoch_patch)
+        self._wlen = w + n
+
+    def _read_at(self, position: int, size: int) -> bytes:
+        """``size`` bytes from ``position`` (fewer at the end of the segment)."""
+        end = self._file_size + self._wlen
+        if position + size > end:
+            size = end - position
+        if size <= 0:
+            return b""
+        if position + size > self._file_size:
+            self._drain()
+        data = os.pread(self._fd, size, position)
+        if len(data) < size:
+            parts = [data]
+            got = len(data)
+            while got < size:
+                more = os.pread(self._fd, size - got, position + got)
+                if not more:
+                    break
+                parts.append(more)
+                got += len(more)
+            data = b"".join(parts)
+        return data
+
+    # -- header walking (FileLogInputStream) -------------------------------------------------------
+    def iter_headers(
+        self, start_position: int = 0, end_position: Optional[int] = None
+    ) -> Iterator[BatchHeader]:
+        """Walk the batch headers from ``start_position`` without building batch objects or
+        checking CRCs.  Stops at a partial batch at the end; raises CorruptRecordError on a
+        header no batch can have (size below 14, unknown magic, v2 size below 61)."""
+        self._check_open()
+        end = self.size if end_position is None else min(end_position, self.size)
+        pos = start_position
+        chunk = b""
+        chunk_start = pos
+        unpack_entry = _ENTRY.unpack_from
+        while pos + _HEADER_SIZE_UP_TO_MAGIC < end:
+            rel = pos - chunk_start
+            if rel + _V2_PEEK > len(chunk):
+                chunk_start = pos
+                chunk = self._read_at(pos, min(_HEADER_CHUNK_BYTES, end - pos))
+                rel = 0
+                if len(chunk) < _HEADER_SIZE_UP_TO_MAGIC:
+                    return
+            offset, size = unpack_entry(chunk, rel)
+            if size < _RECORD_OVERHEAD_V0:
+                raise CorruptRecordError(
+                    f"Found record size {size} smaller than minimum record overhead "
+                    f"({_RECORD_OVERHEAD_V0}) in file {self._log_path}.",
+                    pos,
+                    offset,
+                    self._log_path,
+                )
+            total = size + _LOG_OVERHEAD
+            if pos + total > end:
+                return
+            magic = chunk[rel + 16]
+            if magic == 2:
+                if total < _V2_OVERHEAD:
+                    raise CorruptRecordError(
+                        f"Record batch size {total} is smaller than the minimum v2 batch "
+                        f"overhead ({_V2_OVERHEAD}) in file {self._log_path}.",
+                        pos,
+                        offset,
+                        self._log_path,
+                    )
+                if rel + _V2_PEEK > len(chunk):  # pragma: no cover - guarded by the read above
+                    chunk_start = pos
+                    chunk = self._read_at(pos, _V2_PEEK)
+                    rel = 0
+                (base, _l, epoch, _m, _c, _a, delta, _bt, max_ts) = _V2_PEEK_STRUCT.unpack_from(
+                    chunk, rel
+                )
+                yield BatchHeader(pos, total, 2, base, base + delta, max_ts, epoch)
+            elif magic < 2:
+                ts = -1
+                if magic == 1 and rel + _V1_PEEK <= len(chunk):
+                    ts = _Q.unpack_from(chunk, rel + 18)[0]
+                yield BatchHeader(pos, total, magic, offset, offset, ts, -1)
+            else:
+                raise CorruptRecordError(
+                    f"Invalid magic found in record: {magic}", pos, offset, self._log_path
+                )
+            pos += total
+
+    def iter_batches(
+        self, start_position: int = 0, end_position: Optional[int] = None
+    ) -> Iterator[Tuple[int, object]]:
+        """``(position, batch)`` for every complete batch from ``start_position``: RecordBatch
+        (v2) or LegacyRecordBatch (v0/v1) objects over chunks read from the file.  CRCs are
+        not checked here (call ``batch.ensure_valid()``); a malformed header raises."""
+        self._check_open()
+        end = self.size if end_position is None else min(end_position, self.size)
+        pos = start_position
+        want = _FIRST_SCAN_CHUNK_BYTES  # lookups usually need only the first batches
+        while pos < end:
+            chunk = self._read_at(pos, min(want, end - pos))
+            if not chunk:
+                return
+            records = MemoryRecords(chunk)
+            consumed = 0
+            try:
+                for batch in records:
+                    consumed = batch.position + batch.size_in_bytes
+                    yield pos + batch.position, batch
+            except KafkaLogError as e:
+                raise e.located(self._log_path, pos) from None
+            if consumed == 0:
+                # The first batch did not fit: read at least its full size next time.
+                if len(chunk) >= _LOG_OVERHEAD:
+                    size = _ENTRY.unpack_from(chunk, 0)[1] + _LOG_OVERHEAD
+                    if size > len(chunk) and pos + size <= end:
+                        want = size
+                        continue
+                return  # a partial batch at the end
+            want = min(want * 4, SCAN_CHUNK_BYTES)
+            pos += consumed
+
+    # -- append ------------------------------------------------------------------------------------
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        shallow_offset_of_max_timestamp: int,
+        records,
+    ) -> None:
+        """Append ``records`` (MemoryRecords or bytes-like, offsets already assigned) whose
+        largest offset and timestamp are given (Kafka's ``LogSegment.append``)."""
+        if isinstance(records, MemoryRecords):
+            data = records.buffer()
+        else:
+            data = records
+        self._append(data, largest_offset, largest_timestamp, shallow_offset_of_max_timestamp)
+
+    def _append(
+        self,
+        data,
+        largest_offset: int,
+        largest_timestamp: int,
+        shallow_offset_of_max_timestamp: int,
+        base_offset_patch: Optional[int] = None,
+        epoch_patch: Optional[int] = None,
+    ) -> None:
+        n = len(data)
+        if n == 0:
+            return
+        if self._closed or self.read_only:
+            self._check_writable()
+        w = self._wlen
+        position = self._file_size + w
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        rel = largest_offset - self.base_offset
+        if rel < 0 or rel > _INT32_MAX:
+            raise InvalidOffsetError(
+                f"Detected offset overflow at offset {largest_offset} in segment {self._log_path}",
+                offset=largest_offset,
+                path=self._log_path,
+            )
+        if position + n > _INT32_MAX:
+            raise InvalidRecordError(
+                f"Appending {n} bytes to segment {self._log_path} of {position} bytes would "
+                f"exceed the 2 GiB segment limit",
+                path=self._log_path,
+            )
+        wbuf = self._wbuf
+        if wbuf is not None and w + n <= WRITE_BUFFER_BYTES:
+            wbuf[w : w + n] = data
+            if base_offset_patch is not None:
+                _Q.pack_into(wbuf, w, base_offset_patch)
+            if epoch_patch is not None:
+                _I.pack_into(wbuf, w + 12, epoch_patch)
+            self._wlen = w + n
+        else:
+            self._write(data, base_offset_patch, epoch_patch)
+        max_ts = self._max_ts
+        if max_ts is None:
+            self._load_max_ts()
+            max_ts = self._max_ts
+        if largest_timestamp > max_ts:  # type: ignore[operator]
+            self._max_ts = max_ts = largest_timestamp
+            self._max_ts_offset = shallow_offset_of_max_timestamp
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            (self._offset_index or self.offset_index).append(largest_offset, position)
+            (self._time_index or self.time_index).maybe_append(max_ts, self._max_ts_offset)
+            self._bytes_since_last_index_entry = n
+        else:
+            self._bytes_since_last_index_entry += n
+
+    def _append_if_fits(
+        self,
+        data,
+        n: int,
+        largest_offset: int,
+        largest_timestamp: int,
+        base_offset_patch: int,
+        epoch_patch: int,
+        max_segment_bytes: int,
+        max_segment_ms: int,
+    ):
+        """The log's hot path: :meth:`should_roll` and :meth:`_append` for one v2 batch whose
+        largest offset is also the offset of its max timestamp, in one call.  Returns True once
+        appended, False when the segment must roll first, None when the cheap checks cannot
+        decide (the caller then takes the general route)."""
+        w = self._wlen
+        position = self._file_size + w
+        if position > max_segment_bytes - n:
+            return False
+        if position > 0:
+            ts = self._rolling_based_timestamp
+            if ts is None or ts < 0:
+                return None
+            if largest_timestamp - ts > max_segment_ms - self.roll_jitter_ms:
+                return False
+        oi = self._offset_index
+        ti = self._time_index
+        max_ts = self._max_ts
+        wbuf = self._wbuf
+        if oi is None or ti is None or max_ts is None or wbuf is None or self._closed:
+            return None
+        if oi._entries >= oi._length >> 3 or ti._entries >= ti._length // 12 - 1:
+            return False
+        rel = largest_offset - self.base_offset
+        if rel < 0 or rel > _INT32_MAX:
+            return False
+        if w + n <= WRITE_BUFFER_BYTES:
+            wbuf[w : w + n] = data
+            _Q.pack_into(wbuf, w, base_offset_patch)
+            _I.pack_into(wbuf, w + 12, epoch_patch)
+            self._wlen = w + n
+        else:
+            self._write(data, base_offset_patch, epoch_patch)
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        if largest_timestamp > max_ts:
+            self._max_ts = max_ts = largest_timestamp
+            self._max_ts_offset = largest_offset
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            e = oi._entries
+            if e and largest_offset <= oi._last_offset:
+                oi.append(largest_offset, position)  # raises InvalidOffsetError
+            _OFFSET_ENTRY.pack_into(oi._buf, e << 3, rel, position)
+            oi._entries = e + 1
+            oi._last_offset = largest_offset
+            ti.maybe_append(max_ts, self._max_ts_offset)
+            self._bytes_since_last_index_entry = n
+        else:
+            self._bytes_since_last_index_entry += n
+        return True
+
+    def update_txn_index(self, completed_txn, last_stable_offset: int) -> None:
+        """Record an aborted transaction whose marker is in this segment."""
+        if completed_txn.is_aborted:
+            self.txn_index.append(
+                AbortedTxn(
+                    completed_txn.producer_id,
+                    completed_txn.first_offset,
+                    completed_txn.last_offset,
+                    last_stable_offset,
+                )
+            )
+
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> TxnIndexSearchResult:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    # -- roll --------------------------------------------------------------------------------------
+    def _load_first_batch_timestamp(self) -> None:
+        if self._rolling_based_timestamp is None and self.size > 0:
+            for header in self.iter_headers(0):
+                self._rolling_based_timestamp = header.max_timestamp
+                break
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Producer time since the segment's first batch when that has a timestamp, else wall
+        time since the segment object was created (Kafka's ``timeWaitedForRoll``)."""
+        self._load_first_batch_timestamp()
+        ts = self._rolling_based_timestamp
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now_ms - self.created_ms
+
+    def should_roll(
+        self,
+        max_segment_ms: int,
+        max_segment_bytes: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        messages_size: int,
+        now_ms: Optional[int] = None,
+    ) -> bool:
+        """Kafka's ``shouldRoll``: size, time (producer timestamps), a full index, or an offset
+        that cannot be stored relative to the base offset.  ``now_ms`` (default: the clock) is
+        only needed when the segment's first batch has no timestamp."""
+        size = self._file_size + self._wlen
+        if size > max_segment_bytes - messages_size:
+            return True
+        if size > 0:
+            ts = self._rolling_based_timestamp
+            if ts is None:
+                self._load_first_batch_timestamp()
+                ts = self._rolling_based_timestamp
+            if ts is not None and ts >= 0:
+                waited = max_timestamp_in_messages - ts
+            else:
+                waited = (self._clock() if now_ms is None else now_ms) - self.created_ms
+            if waited > max_segment_ms - self.roll_jitter_ms:
+                return True
+        oi = self._offset_index or self.offset_index
+        ti = self._time_index or self.time_index
+        if oi._entries >= oi._length >> 3 or ti._entries >= ti._length // 12 - 1:
+            return True
+        rel = max_offset_in_messages - self.base_offset
+        return rel < 0 or rel > _INT32_MAX
+
+    def on_become_inactive_segment(self) -> None:
+        """At roll: append the final time-index entry, trim the indexes (and a preallocated
+        ``.log``) and release the write buffer."""
+        self._check_writable()
+        self._drain()
+        self._wbuf = None
+        if self._max_ts is None:
+            self._load_max_ts()
+        self.time_index.maybe_append(self._max_ts, self._max_ts_offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self._trim_log()
+
+    def _trim_log(self) -> None:
+        if not self.read_only and os.fstat(self._fd).st_size != self._file_size:
+            os.ftruncate(self._fd, self._file_size)
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    # -- read --------------------------------------------------------------------------------------
+    def translate_offset(
+        self, offset: int, starting_file_position: int = 0
+    ) -> Optional[LogOffsetPosition]:
+        """Position and size of the first batch whose last offset is >= ``offset``: an
+        offset-index lookup, then a walk over batch headers (Kafka's
+        ``searchForOffsetWithSize``); None if there is none."""
+        if self._closed:
+            self._check_open()
+        mapping = (self._offset_index or self.offset_index).lookup(offset)
+        pos = (
+            mapping.position
+            if mapping.position > starting_file_position
+            else starting_file_position
+        )
+        end = self._file_size + self._wlen
+        chunk = b""
+        chunk_start = pos
+        step = self.index_interval_bytes + _V2_OVERHEAD
+        if step < 4096:
+            step = 4096
+        elif step > _HEADER_CHUNK_BYTES:
+            step = _HEADER_CHUNK_BYTES
+        unpack_entry = _ENTRY.unpack_from
+        while pos + _HEADER_SIZE_UP_TO_MAGIC < end:
+            rel = pos - chunk_start
+            if rel + _V2_PEEK > len(chunk):
+                chunk_start = pos
+                chunk = self._read_at(pos, min(step, end - pos))
+                rel = 0
+            entry_offset, size = unpack_entry(chunk, rel)
+            total = size + _LOG_OVERHEAD
+            magic = chunk[rel + 16]
+            if size < _RECORD_OVERHEAD_V0 or magic > 2 or (magic == 2 and total < _V2_OVERHEAD):
+                # let the general walker produce Kafka's error
+                for _h in self.iter_headers(pos):
+                    break
+                return None
+            if pos + total > end:
+                return None
+            if magic == 2:
+                base = entry_offset
+                last = base + _I.unpack_from(chunk, rel + 23)[0]
+            else:
+                base = last = entry_offset
+            if last >= offset:
+                return LogOffsetPosition(base, pos, total)
+            pos += total
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: Optional[int] = None,
+        min_one_message: bool = False,
+    ) -> Optional[MemoryRecords]:
+        """Batches from the one holding ``start_offset`` on, at most ``max_size`` bytes and no
+        further than ``max_position`` (default: the segment end).  The bytes start at a batch
+        boundary (the first batch may begin before ``start_offset``) and may end in a partial
+        batch; ``min_one_message`` returns the whole first batch even when it is larger than
+        ``max_size``.  None when no batch at or after ``start_offset`` is in this segment."""
+        if max_size < 0:
+            raise ValueError(
+                f"Invalid max size {max_size} for log read from segment {self._log_path}"
+            )
+        self._check_open()
+        start = self.translate_offset(start_offset)
+        if start is None:
+            return None
+        adjusted = max(max_size, start.size) if min_one_message else max_size
+        if max_position is None:
+            max_position = self.size
+        if adjusted == 0 or max_position <= start.position:
+            return MemoryRecords(b"")
+        fetch_size = min(max_position - start.position, adjusted)
+        return MemoryRecords(self._read_at(start.position, fetch_size))
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (the base offset when empty), found by walking
+        the headers from the last offset-index entry."""
+        self._check_open()
+        pos = self.offset_index.last_entry().position
+        if pos > self.size:
+            pos = 0
+        nxt = self.base_offset
+        for h in self.iter_headers(pos):
+            nxt = h.last_offset + 1
+        if nxt == self.base_offset and pos > 0:
+            for h in self.iter_headers(0):
+                nxt = h.last_offset + 1
+        return nxt
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int = 0
+    ) -> Optional[TimestampAndOffset]:
+        """The first record (in offset order) with a timestamp >= ``timestamp`` and offset >=
+        ``starting_offset``: time-index lookup, offset-index lookup, then a scan."""
+        self._check_open()
+        ts_entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(ts_entry.offset, starting_offset)).position
+        for _pos, batch in self.iter_batches(position):
+            if batch.max_timestamp >= timestamp:
+                for record in batch:
+                    if record.timestamp >= timestamp and record.offset >= starting_offset:
+                        epoch = batch.partition_leader_epoch
+                        return TimestampAndOffset(
+                            record.timestamp, record.offset, epoch if epoch >= 0 else None
+                        )
+        return None
+
+    def offset_of_max_timestamp(self) -> Optional[TimestampAndOffset]:
+        """The first record carrying the segment's max timestamp (ListOffsets ``-3``)."""
+        self._check_open()
+        ts = self.max_timestamp_so_far
+        if ts < 0:
+            return None
+        position = self.offset_index.lookup(self._max_ts_offset).position
+        for start in (position, 0):
+            for _pos, batch in self.iter_batches(start):
+                if batch.max_timestamp == ts:
+                    for record in batch:
+                        if record.timestamp == ts:
+                            epoch = batch.partition_leader_epoch
+                            return TimestampAndOffset(
+                                ts, record.offset, epoch if epoch >= 0 else None
+                            )
+        return None
+
+    # -- recovery ----------------------------------------------------------------------------------
+    def _use_memory_indexes(self) -> None:
+        """Read-only segments rebuild into in-memory indexes and never touch the files."""
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close_handler()
+        if self._txn_index is not None:
+            self._txn_index.close()
+        self._offset_index = self._time_index = self._txn_index = None
+        self._memory_indexes = True
+
+    def recover(self, producer_state=None, leader_epoch_cache=None) -> int:
+        """Rebuild the indexes from the ``.log`` and truncate it at the first invalid batch
+        (Kafka's ``LogSegment.recover``): every batch's size and CRC are checked, index entries
+        are added every ``index.interval.bytes`` (per batch), and the leader-epoch cache and
+        producer state (with the transaction index) are updated from v2 batches.  Returns the
+        number of bytes truncated.  A read-only segment recovers into memory and just stops
+        reading at the first invalid batch.  Raises InvalidOffsetError when offsets go
+        backwards at an index entry (the caller then drops the segment, as Kafka does)."""
+        self._check_open()
+        self._drain()
+        if self.read_only:
+            self._use_memory_indexes()
+        oi, ti, txi = self.offset_index, self.time_index, self.txn_index
+        oi.reset()
+        ti.reset()
+        txi.reset()
+        valid = 0
+        last_index_entry = 0
+        max_ts = -1
+        max_ts_off = self.base_offset
+        interval = self.index_interval_bytes
+        base = self.base_offset
+        try:
+            for pos, batch in self.iter_batches(0):
+                batch.ensure_valid()
+                last = batch.last_offset
+                rel = last - base
+                if rel < 0 or rel > _INT32_MAX:
+                    raise CorruptRecordError(
+                        f"Batch with last offset {last} cannot be stored relative to base offset "
+                        f"{base}",
+                        pos,
+                        last,
+                        self._log_path,
+                    )
+                if batch.max_timestamp > max_ts:
+                    max_ts = batch.max_timestamp
+                    max_ts_off = last
+                if valid - last_index_entry > interval:
+                    oi.append(last, valid)
+                    ti.maybe_append(max_ts, max_ts_off)
+                    last_index_entry = valid
+                valid += batch.size_in_bytes
+                if batch.magic >= 2:
+                    if leader_epoch_cache is not None:
+                        epoch = batch.partition_leader_epoch
+                        latest = leader_epoch_cache.latest_epoch
+                        if epoch >= 0 and (latest is None or epoch > latest):
+                            leader_epoch_cache.assign(epoch, batch.base_offset)
+                    if producer_state is not None:
+                        completed = producer_state.update(batch)
+                        if completed is not None:
+                            lso = producer_state.last_stable_offset(completed)
+                            self.update_txn_index(completed, lso)
+                            producer_state.complete_txn(completed)
+                elif producer_state is not None:
+                    producer_state.update(batch)
+        except CorruptRecordError:
+            pass  # everything from here on is dropped
+        truncated = self.size - valid
+        if self.read_only:
+            self._file_size = valid
+        else:
+            self._truncate_log(valid)
+        self._max_ts = max_ts
+        self._max_ts_offset = max_ts_off
+        oi.trim_to_valid_size()
+        ti.maybe_append(max_ts, max_ts_off, skip_full_check=True)
+        ti.trim_to_valid_size()
+        self._bytes_since_last_index_entry = 0
+        if valid == 0:
+            self._rolling_based_timestamp = None
+        return truncated
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild the offset and time indexes from the log (no truncation; stops at the
+        first invalid batch)."""
+        self.recover()
+
+    def _truncate_log(self, size: int) -> None:
+        self._drain()
+        if size > self._file_size:
+            raise ValueError(
+                f"Attempt to truncate log segment {self._log_path} to {size} bytes failed, "
+                f"size of this log segment is {self._file_size} bytes."
+            )
+        if size < self._file_size or os.fstat(self._fd).st_size != size:
+            os.ftruncate(self._fd, size)
+            self._unsynced = True
+        self._file_size = size
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch from the one holding ``offset`` on (so the whole batch that
+        contains ``offset`` goes); returns the bytes removed (Kafka's ``truncateTo``)."""
+        self._check_writable()
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+        truncated = 0
+        if mapping is not None:
+            before = self.size
+            self._truncate_log(mapping.position)
+            truncated = before - mapping.position
+        if self.size == 0:
+            self.created_ms = self._clock()
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        # Re-read the largest timestamp: the last time-index entry, then the batches after it.
+        last = self.time_index.last_entry
+        max_ts, max_off = last.timestamp, last.offset
+        start = self.offset_index.lookup(last.offset).position if self.time_index.entries else 0
+        for h in self.iter_headers(start):
+            if h.max_timestamp > max_ts:
+                max_ts, max_off = h.max_timestamp, h.last_offset
+        self._max_ts, self._max_ts_offset = max_ts, max_off
+        return truncated
+
+    # -- integrity ---------------------------------------------------------------------------------
+    def sanity_check(self, time_index_file_existed: Optional[bool] = None) -> None:
+        """Kafka's load-time check: the offset index must exist (else FileNotFoundError), a
+        time index that did not exist is emptied, and the transaction index is checked."""
+        if time_index_file_existed is None:
+            time_index_file_existed = self.time_index_existed
+        if not os.path.exists(self._oi_path):
+            raise FileNotFoundError(f"Offset index file {self._oi_path} does not exist")
+        if not time_index_file_existed and not self.read_only:
+            self.time_index.resize(0)
+        self.txn_index.sanity_check()
+
+    def verify_indexes(self) -> None:
+        """Cross-check the indexes against the log (what ``kafka-dump-log --verify-index-only``
+        and ``--index-sanity-check`` look at, plus ordering): Kafka's sanity checks, strictly
+        increasing entries, offset entries at batch boundaries such that every batch before an
+        entry's position ends below its offset, and time entries whose offset lies in a batch
+        that first reached that timestamp.  Raises CorruptIndexError."""
+        self._check_open()
+        oi, ti = self.offset_index, self.time_index
+        oi.sanity_check(full=True)
+        ti.sanity_check(full=True)
+        txi = self.txn_index
+        txi.sanity_check()
+        headers = list(self.iter_headers(0))
+        by_pos = {h.position: i for i, h in enumerate(headers)}
+        size = self.size
+        for off, pos in oi:
+            if pos >= size and not (pos == 0 and size == 0):
+                raise CorruptIndexError(
+                    f"Index entry ({off}, {pos}) of {oi.path} points beyond the log ({size} bytes)",
+                    position=pos,
+                    offset=off,
+                    path=oi.path,
+                )
+            i = by_pos.get(pos)
+            if i is None:
+                raise CorruptIndexError(
+                    f"Index entry ({off}, {pos}) of {oi.path} does not point at a batch",
+                    position=pos,
+                    offset=off,
+                    path=oi.path,
+                )
+            if i > 0 and headers[i - 1].last_offset >= off:
+                raise CorruptIndexError(
+                    f"Index entry ({off}, {pos}) of {oi.path}: the batch before position {pos} "
+                    f"ends at offset {headers[i - 1].last_offset} >= {off}",
+                    position=pos,
+                    offset=off,
+                    path=oi.path,
+                )
+            if headers[i].base_offset > off and headers[i].magic == 2:
+                raise CorruptIndexError(
+                    f"Index entry ({off}, {pos}) of {oi.path}: the batch there starts at "
+                    f"offset {headers[i].base_offset}",
+                    position=pos,
+                    offset=off,
+                    path=oi.path,
+                )
+        running = -1
+        j = 0
+        for ts, off in ti:
+            # Advance to the batch holding `off`, tracking the max timestamp before it.
+            while j < len(headers) and headers[j].last_offset < off:
+                running = max(running, headers[j].max_timestamp)
+                j += 1
+            if j == len(headers):
+                raise CorruptIndexError(
+                    f"Time index entry ({ts}, {off}) of {ti.path} points beyond the log",
+                    offset=off,
+                    path=ti.path,
+                )
+            h = headers[j]
+            if h.max_timestamp != ts and not (h.magic < 2 and h.max_timestamp <= ts):
+                # v0/v1 wrappers: older brokers indexed the exact inner record offset.
+                raise CorruptIndexError(
+                    f"Time index entry ({ts}, {off}) of {ti.path}: the batch at position "
+                    f"{h.position} has max timestamp {h.max_timestamp}",
+                    offset=off,
+                    path=ti.path,
+                )
+            if running >= ts:
+                raise CorruptIndexError(
+                    f"Time index entry ({ts}, {off}) of {ti.path}: an earlier batch already "
+                    f"reached timestamp {running}",
+                    offset=off,
+                    path=ti.path,
+                )
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def flush(self, indexes: bool = True) -> None:
+        """Write buffered bytes and fsync the ``.log`` (and, unless ``indexes`` is false, the
+        offset, time and transaction indexes)."""
+        self._check_open()
+        if self.read_only:
+            return
+        self._drain()
+        if self._unsynced:
+            os.fsync(self._fd)
+            self._unsynced = False
+        if indexes:
+            for idx in (self._offset_index, self._time_index, self._txn_index):
+                if idx is not None:
+                    idx.flush()
+
+    def close(self) -> None:
+        """Append the final time-index entry, trim the indexes and close every file."""
+        if self._closed:
+            return
+        try:
+            if not self.read_only:
+                self._drain()
+                if self._max_ts is not None or not os.path.exists(self._ti_path):
+                    ts = self.max_timestamp_so_far
+                    self.time_index.maybe_append(ts, self._max_ts_offset, skip_full_check=True)
+                if self._offset_index is None and not os.path.exists(self._oi_path):
+                    _ = self.offset_index  # create it, trimmed to 0 below, as Kafka leaves it
+                self._trim_log()
+            for idx in (self._offset_index, self._time_index):
+                if idx is not None:
+                    idx.close()
+            if self._txn_index is not None:
+                self._txn_index.close()
+        finally:
+            self._wbuf = None
+            os.close(self._fd)
+            self._closed = True
+
+    def close_handlers(self) -> None:
+        """Close every file without trimming or final entries (buffered bytes are written)."""
+        if self._closed:
+            return
+        try:
+            if not self.read_only:
+                self._drain()
+        finally:
+            for idx in (self._offset_index, self._time_index):
+                if idx is not None:
+                    idx.close_handler()
+            if self._txn_index is not None:
+                self._txn_index.close()
+            self._wbuf = None
+            os.close(self._fd)
+            self._closed = True
+
+    def _all_paths(self) -> List[str]:
+        return [self._log_path, self._oi_path, self._ti_path, self._txn_path]
+
+    def delete(self) -> None:
+        """Close the segment and delete its files."""
+        self._wlen = 0
+        self.close_handlers()
+        for path in self._all_paths():
+            if path is None:
+                continue
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename every file of the segment, replacing ``old_suffix`` with ``new_suffix``
+        (``"" -> ".deleted"`` when deleting, ``".swap" -> ""`` when swapping in)."""
+
+        def renamed(path: str) -> str:
+            if old_suffix and path.endswith(old_suffix):
+                path = path[: -len(old_suffix)]
+            return path + new_suffix
+
+        new_log = renamed(self._log_path)
+        os.replace(self._log_path, new_log)
+        self._log_path = new_log
+        for attr, idx in (
+            ("_oi_path", self._offset_index),
+            ("_ti_path", self._time_index),
+            ("_txn_path", self._txn_index),
+        ):
+            new_path = renamed(getattr(self, attr))
+            if idx is not None:
+                idx.rename_to(new_path)
+            else:
+                try:
+                    os.replace(getattr(self, attr), new_path)
+                except FileNotFoundError:
+                    pass
+            setattr(self, attr, new_path)
+        self.file_suffix = new_suffix
+
+    def __repr__(self) -> str:
+        return (
+            f"Segment(base_offset={self.base_offset}, size={self.size}, "
+            f"path={self._log_path!r}{', closed' if self._closed else ''})"
+        )
