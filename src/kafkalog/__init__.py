@@ -65,6 +65,8 @@ __all__ = (
     "OffsetIndex",
     "TimeIndex",
     "TransactionIndex",
+    "Cleaner",
+    "CleanerConfig",
 )
 
 # The storage engine is imported on first use, so `import kafkalog` stays light for codec users.
@@ -76,6 +78,8 @@ _LAZY = {
     "OffsetIndex": "index",
     "TimeIndex": "index",
     "TransactionIndex": "index",
+    "Cleaner": "cleaner",
+    "CleanerConfig": "cleaner",
 }
 
 

@@ -554,6 +554,15 @@ def _as_buffer(records) -> memoryview:
 _tuple_new = tuple.__new__
 
 
+_CRASH_HOOK: Optional[Callable[[str], None]] = None
+
+
+def _hook(step: str) -> None:
+    """Test seam: crash-injection tests set ``_CRASH_HOOK`` to kill the process at a step."""
+    if _CRASH_HOOK is not None:
+        _CRASH_HOOK(step)
+
+
 def _floor_index(bases: List[int], offset: int) -> int:
     """Index of the segment with the largest base offset <= offset, or -1."""
     return bisect_right(bases, offset) - 1
@@ -1064,6 +1073,97 @@ class Log:
     def high_watermark(self) -> int:
         """A standalone log is its own only replica: every appended offset is committed."""
         return self._log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest ongoing transaction, else the high watermark
+        (what a read_committed consumer may read up to)."""
+        fu = self.producer_state.first_unstable_offset()
+        hw = self.high_watermark
+        return hw if fu is None else min(fu, hw)
+
+    def first_unstable_offset(self) -> Optional[int]:
+        """First offset of the earliest ongoing (not yet committed/aborted) transaction."""
+        return self.producer_state.first_unstable_offset()
+
+    # -- compaction (see kafkalog.cleaner) ------------------------------------------------------
+    def cleaner_checkpoint(self) -> int:
+        """The first dirty offset: the ``cleaner-offset-checkpoint`` entry of this partition
+        (kept in memory for a directory that is not named like a partition), or the log start."""
+        v = getattr(self, "_cleaner_ckpt", None)
+        if v is None:
+            v = self._root_checkpoint(_files.CLEANER_OFFSET_CHECKPOINT_FILE)
+        if v is None or v < self._log_start_offset or v > self._log_end_offset:
+            v = self._log_start_offset
+        return v
+
+    def _set_cleaner_checkpoint(self, offset: int) -> None:
+        self._cleaner_ckpt = offset
+        if self.topic_partition is not None and not self.read_only:
+            tp = self.topic_partition
+            _files.update_offset_checkpoint(
+                os.path.join(self.root, _files.CLEANER_OFFSET_CHECKPOINT_FILE),
+                {(tp.topic, tp.partition): offset},
+            )
+
+    def compact(self, cleaner=None, *, force: bool = False, now: Optional[int] = None):
+        """Run Kafka's log cleaner on this log (``cleanup.policy`` must include ``compact``):
+        when the log is eligible (dirty ratio above ``min.cleanable.dirty.ratio`` or
+        ``max.compaction.lag.ms`` exceeded; always with ``force``), clean rounds until the
+        whole cleanable range is clean (several passes when the offset map fills).  Returns
+        the merged :class:`kafkalog.cleaner.CleanerStats` (``passes == 0`` when nothing ran)."""
+        from .cleaner import Cleaner, CleanerStats
+
+        cleaner = cleaner or Cleaner()
+        total = CleanerStats()
+        with self._lock:
+            self._check_writable()
+            if not self.config.compact:
+                raise ValueError(f"log {self.dir} does not have cleanup.policy=compact")
+            if not force and not cleaner.needs_cleaning(self, now):
+                total.end = time.monotonic()
+                return total
+            while True:
+                before = self.cleaner_checkpoint()
+                end, stats = cleaner.clean(self, now)
+                total.merge(stats)
+                ltc = cleaner.log_to_clean(self, now)
+                if end <= before or ltc.first_uncleanable_offset <= ltc.first_dirty_offset:
+                    break
+        total.end = time.monotonic()
+        return total
+
+    def replace_segments(self, new_segments: List[Segment], old_segments: List[Segment]) -> None:
+        """Swap cleaned segments in for ``old_segments`` crash-safely (Kafka's
+        ``replaceSegments``): ``.cleaned`` -> ``.swap`` (newest first), the old segments leave
+        the log (renamed ``.deleted`` and deleted, also one whose name a new segment reuses),
+        then ``.swap`` -> final name.  A crash at any point loads either the old or the new
+        segments (the loader drops ``.cleaned`` and incomplete swaps and completes the rest)."""
+        with self._lock:
+            self._check_writable()
+            new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+            for seg in reversed(new_sorted):
+                if seg.file_suffix == _files.CLEANED_FILE_SUFFIX:
+                    seg.change_file_suffixes(_files.CLEANED_FILE_SUFFIX, _files.SWAP_FILE_SUFFIX)
+            _files.fsync_dir(self.dir)
+            _hook("swapped")
+            old_ids = {id(s) for s in old_segments}
+            keep = [s for s in self._segments if id(s) not in old_ids]
+            self._segments = []
+            self._bases = []
+            for s in keep:
+                self._add_segment(s)
+            for s in new_sorted:
+                self._add_segment(s)
+            # Every old file goes (a stale .txnindex under a reused name included); the swap
+            # files are complete, so the loader would finish this from any point on.
+            for old in sorted(old_segments, key=lambda s: s.base_offset, reverse=True):
+                self._delete_segment_files(old)
+                _hook("old-removed")
+            for seg in new_sorted:
+                seg.change_file_suffixes(_files.SWAP_FILE_SUFFIX, "")
+                _hook("renamed")
+            _files.fsync_dir(self.dir)
 
     @property
     def recovery_point(self) -> int:
@@ -1720,13 +1820,18 @@ class Log:
         max_bytes: int = 1048576,
         min_one_message: bool = True,
         max_offset: Optional[int] = None,
+        isolation: str = "read_uncommitted",
     ) -> MemoryRecords:
         """Batches from the one holding ``offset``, at most ``max_bytes`` (the first batch
         whole when ``min_one_message``), as a broker answers a fetch: the data starts at a batch
         boundary (earlier offsets of that batch included) and may end with a partial batch.
         ``max_offset`` bounds the read (exclusive, e.g. a high watermark or last stable offset).
         Reading at the log end offset gives empty records; before the log start offset or past
-        the end raises OffsetOutOfRangeError."""
+        the end raises OffsetOutOfRangeError.  ``isolation="read_committed"`` bounds the read
+        at the last stable offset (the aborted transactions of the range are given by
+        :meth:`collect_aborted_transactions`; :meth:`iter_records` filters them)."""
+        if isolation not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be non-negative, not {max_bytes}")
         with self._lock:
@@ -1755,6 +1860,8 @@ class Log:
                     offset=offset,
                 )
             limit = leo if max_offset is None else min(max_offset, leo)
+            if isolation == "read_committed":
+                limit = min(limit, self.last_stable_offset)
             if offset >= limit:
                 return MemoryRecords(b"")
             limit_seg = None
@@ -1820,13 +1927,52 @@ class Log:
                 want = _SCAN_CHUNK
                 pos += consumed
 
-    def iter_records(self, start_offset: Optional[int] = None) -> Iterator[Any]:
-        """Every data record (control batches skipped) with offset >= ``start_offset``."""
+    def iter_records(
+        self, start_offset: Optional[int] = None, isolation: str = "read_uncommitted"
+    ) -> Iterator[Any]:
+        """Every data record (control batches skipped) with offset >= ``start_offset``.
+        ``isolation="read_committed"``: what a read_committed consumer sees -- records below
+        the last stable offset (taken when the iteration starts), without the batches of
+        aborted transactions (found with the transaction indexes, as Kafka's fetcher does)."""
         start = self._log_start_offset if start_offset is None else start_offset
+        if isolation == "read_uncommitted":
+            for b in self.iter_batches(start):
+                if b.is_control_batch:
+                    continue
+                for r in b:
+                    if r.offset >= start:
+                        yield r
+            return
+        if isolation != "read_committed":
+            raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
+        with self._lock:
+            lso = self.last_stable_offset
+            aborted = sorted(
+                self.collect_aborted_transactions(start, lso), key=lambda t: t.first_offset
+            )
+        k = 0
+        aborted_pids = set()
         for b in self.iter_batches(start):
-            if b.is_control_batch:
+            if b.magic >= 2 and b.base_offset >= lso:
+                break
+            if b.magic >= 2 and b.producer_id >= 0:
+                while k < len(aborted) and aborted[k].first_offset <= b.last_offset:
+                    aborted_pids.add(aborted[k].producer_id)
+                    k += 1
+                if b.is_control_batch:
+                    for r in b:
+                        key = r.key
+                        if key is not None and len(key) >= 4 and struct.unpack_from(">hh", key)[1] == 0:
+                            aborted_pids.discard(b.producer_id)
+                        break
+                    continue
+                if b.is_transactional and b.producer_id in aborted_pids:
+                    continue
+            elif b.magic >= 2 and b.is_control_batch:
                 continue
             for r in b:
+                if r.offset >= lso:
+                    return
                 if r.offset >= start:
                     yield r
 
