@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: install kafkalog (building the compiled twins), write
-# a sample log directory with every message format and codec, dump it, verify it and decode
-# it to Arrow.  Arguments go to `python -m kafkalog.demo` (see --help).
+# a sample log root with every message format and codec, dump it, then read it with a local
+# Spark through the "kafkalog" data source and write Parquet, printing counts per
+# topic/partition.  Arguments go to `python -m kafkalog.demo` (see --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-"$PY" -m pip install --quiet --disable-pip-version-check --upgrade ".[all]"
+"$PY" -m pip install --quiet --disable-pip-version-check --upgrade ".[all,spark]"
 exec "$PY" -m kafkalog.demo "$@"

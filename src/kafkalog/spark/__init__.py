@@ -1,0 +1,201 @@
+"""Apache Spark data source for Kafka log directories (PySpark >= 4.0, ``pip install
+"kafkalog[spark]"``).
+
+::
+
+    import kafkalog.spark
+    kafkalog.spark.register(spark)                     # once per session
+
+    df = (spark.read.format("kafkalog")                # the schema of Spark's Kafka connector
+          .option("subscribe", "orders")
+          .option("startingOffsets", '{"orders":{"0":1000}}')
+          .load("/var/lib/kafka/data"))
+
+    kafkalog.spark.write(df, "/backup/kafka-logs", compression="zstd")   # a valid log dir
+
+    stream = spark.readStream.format("kafkalog").option("startingOffsets", "earliest").load(path)
+
+``kafkalog.spark`` imports pyspark only when one of its Spark names is used; the Spark-free
+planning and decoding live in :mod:`kafkalog.spark._core` (and the writer's in
+:mod:`kafkalog.spark._write`).  See docs/spark.md for options, schema and cluster use.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = [
+    "register",
+    "write",
+    "KafkaLogDataSource",
+    "KafkaLogReader",
+    "KafkaLogStreamReader",
+    "KafkaLogArrowWriter",
+    "KAFKA_SCHEMA_DDL",
+    "HEADERS_DDL",
+    "schema",
+]
+
+from ._core import HEADERS_DDL, KAFKA_DDL as KAFKA_SCHEMA_DDL, schema_ddl as schema  # noqa: E402
+
+_SPARK_NAMES = {
+    "KafkaLogDataSource",
+    "KafkaLogReader",
+    "KafkaLogPushdownReader",
+    "KafkaLogPushdownDataSource",
+    "KafkaLogStreamReader",
+    "KafkaLogArrowWriter",
+    "KafkaLogSplit",
+    "HAS_PUSHDOWN",
+    "HAS_ADMISSION_CONTROL",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SPARK_NAMES:
+        from . import _source
+
+        return getattr(_source, name)
+    raise AttributeError(f"module 'kafkalog.spark' has no attribute {name!r}")
+
+
+def _import_source():
+    try:
+        from . import _source
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            f"kafkalog.spark needs PySpark >= 4.0 (the Python Data Source API): {e}. "
+            'Install it with: pip install "kafkalog[spark]"'
+        ) from e
+    return _source
+
+
+def make_source(pushdown: bool = False, default_parallelism: Optional[int] = None):
+    """The DataSource class to register: with or without filter pushdown, with the cluster's
+    default parallelism baked in (Python data sources cannot read session settings)."""
+    src = _import_source()
+    base = src.KafkaLogPushdownDataSource if pushdown else src.KafkaLogDataSource
+    if default_parallelism is None:
+        return base
+    return type(
+        "KafkaLogDataSource",
+        (base,),
+        {
+            "default_parallelism": int(default_parallelism),
+            "__module__": base.__module__,
+            "__qualname__": "make_source.<locals>.KafkaLogDataSource",
+        },
+    )
+
+
+def register(spark, pushdown: Optional[bool] = None, default_parallelism: Optional[int] = None):
+    """Register the ``kafkalog`` format in ``spark`` and return the registered class.
+
+    ``pushdown`` (default: when PySpark >= 4.1): register the reader with ``pushFilters`` and set
+    ``spark.sql.python.filterPushdown.enabled=true`` in the session (topic, partition and offset
+    predicates then prune directories and seek with the indexes; timestamp predicates prune
+    segments).  ``default_parallelism`` (default: ``spark.sparkContext.defaultParallelism``
+    where available): splits are sized so that a read uses at least that many tasks when the
+    data allows (``maxPartitionBytes``, 256 MiB, stays the upper bound).
+    """
+    src = _import_source()
+    if pushdown is None:
+        pushdown = src.HAS_PUSHDOWN
+    if pushdown and not src.HAS_PUSHDOWN:
+        raise RuntimeError("filter pushdown needs PySpark >= 4.1")
+    if default_parallelism is None:
+        try:
+            default_parallelism = int(spark.sparkContext.defaultParallelism)
+        except Exception:  # Spark Connect has no SparkContext
+            default_parallelism = None
+    if pushdown:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    cls = make_source(pushdown, default_parallelism)
+    spark.dataSource.register(cls)
+    return cls
+
+
+def _partition_udf(num_partitions: int):
+    """Kafka's default partitioner as a plain Python UDF (no pandas needed)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from ._write import default_partition
+
+    def part(key, value, partition):
+        if partition is not None:
+            return int(partition)
+        if isinstance(key, str):
+            key = key.encode("utf-8")
+        elif key is not None:
+            key = bytes(key)
+        if key is None:
+            # Kafka's producer spreads unkeyed records arbitrarily; here deterministically (a
+            # Spark stage retry must route every row as the first attempt did)
+            v = (
+                value
+                if value is None or isinstance(value, bytes)
+                else (value.encode("utf-8") if isinstance(value, str) else bytes(value))
+            )
+            return default_partition(v or b"", num_partitions)
+        return default_partition(key, num_partitions)
+
+    return F.udf(part, T.IntegerType(), useArrow=False)
+
+
+def write(
+    df,
+    path: str,
+    mode: str = "append",
+    *,
+    topic: Optional[str] = None,
+    numPartitions: Optional[int] = None,
+    numTasks: Optional[int] = None,
+    **options: Any,
+) -> None:
+    """Write ``df`` as Kafka log directories under ``path`` (a log-dir root).
+
+    Brings the rows into the order a partition log needs before the write: one task per
+    range of (topic, partition, offset) with ``repartitionByRange`` and sorted by offset when
+    the rows carry offsets (``preserveOffsets``, the default when an ``offset`` column exists),
+    else ``repartition`` by (topic, partition) so each partition's offsets are assigned by one
+    task.  ``topic`` sets (or overrides) the topic of every row; ``numPartitions`` computes
+    missing/null partitions with Kafka's default partitioner (murmur2 of the key); ``numTasks``
+    is the number of write tasks (default ``spark.sql.shuffle.partitions``).  ``mode`` is
+    ``"append"`` (new partitions, or records after an existing partition's log end) or
+    ``"overwrite"`` (the partitions written are replaced; others are kept).  Other keyword
+    arguments are writer options (``compression``, ``segmentBytes``, ``batchBytes``, ...).
+    """
+    from pyspark.sql import functions as F
+
+    spark = df.sparkSession
+    register(spark)
+    cols = df.columns
+    if topic is not None:
+        df = df.withColumn("topic", F.lit(topic).cast("string"))
+        options.pop("topic", None)
+    elif "topic" not in cols and options.get("topic"):
+        df = df.withColumn("topic", F.lit(str(options.pop("topic"))).cast("string"))
+    if numPartitions is not None:
+        options["numPartitions"] = str(numPartitions)
+        key = F.col("key") if "key" in cols else F.lit(None).cast("binary")
+        part = F.col("partition").cast("int") if "partition" in cols else F.lit(None).cast("int")
+        df = df.withColumn(
+            "partition", _partition_udf(int(numPartitions))(key, F.col("value"), part)
+        )
+    elif "partition" not in df.columns:
+        df = df.withColumn("partition", F.lit(0).cast("int"))
+    preserve = (
+        "offset" in df.columns and str(options.get("preserveOffsets", "true")).lower() != "false"
+    )
+    n = int(numTasks) if numTasks else int(spark.conf.get("spark.sql.shuffle.partitions"))
+    if preserve:
+        df = df.repartitionByRange(n, "topic", "partition", "offset").sortWithinPartitions(
+            "topic", "partition", "offset"
+        )
+    else:
+        order = ["topic", "partition"] + (["timestamp"] if "timestamp" in df.columns else [])
+        df = df.repartition(n, "topic", "partition").sortWithinPartitions(*order)
+    df.write.format("kafkalog").mode(mode).options(**{k: str(v) for k, v in options.items()}).save(
+        path
+    )

@@ -1,0 +1,1584 @@
+"""Spark-free core of the ``kafkalog`` Spark data source: options, discovery, offsets, split
+planning and the Arrow read of one split.
+
+Nothing here imports pyspark, so the same planning and decoding serve the unit tests, DuckDB,
+Polars or plain pyarrow users::
+
+    from kafkalog.spark import _core as core
+    opts = core.ReadOptions.parse({"path": "/var/kafka-logs", "subscribe": "orders"})
+    plan = core.plan(opts)                     # list of Split
+    for split in plan:
+        for rb in core.read_split(split, opts, core.arrow_schema(opts)):
+            ...                                # pyarrow.RecordBatch in the connector's schema
+
+Layout understood (Kafka's ``LogManager``): every path is a log-dir root holding
+``<topic>-<partition>`` directories, one such partition directory, a directory of segments
+whose name is not ``<topic>-<partition>`` (topic and partition are then null), or one
+``<20 digits>.log`` segment file.  ``-delete``, ``-future`` and ``-stray`` directories are
+skipped, and so are internal topics (``__*``) unless ``includeInternalTopics`` is set or a
+``subscribe``/``assign`` option names them.
+"""
+
+from __future__ import annotations
+
+import array
+import bisect
+import glob as _glob
+import json
+import logging
+import math
+import os
+import re
+import struct
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from .. import files as _files
+
+log = logging.getLogger("kafkalog.spark")
+
+MiB = 1024 * 1024
+DEFAULT_MAX_PARTITION_BYTES = 256 * MiB
+OPEN_COST_BYTES = 4 * MiB  # what a split pays per segment piece, as Spark's openCostInBytes
+DEFAULT_MAX_RECORDS_PER_BATCH = 65536
+DEFAULT_MAX_BATCH_BYTES = 64 * MiB
+
+EARLIEST = -2
+LATEST = -1
+
+_ENTRY = struct.Struct(">qi")
+_V2_HEAD = struct.Struct(
+    ">qiibIhiqq"
+)  # base, length, epoch, magic, crc, attrs, lastDelta, baseTs, maxTs
+_Q = struct.Struct(">q")
+_HEADER_READ = 61
+
+# Options of spark-sql-kafka that talk to brokers or consumers: accepted and ignored.
+_IGNORED_OPTIONS = {
+    "groupidprefix",
+    "kafkaconsumer.polltimeoutms",
+    "fetchoffset.numretries",
+    "fetchoffset.retryintervalms",
+    "maxrecordsperpartition",
+    "minoffsetspertrigger",
+    "maxtriggerdelay",
+    "topic",
+}
+_KNOWN_OPTIONS = {
+    "path",
+    "paths",
+    "subscribe",
+    "subscribepattern",
+    "assign",
+    "startingoffsets",
+    "endingoffsets",
+    "startingtimestamp",
+    "endingtimestamp",
+    "startingoffsetsbytimestamp",
+    "endingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy",
+    "failondataloss",
+    "minpartitions",
+    "maxoffsetspertrigger",
+    "includeheaders",
+    "kafka.isolation.level",
+    # kafkalog's own
+    "maxpartitionbytes",
+    "includeinternaltopics",
+    "replicapolicy",
+    "includebatchmetadata",
+    "includesegmentmetadata",
+    "checkcrcs",
+    "maxrecordsperbatch",
+    "maxbatchbytes",
+    "maxdecompressedsize",
+    "defaultparallelism",
+}
+
+# The spark-sql-kafka schema (KafkaRecordToRowConverter.kafkaSchema), all fields nullable.
+KAFKA_COLUMNS: Tuple[str, ...] = (
+    "key",
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "timestampType",
+)
+KAFKA_DDL = (
+    "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
+    "timestamp TIMESTAMP, timestampType INT"
+)
+HEADERS_DDL = "headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+BATCH_FIELDS: Tuple[Tuple[str, str, str], ...] = (
+    # (Spark field, kafkalog.arrow column, Spark type)
+    ("baseOffset", "batchOffset", "BIGINT"),
+    ("position", "position", "BIGINT"),
+    ("leaderEpoch", "leaderEpoch", "INT"),
+    ("producerId", "producerId", "BIGINT"),
+    ("producerEpoch", "producerEpoch", "SMALLINT"),
+    ("baseSequence", "baseSequence", "INT"),
+    ("isTransactional", "isTransactional", "BOOLEAN"),
+    ("compression", "compression", "STRING"),
+)
+BATCH_DDL = "batch STRUCT<" + ", ".join(f"{n}: {t}" for n, _, t in BATCH_FIELDS) + ">"
+SEGMENT_DDL = "segment STRING"
+
+
+def schema_ddl(
+    include_headers: bool = False, batch_metadata: bool = False, segment_metadata: bool = False
+) -> str:
+    """The DDL of the data source's default schema for these options."""
+    parts = [KAFKA_DDL]
+    if include_headers:
+        parts.append(HEADERS_DDL)
+    if batch_metadata:
+        parts.append(BATCH_DDL)
+    if segment_metadata:
+        parts.append(SEGMENT_DDL)
+    return ", ".join(parts)
+
+
+def arrow_schema(opts: "ReadOptions"):
+    """The Arrow schema of the default Spark schema (``to_arrow_schema(schema, timezone="UTC")``)."""
+    import pyarrow as pa
+
+    fields = [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+    if opts.include_headers:
+        fields.append(pa.field("headers", _headers_type()))
+    if opts.include_batch_metadata:
+        fields.append(pa.field("batch", _batch_type()))
+    if opts.include_segment_metadata:
+        fields.append(pa.field("segment", pa.string()))
+    return pa.schema(fields)
+
+
+def _headers_type():
+    import pyarrow as pa
+
+    return pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
+
+
+_ARROW_BATCH_TYPES = {
+    "BIGINT": "int64",
+    "INT": "int32",
+    "SMALLINT": "int16",
+    "BOOLEAN": "bool_",
+    "STRING": "string",
+}
+
+
+def _batch_type():
+    import pyarrow as pa
+
+    return pa.struct(
+        [pa.field(n, getattr(pa, _ARROW_BATCH_TYPES[t])()) for n, _, t in BATCH_FIELDS]
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Options
+# ------------------------------------------------------------------------------------------------
+class OptionError(ValueError):
+    """An option value the data source cannot accept (raised on the driver, at load time)."""
+
+
+def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
+    v = opts.get(key)
+    if v is None:
+        return default
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes", "on"):
+        return True
+    if s in ("false", "0", "no", "off"):
+        return False
+    raise OptionError(f"option {key!r} must be true or false, not {v!r}")
+
+
+def _int(opts: Mapping[str, str], key: str, default: Optional[int], lo: int = 0) -> Optional[int]:
+    v = opts.get(key)
+    if v is None:
+        return default
+    try:
+        n = int(str(v).strip())
+    except ValueError:
+        raise OptionError(f"option {key!r} must be an integer, not {v!r}") from None
+    if n < lo:
+        raise OptionError(f"option {key!r} must be >= {lo}, not {n}")
+    return n
+
+
+def _offset_spec(opts: Mapping[str, str], key: str) -> Optional[Any]:
+    """'earliest' | 'latest' | {topic: {partition: offset}} (None when absent)."""
+    v = opts.get(key)
+    if v is None:
+        return None
+    s = str(v).strip()
+    if s.lower() in ("earliest", "latest"):
+        return s.lower()
+    return _tp_json(s, key, allow_special=True)
+
+
+def _tp_json(s: str, key: str, allow_special: bool = False) -> Dict[str, Dict[int, int]]:
+    try:
+        obj = json.loads(s)
+    except ValueError:
+        raise OptionError(
+            f'Expected e.g. {{"topicA":{{"0":23,"1":-1}},"topicB":{{"0":-2}}}} for option '
+            f"{key!r}, got {s}"
+        ) from None
+    if not isinstance(obj, dict):
+        raise OptionError(f"option {key!r} must be a JSON object of topics, got {s}")
+    out: Dict[str, Dict[int, int]] = {}
+    for topic, parts in obj.items():
+        if not isinstance(parts, dict):
+            raise OptionError(
+                f"option {key!r}: topic {topic!r} must map partitions to numbers, got {s}"
+            )
+        tp: Dict[int, int] = {}
+        for p, off in parts.items():
+            try:
+                pi = int(p)
+            except ValueError:
+                raise OptionError(
+                    f"option {key!r}: partition {p!r} of topic {topic!r} is not a number"
+                ) from None
+            if isinstance(off, bool) or not isinstance(off, int):
+                raise OptionError(
+                    f"option {key!r}: value for {topic}-{p} must be an integer, got {off!r}"
+                )
+            tp[pi] = off
+        out[str(topic)] = tp
+    return out
+
+
+def _assign_json(s: str) -> Dict[str, List[int]]:
+    try:
+        obj = json.loads(s)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict) or not all(isinstance(v, list) for v in obj.values()):
+        raise OptionError(
+            f'Expected e.g. {{"topicA":[0,1],"topicB":[0,1]}} for option \'assign\', got {s}'
+        )
+    out = {}
+    for t, ps in obj.items():
+        if not all(isinstance(p, int) and not isinstance(p, bool) for p in ps):
+            raise OptionError(f"option 'assign': partitions of {t!r} must be integers, got {ps!r}")
+        out[str(t)] = sorted(set(ps))
+    return out
+
+
+def _parse_paths(opts: Mapping[str, str]) -> List[str]:
+    paths: List[str] = []
+    raw = opts.get("paths")
+    if raw:
+        try:
+            v = json.loads(raw) if isinstance(raw, str) else list(raw)
+        except ValueError:
+            v = [raw]
+        if isinstance(v, str):
+            v = [v]
+        paths.extend(str(p) for p in v)
+    if opts.get("path"):
+        p = opts["path"]
+        paths.extend([str(x) for x in p] if isinstance(p, (list, tuple)) else [str(p)])
+    out = []
+    for p in paths:
+        if p.startswith("file://"):
+            p = p[len("file://") :]
+        elif re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", p):
+            raise OptionError(
+                f"path {p!r}: only local (or mounted) file systems are supported; copy or mount "
+                "the log directories first"
+            )
+        out.append(p)
+    return out
+
+
+@dataclass
+class ReadOptions:
+    """Parsed, validated options (the connector's names; see docs/spark.md)."""
+
+    paths: List[str]
+    subscribe: Optional[List[str]] = None
+    subscribe_pattern: Optional[str] = None
+    assign: Optional[Dict[str, List[int]]] = None
+    starting: Any = None  # 'earliest' | 'latest' | {t: {p: off}}
+    ending: Any = None
+    starting_timestamp: Optional[int] = None
+    ending_timestamp: Optional[int] = None
+    starting_by_timestamp: Optional[Dict[str, Dict[int, int]]] = None
+    ending_by_timestamp: Optional[Dict[str, Dict[int, int]]] = None
+    starting_strategy: str = "error"
+    fail_on_data_loss: bool = True
+    min_partitions: Optional[int] = None
+    max_offsets_per_trigger: Optional[int] = None
+    include_headers: bool = False
+    read_committed: bool = False
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+    include_internal_topics: bool = False
+    replica_policy: str = "error"
+    include_batch_metadata: bool = False
+    include_segment_metadata: bool = False
+    check_crcs: bool = True
+    max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+    max_decompressed_size: Optional[int] = None
+    default_parallelism: Optional[int] = None
+    streaming: bool = False
+    ignored: List[str] = field(default_factory=list)
+
+    @classmethod
+    def parse(
+        cls,
+        options: Mapping[str, Any],
+        streaming: bool = False,
+        default_parallelism: Optional[int] = None,
+        warn: bool = True,
+    ) -> "ReadOptions":
+        opts = {str(k).lower(): v for k, v in dict(options).items()}
+        paths = _parse_paths(opts)
+        if not paths:
+            raise OptionError(
+                'no path given: use spark.read.format("kafkalog").load("/path/to/log-dir") (a '
+                "broker's log.dirs entry, a <topic>-<partition> directory or a segment file)"
+            )
+        ignored = []
+        for k in sorted(opts):
+            if k in _KNOWN_OPTIONS:
+                continue
+            if k.startswith("kafka.") or k in _IGNORED_OPTIONS:
+                ignored.append(k)
+            # other unknown keys: Spark passes through anything; ignore silently like Spark does
+        if warn and ignored:
+            _warn("kafkalog reads files, not brokers: ignoring option(s) " + ", ".join(ignored))
+        strategies = [
+            k for k in ("assign", "subscribe", "subscribepattern") if opts.get(k) is not None
+        ]
+        if len(strategies) > 1:
+            raise OptionError(
+                "Only one of the following options can be specified for Kafka source: subscribe, "
+                "subscribePattern, assign. See the docs for more details."
+            )
+        subscribe = None
+        if opts.get("subscribe") is not None:
+            subscribe = [t.strip() for t in str(opts["subscribe"]).split(",") if t.strip()]
+            if not subscribe:
+                raise OptionError(
+                    "No topics to subscribe to as specified value for option 'subscribe' is "
+                    f"'{opts['subscribe']}'"
+                )
+        pattern = None
+        if opts.get("subscribepattern") is not None:
+            pattern = str(opts["subscribepattern"]).strip()
+            if not pattern:
+                raise OptionError(
+                    "Pattern to subscribe is empty as specified value for option 'subscribePattern' is ''"
+                )
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise OptionError(
+                    f"option 'subscribePattern': invalid regular expression {pattern!r}: {e}"
+                ) from None
+        assign = _assign_json(str(opts["assign"])) if opts.get("assign") is not None else None
+
+        starting = _offset_spec(opts, "startingoffsets")
+        ending = _offset_spec(opts, "endingoffsets")
+        st_ts = _int(opts, "startingtimestamp", None)
+        en_ts = _int(opts, "endingtimestamp", None)
+        st_by = (
+            _tp_json(str(opts["startingoffsetsbytimestamp"]), "startingOffsetsByTimestamp")
+            if opts.get("startingoffsetsbytimestamp") is not None
+            else None
+        )
+        en_by = (
+            _tp_json(str(opts["endingoffsetsbytimestamp"]), "endingOffsetsByTimestamp")
+            if opts.get("endingoffsetsbytimestamp") is not None
+            else None
+        )
+        strategy = str(opts.get("startingoffsetsbytimestampstrategy", "error")).strip().lower()
+        if strategy not in ("error", "latest"):
+            raise OptionError(
+                "option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', "
+                f"not {opts.get('startingoffsetsbytimestampstrategy')!r}"
+            )
+        if streaming:
+            for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
+                if opts.get(k) is not None:
+                    raise OptionError(f"Ending offset not valid in streaming queries: option {k!r}")
+        else:
+            if starting == "latest":
+                raise OptionError("starting offset can't be latest for batch queries on Kafka")
+            if ending == "earliest":
+                raise OptionError("ending offset can't be earliest for batch queries on Kafka")
+            if isinstance(starting, dict):
+                for t, ps in starting.items():
+                    for p, off in ps.items():
+                        if off == LATEST:
+                            raise OptionError(
+                                f"startingOffsets for {t}-{p} can't be latest for batch queries on Kafka"
+                            )
+            if isinstance(ending, dict):
+                for t, ps in ending.items():
+                    for p, off in ps.items():
+                        if off == EARLIEST:
+                            raise OptionError(
+                                f"endingOffsets for {t}-{p} can't be earliest for batch queries on Kafka"
+                            )
+        for spec, name in ((starting, "startingOffsets"), (ending, "endingOffsets")):
+            if isinstance(spec, dict):
+                for t, ps in spec.items():
+                    for p, off in ps.items():
+                        if off < -2:
+                            raise OptionError(
+                                f"{name} for {t}-{p}: offset {off} is not valid (use -2 earliest, -1 latest)"
+                            )
+        min_parts = _int(opts, "minpartitions", None, lo=1)
+        iso = str(opts.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
+        if iso not in ("read_uncommitted", "read_committed"):
+            raise OptionError(
+                f"option 'kafka.isolation.level' must be read_uncommitted or read_committed, not {iso!r}"
+            )
+        policy = str(opts.get("replicapolicy", "error")).strip().lower()
+        if policy not in ("error", "first", "longest"):
+            raise OptionError(
+                f"option 'replicaPolicy' must be error, first or longest, not {policy!r}"
+            )
+        dp = default_parallelism
+        if opts.get("defaultparallelism") is not None:
+            dp = _int(opts, "defaultparallelism", None, lo=1)
+        return cls(
+            paths=paths,
+            subscribe=subscribe,
+            subscribe_pattern=pattern,
+            assign=assign,
+            starting=starting,
+            ending=ending,
+            starting_timestamp=st_ts,
+            ending_timestamp=en_ts,
+            starting_by_timestamp=st_by,
+            ending_by_timestamp=en_by,
+            starting_strategy=strategy,
+            fail_on_data_loss=_bool(opts, "failondataloss", True),
+            min_partitions=min_parts,
+            max_offsets_per_trigger=_int(opts, "maxoffsetspertrigger", None, lo=1),
+            include_headers=_bool(opts, "includeheaders", False),
+            read_committed=(iso == "read_committed"),
+            max_partition_bytes=_int(opts, "maxpartitionbytes", DEFAULT_MAX_PARTITION_BYTES, lo=1),
+            include_internal_topics=_bool(opts, "includeinternaltopics", False),
+            replica_policy=policy,
+            include_batch_metadata=_bool(opts, "includebatchmetadata", False),
+            include_segment_metadata=_bool(opts, "includesegmentmetadata", False),
+            check_crcs=_bool(opts, "checkcrcs", True),
+            max_records_per_batch=_int(
+                opts, "maxrecordsperbatch", DEFAULT_MAX_RECORDS_PER_BATCH, lo=1
+            ),
+            max_batch_bytes=_int(opts, "maxbatchbytes", DEFAULT_MAX_BATCH_BYTES, lo=1),
+            max_decompressed_size=_int(opts, "maxdecompressedsize", None, lo=1),
+            default_parallelism=dp,
+            streaming=streaming,
+            ignored=ignored,
+        )
+
+
+def _warn(msg: str) -> None:
+    log.warning(msg)
+    warnings.warn(msg, stacklevel=3)
+
+
+# ------------------------------------------------------------------------------------------------
+# Files: indexes and header walks
+# ------------------------------------------------------------------------------------------------
+def _read_int_pairs(path: str, entry_size: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return b""
+    return data[: len(data) - len(data) % entry_size]
+
+
+def read_offset_index(path: str, base_offset: int) -> List[Tuple[int, int]]:
+    """``(offset, position)`` entries of a ``.index`` file: the zero-filled preallocated tail
+    and anything after a non-increasing entry are dropped (a damaged index only costs seeks)."""
+    data = _read_int_pairs(path, 8)
+    if not data:
+        return []
+    a = array.array("i")
+    a.frombytes(data)
+    if sys.byteorder == "little":
+        a.byteswap()
+    out: List[Tuple[int, int]] = []
+    last_rel = -1
+    last_pos = -1
+    for i in range(0, len(a), 2):
+        rel, pos = a[i], a[i + 1]
+        if rel == 0 and pos == 0:
+            break  # preallocated tail
+        if rel <= last_rel or pos <= last_pos or rel < 0 or pos < 0:
+            break
+        out.append((base_offset + rel, pos))
+        last_rel, last_pos = rel, pos
+    return out
+
+
+def read_time_index_last(path: str, base_offset: int) -> Optional[Tuple[int, int]]:
+    """The last ``(timestamp, offset)`` entry of a ``.timeindex`` (the segment's max timestamp
+    for a closed segment), or None when empty or missing."""
+    data = _read_int_pairs(path, 12)
+    best = None
+    for i in range(0, len(data), 12):
+        ts, rel = struct.unpack_from(">qi", data, i)
+        if ts == 0 and rel == 0:
+            break
+        if best is not None and ts <= best[0]:
+            break
+        best = (ts, base_offset + rel)
+    return best
+
+
+def read_time_index(path: str, base_offset: int) -> List[Tuple[int, int]]:
+    data = _read_int_pairs(path, 12)
+    out: List[Tuple[int, int]] = []
+    for i in range(0, len(data), 12):
+        ts, rel = struct.unpack_from(">qi", data, i)
+        if ts == 0 and rel == 0:
+            break
+        if out and ts <= out[-1][0]:
+            break
+        out.append((ts, base_offset + rel))
+    return out
+
+
+@dataclass
+class Header:
+    position: int
+    size: int  # whole entry, log overhead included
+    magic: int
+    base_offset: int  # v0/v1: the entry offset (the last inner offset of a wrapper)
+    last_offset: int
+    max_timestamp: int
+    attributes: int
+    producer_id: int
+
+
+def walk_headers(path: str, start: int = 0, end: Optional[int] = None) -> Iterator[Header]:
+    """Log entries starting in ``[start, end)`` of a segment file, from their headers only (no
+    CRC check, no decompression).  Stops at a partial entry or a header no entry can have."""
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        stop = size if end is None else min(end, size)
+        pos = start
+        buf = b""
+        buf_start = 0
+        while pos < stop:
+            rel = pos - buf_start
+            if rel < 0 or rel + _HEADER_READ > len(buf):
+                buf = os.pread(fd, 64 * 1024, pos)
+                buf_start = pos
+                rel = 0
+            if len(buf) - rel < 17:
+                return
+            offset, length = _ENTRY.unpack_from(buf, rel)
+            total = length + 12
+            if length < 14 or pos + total > size:
+                return
+            magic = buf[rel + 16]
+            if magic == 2:
+                if total < 61 or len(buf) - rel < 61:
+                    if len(buf) - rel < 61 and pos + 61 <= size:
+                        buf = os.pread(fd, 64 * 1024, pos)
+                        buf_start = pos
+                        continue
+                    return
+                base, _l, _e, _m, _c, attrs, delta, _bts, max_ts = _V2_HEAD.unpack_from(buf, rel)
+                pid = _Q.unpack_from(buf, rel + 43)[0]
+                yield Header(pos, total, 2, base, base + delta, max_ts, attrs, pid)
+            elif magic in (0, 1):
+                ts = -1
+                attrs = 0
+                if len(buf) - rel >= 18:
+                    attrs = buf[rel + 17]
+                if magic == 1 and len(buf) - rel >= 26:
+                    ts = _Q.unpack_from(buf, rel + 18)[0]
+                yield Header(pos, total, magic, offset, offset, ts, attrs, -1)
+            else:
+                return
+            pos += total
+
+
+# ------------------------------------------------------------------------------------------------
+# Discovery
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class SegmentRef:
+    base_offset: int
+    path: str
+    size: int
+
+
+@dataclass
+class TopicPartitionLog:
+    """One partition directory (or bare segment list) found under the paths."""
+
+    topic: Optional[str]
+    partition: Optional[int]
+    directory: str
+    segments: List[SegmentRef]
+    log_start_checkpoint: Optional[int] = None
+    _leo: Optional[int] = None
+
+    @property
+    def key(self) -> Tuple[Optional[str], Optional[int]]:
+        return (self.topic, self.partition)
+
+    @property
+    def name(self) -> str:
+        if self.topic is None:
+            return self.directory
+        return f"{self.topic}-{self.partition}"
+
+    def earliest(self) -> int:
+        """The log start offset: the first segment's base offset, or the root's
+        ``log-start-offset-checkpoint`` entry when that is larger (records below it were
+        deleted with DeleteRecords and are not served by Kafka)."""
+        if not self.segments:
+            return self.log_start_checkpoint or 0
+        first = self.segments[0].base_offset
+        if self.log_start_checkpoint is not None and self.log_start_checkpoint > first:
+            return min(self.log_start_checkpoint, self.latest())
+        return first
+
+    def latest(self) -> int:
+        """The log end offset: one past the last offset of the last complete entry (the base
+        offset of the last segment when that holds no complete entry)."""
+        if self._leo is not None:
+            return self._leo
+        if not self.segments:
+            leo = self.log_start_checkpoint or 0
+        else:
+            seg = self.segments[-1]
+            idx = read_offset_index(
+                _files.offset_index_file(self.directory, seg.base_offset), seg.base_offset
+            )
+            start = idx[-1][1] if idx and idx[-1][1] < seg.size else 0
+            last = None
+            for h in walk_headers(seg.path, start):
+                last = h
+            if last is None and start > 0:
+                for h in walk_headers(seg.path, 0):
+                    last = h
+            leo = last.last_offset + 1 if last is not None else seg.base_offset
+        self._leo = leo
+        return leo
+
+
+def _is_internal(topic: Optional[str]) -> bool:
+    return topic is not None and topic.startswith("__")
+
+
+def _segment_refs(directory: str) -> List[SegmentRef]:
+    out = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    for name in names:
+        sf = _files.parse_segment_file_name(name)
+        if sf is not None and sf.kind == ".log" and sf.suffix == "":
+            p = os.path.join(directory, name)
+            try:
+                size = os.path.getsize(p)
+            except OSError:
+                continue
+            out.append(SegmentRef(sf.base_offset, p, size))
+    out.sort(key=lambda s: s.base_offset)
+    return out
+
+
+def _read_log_start_checkpoints(root: str) -> Dict[Tuple[str, int], int]:
+    p = os.path.join(root, _files.LOG_START_OFFSET_CHECKPOINT_FILE)
+    if not os.path.isfile(p):
+        return {}
+    try:
+        return {
+            (tp.topic, tp.partition): off for tp, off in _files.read_offset_checkpoint(p).items()
+        }
+    except Exception:  # a damaged checkpoint only costs the DeleteRecords cut
+        return {}
+
+
+def _parse_tp_dir(name: str) -> Optional[Tuple[str, int]]:
+    try:
+        pd = _files.parse_partition_dir(name)
+    except ValueError:
+        return None
+    if pd.kind:
+        return None  # -delete / -future / -stray
+    return pd.topic_partition.topic, pd.topic_partition.partition
+
+
+def _expand(path: str) -> List[str]:
+    if any(c in path for c in "*?["):
+        found = sorted(_glob.glob(path))
+        if not found:
+            raise FileNotFoundError(f"path {path!r} matches nothing")
+        return found
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"path {path!r} does not exist")
+    return [path]
+
+
+def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
+    """Every partition log under ``opts.paths`` that the topic options select, sorted by topic
+    and partition."""
+    found: List[TopicPartitionLog] = []
+    for raw in opts.paths:
+        for path in _expand(raw):
+            path = os.path.abspath(path)
+            if os.path.isfile(path):
+                sf = _files.parse_segment_file_name(os.path.basename(path))
+                if sf is None or sf.kind != ".log":
+                    raise OptionError(
+                        f"{path} is neither a directory nor a <20 digits>.log segment file"
+                    )
+                d = os.path.dirname(path)
+                tp = _parse_tp_dir(os.path.basename(d))
+                seg = SegmentRef(sf.base_offset, path, os.path.getsize(path))
+                found.append(
+                    TopicPartitionLog(tp[0] if tp else None, tp[1] if tp else None, d, [seg])
+                )
+                continue
+            tp = _parse_tp_dir(os.path.basename(path))
+            segs = _segment_refs(path)
+            if tp is not None and (segs or not _has_tp_children(path)):
+                ckpt = _read_log_start_checkpoints(os.path.dirname(path)).get(tp)
+                found.append(TopicPartitionLog(tp[0], tp[1], path, segs, ckpt))
+                continue
+            if segs:  # a directory of segments that is not named <topic>-<partition>
+                found.append(TopicPartitionLog(None, None, path, segs))
+            # a log-dir root
+            ckpts = _read_log_start_checkpoints(path)
+            for name in sorted(os.listdir(path)):
+                d = os.path.join(path, name)
+                if not os.path.isdir(d):
+                    continue
+                tp = _parse_tp_dir(name)
+                if tp is None:
+                    continue
+                found.append(TopicPartitionLog(tp[0], tp[1], d, _segment_refs(d), ckpts.get(tp)))
+    found = [tp for tp in found if _selected(tp, opts)]
+    return _dedupe(found, opts.replica_policy)
+
+
+def _has_tp_children(path: str) -> bool:
+    try:
+        return any(
+            _parse_tp_dir(n) is not None and os.path.isdir(os.path.join(path, n))
+            for n in os.listdir(path)
+        )
+    except OSError:
+        return False
+
+
+def _selected(tp: TopicPartitionLog, opts: ReadOptions) -> bool:
+    if opts.subscribe is not None:
+        return tp.topic in opts.subscribe
+    if opts.assign is not None:
+        return tp.topic in opts.assign and tp.partition in opts.assign[tp.topic]
+    if tp.topic is not None and _is_internal(tp.topic) and not opts.include_internal_topics:
+        return False
+    if opts.subscribe_pattern is not None:
+        return tp.topic is not None and re.fullmatch(opts.subscribe_pattern, tp.topic) is not None
+    return True
+
+
+def _dedupe(found: List[TopicPartitionLog], policy: str) -> List[TopicPartitionLog]:
+    by_key: Dict[Any, List[TopicPartitionLog]] = {}
+    order = []
+    for tp in found:
+        k = tp.key if tp.topic is not None else ("\0dir", tp.directory)
+        if k not in by_key:
+            order.append(k)
+            by_key[k] = []
+        if all(
+            os.path.realpath(x.directory) != os.path.realpath(tp.directory)
+            or x.segments != tp.segments
+            for x in by_key[k]
+        ):
+            by_key[k].append(tp)
+    out = []
+    for k in order:
+        cands = by_key[k]
+        if len(cands) > 1:
+            if policy == "error":
+                raise OptionError(
+                    f"partition {cands[0].name} is present under several paths "
+                    f"({', '.join(c.directory for c in cands)}): set option replicaPolicy to "
+                    "'first' or 'longest' to pick one"
+                )
+            if policy == "longest":
+                cands = sorted(cands, key=lambda c: (-(c.latest() - c.earliest()), -c.latest()))
+        out.append(cands[0])
+    out.sort(
+        key=lambda t: (
+            t.topic is None,
+            t.topic or "",
+            t.partition if t.partition is not None else -1,
+            t.directory,
+        )
+    )
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Offsets
+# ------------------------------------------------------------------------------------------------
+def _segment_max_timestamp(tp: TopicPartitionLog, seg: SegmentRef) -> int:
+    """The largest record timestamp of a segment (ms): the last ``.timeindex`` entry of a closed
+    segment (a trimmed index), else a header walk from the last indexed position."""
+    ti_path = _files.time_index_file(tp.directory, seg.base_offset)
+    entries = read_time_index(ti_path, seg.base_offset)
+    try:
+        trimmed = os.path.getsize(ti_path) == 12 * len(entries)
+    except OSError:
+        trimmed = False
+    if entries and trimmed:
+        return entries[-1][0]
+    best = -1
+    start = 0
+    if entries:
+        best = entries[-1][0]
+        idx = read_offset_index(
+            _files.offset_index_file(tp.directory, seg.base_offset), seg.base_offset
+        )
+        pos = [p for o, p in idx if o <= entries[-1][1]]
+        start = pos[-1] if pos else 0
+    for h in walk_headers(seg.path, start):
+        if h.max_timestamp > best:
+            best = h.max_timestamp
+    return best
+
+
+def position_of_offset(tp: TopicPartitionLog, seg: SegmentRef, target: int) -> Optional[int]:
+    """Position of the first entry of ``seg`` holding an offset >= ``target`` (its last offset
+    >= target), found like Kafka's ``translateOffset``: index lookup then header walk.  None
+    when the segment has no such entry."""
+    idx = read_offset_index(
+        _files.offset_index_file(tp.directory, seg.base_offset), seg.base_offset
+    )
+    i = bisect.bisect_right(idx, (target, 2**62)) - 1
+    start = idx[i][1] if i >= 0 else 0
+    for h in walk_headers(seg.path, start):
+        if h.last_offset >= target:
+            return h.position
+    return None
+
+
+def end_position_of_offset(tp: TopicPartitionLog, seg: SegmentRef, end: int) -> Optional[int]:
+    """Position of the first entry of ``seg`` whose offsets are all >= ``end`` (the entry after
+    the one holding ``end - 1``); None when every entry of the segment is needed."""
+    idx = read_offset_index(
+        _files.offset_index_file(tp.directory, seg.base_offset), seg.base_offset
+    )
+    i = bisect.bisect_right(idx, (end - 1, 2**62)) - 1
+    start = idx[i][1] if i >= 0 else 0
+    prev_last = None
+    for h in walk_headers(seg.path, start):
+        if h.magic == 2 and h.base_offset >= end:
+            return h.position
+        if prev_last is not None and prev_last >= end - 1:
+            return h.position
+        prev_last = h.last_offset
+    return None
+
+
+def offset_for_timestamp(tp: TopicPartitionLog, ts: int) -> Optional[int]:
+    """Kafka's ``fetchOffsetByTimestamp``: the earliest offset whose record timestamp is >= ts
+    (and >= the log start offset), or None."""
+    from .. import arrow as ka
+
+    start_off = tp.earliest()
+    for si, seg in enumerate(tp.segments):
+        nxt = tp.segments[si + 1].base_offset if si + 1 < len(tp.segments) else None
+        if nxt is not None and nxt <= start_off:
+            continue
+        if _segment_max_timestamp(tp, seg) < ts:
+            continue
+        # time index: the largest entry with timestamp <= ts, then the offset index from there
+        tindex = read_time_index(
+            _files.time_index_file(tp.directory, seg.base_offset), seg.base_offset
+        )
+        k = bisect.bisect_right([t for t, _ in tindex], ts) - 1
+        from_off = max(tindex[k][1] if k >= 0 else seg.base_offset, start_off)
+        pos = position_of_offset(tp, seg, from_off)
+        if pos is None:
+            continue
+        for h in walk_headers(seg.path, pos):
+            if h.max_timestamp < ts and h.magic > 0:
+                continue
+            table = ka.to_arrow(
+                seg.path,
+                columns=["offset", "timestamp"],
+                timestamp_unit=None,
+                start_position=h.position,
+                stop_position=h.position + 1,
+            )
+            offs = table.column("offset").to_pylist()
+            tss = table.column("timestamp").to_pylist()
+            for o, t in zip(offs, tss):
+                if t >= ts and o >= start_off:
+                    return o
+    return None
+
+
+@dataclass
+class Range:
+    tp: TopicPartitionLog
+    start: int
+    end: int  # exclusive
+
+
+def _spec_lookup(spec: Any, tp: TopicPartitionLog) -> Optional[int]:
+    if isinstance(spec, dict) and tp.topic in spec:
+        return spec[tp.topic].get(tp.partition)
+    return None
+
+
+def _check_spec_tps(
+    spec: Any, name: str, tps: Sequence[TopicPartitionLog], opts: ReadOptions
+) -> None:
+    if not isinstance(spec, dict):
+        return
+    have = {tp.key for tp in tps}
+    missing = [f"{t}-{p}" for t, ps in spec.items() for p in ps if (t, p) not in have]
+    if missing:
+        msg = f"{name} names partitions not found under the path(s) (or not selected): {', '.join(sorted(missing))}"
+        if opts.fail_on_data_loss:
+            raise OptionError(msg + " (set failOnDataLoss=false to ignore)")
+        _warn(msg)
+
+
+def resolve_start(tp: TopicPartitionLog, opts: ReadOptions) -> int:
+    earliest, latest = tp.earliest(), tp.latest()
+    ts = None
+    if opts.starting_timestamp is not None:
+        ts = opts.starting_timestamp
+    elif opts.starting_by_timestamp is not None:
+        ts = _spec_lookup(opts.starting_by_timestamp, tp)
+        if ts is None:
+            if opts.starting_by_timestamp and tp.topic in opts.starting_by_timestamp:
+                raise OptionError(
+                    f"startingOffsetsByTimestamp has no entry for partition {tp.name}"
+                )
+            return earliest if not opts.streaming else latest
+    if ts is not None:
+        off = offset_for_timestamp(tp, ts)
+        if off is None:
+            if opts.starting_strategy == "latest":
+                return latest
+            raise OptionError(
+                f"No offset matched from request of topic-partition {tp.name} and timestamp {ts}."
+            )
+        return off
+    spec = opts.starting
+    if spec is None:
+        spec = "latest" if opts.streaming else "earliest"
+    if spec == "earliest":
+        return earliest
+    if spec == "latest":
+        return latest
+    off = _spec_lookup(spec, tp)
+    if off is None:
+        return latest if opts.streaming else earliest
+    if off == EARLIEST:
+        return earliest
+    if off == LATEST:
+        return latest
+    if off < earliest:
+        msg = (
+            f"Cannot fetch offset {off} of {tp.name}: the earliest available offset is {earliest}. "
+            "Some data may have been lost because they are not available any more (deleted by "
+            "retention or missing segments)."
+        )
+        if opts.fail_on_data_loss:
+            raise OptionError(
+                msg + " If you want your query to fail in this case set failOnDataLoss=true; "
+                "to skip the lost data set it to false."
+            )
+        _warn(msg + " Starting from the earliest offset (failOnDataLoss=false).")
+        return earliest
+    return off
+
+
+def resolve_end(tp: TopicPartitionLog, opts: ReadOptions) -> int:
+    latest = tp.latest()
+    ts = None
+    if opts.ending_timestamp is not None:
+        ts = opts.ending_timestamp
+    elif opts.ending_by_timestamp is not None:
+        ts = _spec_lookup(opts.ending_by_timestamp, tp)
+    if ts is not None:
+        off = offset_for_timestamp(tp, ts)
+        return latest if off is None else off
+    spec = opts.ending
+    if spec is None or spec == "latest":
+        return latest
+    off = _spec_lookup(spec, tp)
+    if off is None or off == LATEST:
+        return latest
+    return min(off, latest)
+
+
+def check_specs(tps: Sequence[TopicPartitionLog], opts: ReadOptions) -> None:
+    """Offset/timestamp JSON options must name partitions that were found."""
+    for spec, name in (
+        (opts.starting, "startingOffsets"),
+        (opts.ending, "endingOffsets"),
+        (opts.starting_by_timestamp, "startingOffsetsByTimestamp"),
+        (opts.ending_by_timestamp, "endingOffsetsByTimestamp"),
+    ):
+        _check_spec_tps(spec, name, tps, opts)
+
+
+def resolve_ranges(
+    tps: Sequence[TopicPartitionLog], opts: ReadOptions, check: bool = True
+) -> List[Range]:
+    if check:
+        check_specs(tps, opts)
+    out = []
+    for tp in tps:
+        start = resolve_start(tp, opts)
+        end = resolve_end(tp, opts)
+        if start > end:
+            msg = f"starting offset {start} of {tp.name} is after its ending offset {end}"
+            if opts.fail_on_data_loss and not opts.streaming:
+                raise OptionError(msg)
+            start = end
+        out.append(Range(tp, start, end))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Splits
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class Piece:
+    """Entries of one segment starting in ``[start, end)`` (``end`` None: to the end of the
+    file); rows are kept when ``from_offset <= offset < until_offset``."""
+
+    topic: Optional[str]
+    partition: Optional[int]
+    path: str
+    start: int
+    end: Optional[int]
+    from_offset: int
+    until_offset: Optional[int]
+    nbytes: int
+    directory: str = ""
+
+
+@dataclass
+class Split:
+    """What one Spark task reads: pieces in (topic, partition, offset) order."""
+
+    index: int
+    pieces: List[Piece]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.pieces)
+
+
+@dataclass
+class Pruning:
+    """Restrictions from pushed filters (all optional; exact unless noted)."""
+
+    topics: Optional[set] = None  # allowed topic names
+    topic_prefixes: Optional[List[str]] = None
+    partitions: Optional[set] = None
+    partition_lo: Optional[int] = None  # inclusive
+    partition_hi: Optional[int] = None  # inclusive
+    offset_lo: Optional[int] = None  # inclusive
+    offset_hi: Optional[int] = None  # exclusive
+    ts_lo_us: Optional[int] = None  # inclusive (row filter + segment pruning)
+    ts_hi_us: Optional[int] = None  # inclusive (row filter only)
+    exclude_unknown_tp: bool = False
+    empty: bool = False
+
+    def keeps_tp(self, tp: TopicPartitionLog) -> bool:
+        if self.empty:
+            return False
+        if tp.topic is None:
+            return (
+                not self.exclude_unknown_tp
+                and self.topics is None
+                and self.topic_prefixes is None
+                and self.partitions is None
+                and self.partition_lo is None
+                and self.partition_hi is None
+            )
+        if self.topics is not None and tp.topic not in self.topics:
+            return False
+        if self.topic_prefixes is not None and not all(
+            tp.topic.startswith(p) for p in self.topic_prefixes
+        ):
+            return False
+        if self.partitions is not None and tp.partition not in self.partitions:
+            return False
+        if self.partition_lo is not None and tp.partition < self.partition_lo:
+            return False
+        if self.partition_hi is not None and tp.partition > self.partition_hi:
+            return False
+        return True
+
+
+def _target_bytes(total: int, opts: ReadOptions, pieces: int = 0) -> int:
+    """Split size as Spark's file sources pick it: ``min(maxPartitionBytes, max(openCost,
+    (bytes + pieces * openCost) / parallelism))``, lowered to ``bytes / minPartitions``."""
+    target = opts.max_partition_bytes
+    par = opts.default_parallelism or 1
+    with_cost = total + pieces * OPEN_COST_BYTES
+    if par > 1:
+        target = min(target, max(OPEN_COST_BYTES, -(-with_cost // par)))
+    if opts.min_partitions:
+        target = min(target, max(1, -(-total // opts.min_partitions)))
+    return max(1, target)
+
+
+def _cut_points(
+    tp: TopicPartitionLog, seg: SegmentRef, start: int, end: int, target: int
+) -> List[int]:
+    """Entry positions in (start, end) about ``target`` bytes apart, from the ``.index`` (or a
+    header walk when the segment has no usable index)."""
+    idx = read_offset_index(
+        _files.offset_index_file(tp.directory, seg.base_offset), seg.base_offset
+    )
+    positions = [p for _, p in idx if start < p < end]
+    if not positions and end - start > target:
+        positions = [h.position for h in walk_headers(seg.path, start, end) if h.position > start]
+    cuts = []
+    last = start
+    for p in positions:
+        if p - last >= target and end - p >= target // 4:
+            cuts.append(p)
+            last = p
+    return cuts
+
+
+def _pieces_for_range(r: Range, target: int, pruning: Optional[Pruning]) -> List[Piece]:
+    tp = r.tp
+    start, end = r.start, r.end
+    if pruning is not None:
+        if pruning.offset_lo is not None:
+            start = max(start, pruning.offset_lo)
+        if pruning.offset_hi is not None:
+            end = min(end, pruning.offset_hi)
+    if start >= end:
+        return []
+    pieces = []
+    segs = tp.segments
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if nxt is not None and nxt <= start:
+            continue
+        if seg.base_offset >= end:
+            break
+        if seg.size == 0:
+            continue
+        if pruning is not None and pruning.ts_lo_us is not None:
+            mx = _segment_max_timestamp(tp, seg)
+            if mx >= 0 and mx * 1000 < pruning.ts_lo_us:
+                continue
+        s_pos = 0
+        if start > seg.base_offset:
+            p = position_of_offset(tp, seg, start)
+            if p is None:
+                continue
+            s_pos = p
+        e_pos = None
+        if nxt is None or end < nxt:
+            e_pos = end_position_of_offset(tp, seg, end)
+        stop = seg.size if e_pos is None else e_pos
+        if stop <= s_pos:
+            continue
+        bounds = [s_pos] + _cut_points(tp, seg, s_pos, stop, target) + [stop]
+        for a, b in zip(bounds, bounds[1:]):
+            pieces.append(
+                Piece(
+                    tp.topic,
+                    tp.partition,
+                    seg.path,
+                    a,
+                    None if (b == stop and e_pos is None) else b,
+                    start,
+                    end,
+                    b - a,
+                    tp.directory,
+                )
+            )
+    return pieces
+
+
+def plan(
+    opts: ReadOptions,
+    pruning: Optional[Pruning] = None,
+    tps: Optional[Sequence[TopicPartitionLog]] = None,
+    ranges: Optional[Sequence[Range]] = None,
+) -> List[Split]:
+    """The splits of a batch read (or of one micro-batch when ``ranges`` is given)."""
+    if ranges is None:
+        if tps is None:
+            tps = discover(opts)
+        check_specs(tps, opts)
+        if pruning is not None:
+            tps = [tp for tp in tps if pruning.keeps_tp(tp)]
+        ranges = resolve_ranges(tps, opts, check=False)
+    elif pruning is not None:
+        ranges = [r for r in ranges if pruning.keeps_tp(r.tp)]
+    est = sum(_range_bytes_estimate(r) for r in ranges)
+    cut_target = _target_bytes(est, opts)
+    pieces: List[Piece] = []
+    for r in ranges:
+        pieces.extend(_pieces_for_range(r, cut_target, pruning))
+    total = sum(p.nbytes for p in pieces)
+    target = _target_bytes(total, opts, len(pieces))
+    return pack(pieces, target, OPEN_COST_BYTES if not opts.min_partitions else 0)
+
+
+def _range_bytes_estimate(r: Range) -> int:
+    n = 0
+    segs = r.tp.segments
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if nxt is not None and nxt <= r.start:
+            continue
+        if seg.base_offset >= r.end:
+            break
+        n += seg.size
+    return n
+
+
+def pack(pieces: Sequence[Piece], target: int, open_cost: int = OPEN_COST_BYTES) -> List[Split]:
+    """Group consecutive pieces into splits of about ``target`` bytes, each piece costing its
+    size plus ``open_cost`` (Spark's ``openCostInBytes``), as file splits are packed."""
+    splits: List[Split] = []
+    cur: List[Piece] = []
+    cost = 0
+    for p in pieces:
+        c = p.nbytes + open_cost
+        if cur and cost + c > target:
+            splits.append(Split(len(splits), cur))
+            cur, cost = [], 0
+        cur.append(p)
+        cost += c
+    if cur:
+        splits.append(Split(len(splits), cur))
+    return splits
+
+
+# ------------------------------------------------------------------------------------------------
+# read_committed: aborted transactions of a partition
+# ------------------------------------------------------------------------------------------------
+def aborted_transactions(
+    directory: str, segment_paths: Sequence[str]
+) -> List[Tuple[int, int, int]]:
+    """``(producer_id, first_offset, abort_marker_offset)`` of every aborted transaction of a
+    partition, from its ``.txnindex`` files and from the ABORT markers in the data (a header walk
+    plus the control records; for logs written without transaction indexes)."""
+    from ..index import TransactionIndex
+    from ..records import RecordBatch
+
+    out = set()
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        names = []
+    for name in names:
+        sf = _files.parse_segment_file_name(name)
+        if sf is None or sf.kind != ".txnindex" or sf.suffix != "":
+            continue
+        idx = TransactionIndex(sf.base_offset, os.path.join(directory, name), writable=False)
+        try:
+            for t in idx.all_aborted_txns():
+                out.add((t.producer_id, t.first_offset, t.last_offset))
+        finally:
+            idx.close()
+    open_txn: Dict[int, int] = {}
+    for path in segment_paths:
+        with open(path, "rb") as f:
+            for h in walk_headers(path):
+                if h.magic != 2 or not (h.attributes & 0x10):
+                    continue
+                if h.attributes & 0x20:  # control batch
+                    data = os.pread(f.fileno(), h.size, h.position)
+                    try:
+                        recs = RecordBatch(data, 0, check_crc=False).records()
+                    except Exception:
+                        recs = []
+                    key = recs[0].key if recs else None
+                    first = open_txn.pop(h.producer_id, None)
+                    if (
+                        key is not None
+                        and len(key) >= 4
+                        and struct.unpack_from(">h", key, 2)[0] == 0
+                    ):
+                        if first is not None:
+                            out.add((h.producer_id, first, h.base_offset))
+                else:
+                    open_txn.setdefault(h.producer_id, h.base_offset)
+    return sorted(out)
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading a split
+# ------------------------------------------------------------------------------------------------
+_DECODED = ("key", "value", "offset", "timestamp", "timestampType", "headers")
+
+
+def read_split(
+    split: Split, opts: ReadOptions, target_schema, pruning: Optional[Pruning] = None
+) -> Iterator[Any]:
+    """Decode a split into ``pyarrow.RecordBatch`` es of exactly ``target_schema`` (the Arrow
+    form of the Spark schema; any subset and order of the source's columns)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .. import arrow as ka
+    from ..errors import KafkaLogError
+
+    names = list(target_schema.names)
+    known = set(KAFKA_COLUMNS) | {"headers", "batch", "segment"}
+    for n in names:
+        if n not in known:
+            raise OptionError(
+                f"column {n!r} is not a column of the kafkalog source ({', '.join(sorted(known))})"
+            )
+    dec_cols = [c for c in _DECODED if c in names]
+    if "offset" not in dec_cols:
+        dec_cols.append("offset")
+    if (
+        pruning is not None
+        and (pruning.ts_lo_us is not None or pruning.ts_hi_us is not None)
+        and "timestamp" not in dec_cols
+    ):
+        dec_cols.append("timestamp")
+    want_batch = "batch" in names
+    if want_batch:
+        dec_cols += [src for _, src, _ in BATCH_FIELDS if src not in dec_cols]
+    aborted_cache: Dict[str, List[Tuple[int, int, int]]] = {}
+    kw: Dict[str, Any] = {}
+    if opts.max_decompressed_size is not None:
+        kw["max_decompressed_size"] = opts.max_decompressed_size
+
+    def decode(piece: Piece, start: int, stop: Optional[int]):
+        aborted = None
+        if opts.read_committed:
+            d = piece.directory or os.path.dirname(piece.path)
+            if d not in aborted_cache:
+                segs = [s.path for s in _segment_refs(d)] or [piece.path]
+                aborted_cache[d] = aborted_transactions(d, segs)
+            aborted = aborted_cache[d]
+        return ka.iter_batches(
+            piece.path,
+            columns=dec_cols,
+            timestamp_unit="us",
+            max_rows=opts.max_records_per_batch,
+            max_bytes=opts.max_batch_bytes,
+            check_crcs=opts.check_crcs,
+            read_committed=opts.read_committed,
+            aborted_transactions=aborted,
+            start_position=start,
+            stop_position=stop,
+            **kw,
+        )
+
+    def piece_batches(piece: Piece) -> Iterator[Any]:
+        if opts.fail_on_data_loss:
+            try:
+                yield from decode(piece, piece.start, piece.end)
+            except KafkaLogError as e:
+                try:
+                    err = type(e)(
+                        f"{e.message} [set failOnDataLoss=false to skip corrupt batches]",
+                        e.position,
+                        e.offset,
+                        e.path or piece.path,
+                    )
+                except Exception:
+                    raise e from None
+                raise err from e
+            return
+        restart = piece.start
+        last_yielded = None
+        while True:
+            try:
+                for rb in decode(piece, restart, piece.end):
+                    if last_yielded is not None:
+                        rb = rb.filter(
+                            pc.greater(rb.column("offset"), pa.scalar(last_yielded, pa.int64()))
+                        )
+                    if rb.num_rows:
+                        last_yielded = rb.column("offset")[-1].as_py()
+                        yield rb
+                return
+            except KafkaLogError as e:
+                bad = e.position
+                size = _entry_size(piece.path, bad) if bad is not None else None
+                _warn(
+                    f"skipping corrupt data in {piece.path} at position {bad}: {e} (failOnDataLoss=false)"
+                )
+                if bad is None or size is None or bad < restart:
+                    return
+                # re-decode the good entries before the bad one, then go on after it
+                if bad > restart:
+                    try:
+                        for rb in decode(piece, restart, bad):
+                            if last_yielded is not None:
+                                rb = rb.filter(
+                                    pc.greater(
+                                        rb.column("offset"), pa.scalar(last_yielded, pa.int64())
+                                    )
+                                )
+                            if rb.num_rows:
+                                last_yielded = rb.column("offset")[-1].as_py()
+                                yield rb
+                    except KafkaLogError:
+                        pass
+                restart = bad + size
+                if piece.end is not None and restart >= piece.end:
+                    return
+
+    ts_lo = ts_hi = None
+    if pruning is not None:
+        ts_lo, ts_hi = pruning.ts_lo_us, pruning.ts_hi_us
+    schema_types = {f.name: f.type for f in target_schema}
+    for piece in split.pieces:
+        for rb in piece_batches(piece):
+            n = rb.num_rows
+            if n == 0:
+                continue
+            offs = rb.column("offset")
+            lo = piece.from_offset
+            hi = piece.until_offset
+            mm = pc.min_max(offs)
+            mn, mx = mm["min"].as_py(), mm["max"].as_py()
+            if hi is not None and mn >= hi:
+                break
+            mask = None
+            if mn < lo or (hi is not None and mx >= hi):
+                mask = pc.greater_equal(offs, pa.scalar(lo, pa.int64()))
+                if hi is not None:
+                    mask = pc.and_(mask, pc.less(offs, pa.scalar(hi, pa.int64())))
+            if ts_lo is not None or ts_hi is not None:
+                ts = rb.column("timestamp").cast(pa.int64())
+                m2 = None
+                if ts_lo is not None:
+                    m2 = pc.greater_equal(ts, pa.scalar(ts_lo, pa.int64()))
+                if ts_hi is not None:
+                    m3 = pc.less_equal(ts, pa.scalar(ts_hi, pa.int64()))
+                    m2 = m3 if m2 is None else pc.and_(m2, m3)
+                mask = m2 if mask is None else pc.and_(mask, m2)
+            if mask is not None:
+                rb = rb.filter(mask)
+                n = rb.num_rows
+                if n == 0:
+                    continue
+            arrays = []
+            for f in target_schema:
+                name = f.name
+                if name == "topic":
+                    a = (
+                        pa.nulls(n, pa.string())
+                        if piece.topic is None
+                        else pa.repeat(pa.scalar(piece.topic, pa.string()), n)
+                    )
+                elif name == "partition":
+                    a = (
+                        pa.nulls(n, pa.int32())
+                        if piece.partition is None
+                        else pa.repeat(pa.scalar(piece.partition, pa.int32()), n)
+                    )
+                elif name == "segment":
+                    a = pa.repeat(pa.scalar(piece.path, pa.string()), n)
+                elif name == "batch":
+                    a = pa.StructArray.from_arrays(
+                        [rb.column(src) for _, src, _ in BATCH_FIELDS],
+                        fields=list(_batch_type()),
+                    )
+                else:
+                    a = rb.column(name)
+                t = schema_types[name]
+                if a.type != t:
+                    a = a.cast(t)
+                arrays.append(a)
+            yield pa.RecordBatch.from_arrays(arrays, schema=target_schema)
+
+
+def _entry_size(path: str, position: int) -> Optional[int]:
+    try:
+        with open(path, "rb") as f:
+            head = os.pread(f.fileno(), 12, position)
+    except OSError:
+        return None
+    if len(head) < 12:
+        return None
+    size = _ENTRY.unpack_from(head, 0)[1]
+    if size < 14:
+        return None
+    return size + 12
+
+
+# ------------------------------------------------------------------------------------------------
+# Streaming offsets
+# ------------------------------------------------------------------------------------------------
+def offsets_json(offsets: Mapping[Tuple[str, int], int]) -> Dict[str, Dict[str, int]]:
+    """``{(topic, partition): offset}`` -> the connector's ``{"topic": {"0": offset}}``."""
+    out: Dict[str, Dict[str, int]] = {}
+    for (t, p), off in sorted(offsets.items()):
+        out.setdefault(t, {})[str(p)] = int(off)
+    return out
+
+
+def offsets_from_json(obj: Any) -> Dict[Tuple[str, int], int]:
+    if isinstance(obj, str):
+        obj = json.loads(obj)
+    out = {}
+    for t, ps in (obj or {}).items():
+        for p, off in ps.items():
+            out[(t, int(p))] = int(off)
+    return out
+
+
+def rate_limit(
+    start: Mapping[Tuple[str, int], int], end: Mapping[Tuple[str, int], int], limit: int
+) -> Dict[Tuple[str, int], int]:
+    """The connector's ``rateLimit``: ``limit`` offsets spread over the partitions in
+    proportion to what each has available."""
+    sizes = {tp: max(0, end[tp] - start.get(tp, end[tp])) for tp in end}
+    total = sum(sizes.values())
+    if total <= limit or total == 0:
+        return dict(end)
+    out = {}
+    for tp, e in end.items():
+        b = start.get(tp, e)
+        size = sizes[tp]
+        prorate = limit * (size / total)
+        off = b + (math.ceil(prorate) if prorate < 1 else math.floor(prorate))
+        out[tp] = min(e, off)
+    return out

@@ -1,0 +1,454 @@
+"""The PySpark Python Data Source ``kafkalog`` (batch read, streaming read, Arrow write).
+
+Use :func:`kafkalog.spark.register` rather than these classes directly.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+
+from . import _core as core
+from . import _write as wcore
+
+try:  # PySpark >= 4.1: filter pushdown
+    from pyspark.sql.datasource import (
+        EqualNullSafe,
+        EqualTo,
+        Filter,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        IsNotNull,
+        LessThan,
+        LessThanOrEqual,
+        StringStartsWith,
+    )
+
+    HAS_PUSHDOWN = True
+except ImportError:  # pragma: no cover - PySpark 4.0
+    HAS_PUSHDOWN = False
+
+try:  # PySpark >= 4.2: admission control and Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+
+    HAS_ADMISSION_CONTROL = True
+except ImportError:  # pragma: no cover - PySpark 4.0/4.1
+    HAS_ADMISSION_CONTROL = False
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        pass
+
+
+def _option_flags(options) -> Dict[str, bool]:
+    o = {str(k).lower(): v for k, v in dict(options).items()}
+    return {
+        "include_headers": core._bool(o, "includeheaders", False),
+        "batch_metadata": core._bool(o, "includebatchmetadata", False),
+        "segment_metadata": core._bool(o, "includesegmentmetadata", False),
+    }
+
+
+def _arrow_target(schema):
+    """The Arrow schema Spark expects back for ``schema`` (exactly, SPARK-55583)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        return to_arrow_schema(schema, timezone="UTC")
+    except TypeError:  # pragma: no cover - older signature
+        return to_arrow_schema(schema)
+
+
+class KafkaLogSplit(InputPartition):
+    """One Spark task's share of the log: a :class:`kafkalog.spark._core.Split`."""
+
+    def __init__(self, split: core.Split) -> None:
+        super().__init__(split.index)
+        self.split = split
+
+    def __repr__(self) -> str:
+        return f"KafkaLogSplit({self.split.index}, {len(self.split.pieces)} pieces, {self.split.nbytes} bytes)"
+
+
+class KafkaLogDataSource(DataSource):
+    """``spark.read.format("kafkalog").load(path)``: Kafka log directories in the schema of
+    Spark's Kafka connector.  See docs/spark.md for the options."""
+
+    #: set by :func:`kafkalog.spark.register` (``spark.sparkContext.defaultParallelism``)
+    default_parallelism: Optional[int] = None
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalog"
+
+    def schema(self) -> str:
+        f = _option_flags(self.options)
+        return core.schema_ddl(f["include_headers"], f["batch_metadata"], f["segment_metadata"])
+
+    def reader(self, schema) -> "KafkaLogReader":
+        return KafkaLogReader(self.options, schema, self.default_parallelism)
+
+    def streamReader(self, schema) -> "KafkaLogStreamReader":
+        return KafkaLogStreamReader(self.options, schema, self.default_parallelism)
+
+    def writer(self, schema, overwrite: bool) -> "KafkaLogArrowWriter":
+        return KafkaLogArrowWriter(self.options, schema, overwrite)
+
+
+class KafkaLogReader(DataSourceReader):
+    """Batch reader.  Holds only the parsed options (it travels with every task); partitions
+    are discovered and planned in :meth:`partitions`, on the driver."""
+
+    def __init__(self, options, schema, default_parallelism: Optional[int] = None) -> None:
+        self.opts = core.ReadOptions.parse(options, default_parallelism=default_parallelism)
+        self.schema = schema
+        self.pruning: Optional[core.Pruning] = None
+        self._target = None
+
+    def partitions(self) -> List[InputPartition]:
+        splits = core.plan(self.opts, self.pruning)
+        return [KafkaLogSplit(s) for s in splits]
+
+    def read(self, partition: KafkaLogSplit) -> Iterator[Any]:
+        if self._target is None:
+            self._target = _arrow_target(self.schema)
+        split = getattr(partition, "split", None)
+        if split is None:  # the placeholder Spark uses for an empty plan
+            return iter(())
+        return core.read_split(split, self.opts, self._target, self.pruning)
+
+
+def _col(f) -> Optional[str]:
+    attr = getattr(f, "attribute", None)
+    if isinstance(attr, tuple) and len(attr) == 1:
+        return attr[0]
+    return None
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def _micros(v: Any) -> Optional[int]:
+    if isinstance(v, _dt.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=_dt.timezone.utc)
+        return (v - _EPOCH) // _dt.timedelta(microseconds=1)
+    return None
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def apply_filters(filters: Sequence[Any], pruning: core.Pruning) -> List[Any]:
+    """Fold pushed filters into ``pruning``; return those Spark must still evaluate."""
+    rest = []
+    for f in filters:
+        if not _apply_filter(f, pruning):
+            rest.append(f)
+    return rest
+
+
+def _apply_filter(f, pr: core.Pruning) -> bool:  # noqa: C901 - one case per filter
+    """True when the filter is applied exactly (Spark can drop it)."""
+    col = _col(f)
+    if col is None:
+        return False
+    if isinstance(f, IsNotNull):
+        if col in ("topic", "partition"):
+            pr.exclude_unknown_tp = True
+            return True
+        return col in ("offset", "timestamp")
+    value = getattr(f, "value", None)
+    eq = isinstance(f, EqualTo) or (isinstance(f, EqualNullSafe) and value is not None)
+    if col == "topic":
+        if eq and isinstance(value, str):
+            vals = {value}
+        elif isinstance(f, In) and all(isinstance(v, str) for v in value):
+            vals = set(value)
+        elif isinstance(f, StringStartsWith) and isinstance(value, str):
+            pr.topic_prefixes = (pr.topic_prefixes or []) + [value]
+            pr.exclude_unknown_tp = True
+            return True
+        else:
+            return False
+        pr.topics = vals if pr.topics is None else (pr.topics & vals)
+        pr.exclude_unknown_tp = True
+        if not pr.topics:
+            pr.empty = True
+        return True
+    if col == "partition":
+        if eq and _is_int(value):
+            vals = {value}
+        elif isinstance(f, In) and all(_is_int(v) for v in value):
+            vals = set(value)
+        elif _is_int(value) and isinstance(
+            f, (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
+        ):
+            if isinstance(f, GreaterThan):
+                pr.partition_lo = max(
+                    pr.partition_lo if pr.partition_lo is not None else -(2**31), value + 1
+                )
+            elif isinstance(f, GreaterThanOrEqual):
+                pr.partition_lo = max(
+                    pr.partition_lo if pr.partition_lo is not None else -(2**31), value
+                )
+            elif isinstance(f, LessThan):
+                pr.partition_hi = min(
+                    pr.partition_hi if pr.partition_hi is not None else 2**31, value - 1
+                )
+            else:
+                pr.partition_hi = min(
+                    pr.partition_hi if pr.partition_hi is not None else 2**31, value
+                )
+            pr.exclude_unknown_tp = True
+            return True
+        else:
+            return False
+        pr.partitions = vals if pr.partitions is None else (pr.partitions & vals)
+        pr.exclude_unknown_tp = True
+        if not pr.partitions:
+            pr.empty = True
+        return True
+    if col == "offset":
+        lo, hi = pr.offset_lo, pr.offset_hi
+
+        def set_lo(v):
+            pr.offset_lo = v if lo is None else max(lo, v)
+
+        def set_hi(v):
+            pr.offset_hi = v if hi is None else min(hi, v)
+
+        if eq and _is_int(value):
+            set_lo(value)
+            set_hi(value + 1)
+            return True
+        if isinstance(f, In) and value and all(_is_int(v) for v in value):
+            set_lo(min(value))
+            set_hi(max(value) + 1)
+            return False  # a range covering the set: Spark keeps the exact test
+        if not _is_int(value):
+            return False
+        if isinstance(f, GreaterThan):
+            set_lo(value + 1)
+        elif isinstance(f, GreaterThanOrEqual):
+            set_lo(value)
+        elif isinstance(f, LessThan):
+            set_hi(value)
+        elif isinstance(f, LessThanOrEqual):
+            set_hi(value + 1)
+        else:
+            return False
+        return True
+    if col == "timestamp":
+        us = _micros(value)
+        if us is None:
+            return False
+        if eq:
+            pr.ts_lo_us = us if pr.ts_lo_us is None else max(pr.ts_lo_us, us)
+            pr.ts_hi_us = us if pr.ts_hi_us is None else min(pr.ts_hi_us, us)
+        elif isinstance(f, GreaterThan):
+            pr.ts_lo_us = us + 1 if pr.ts_lo_us is None else max(pr.ts_lo_us, us + 1)
+        elif isinstance(f, GreaterThanOrEqual):
+            pr.ts_lo_us = us if pr.ts_lo_us is None else max(pr.ts_lo_us, us)
+        elif isinstance(f, LessThan):
+            pr.ts_hi_us = us - 1 if pr.ts_hi_us is None else min(pr.ts_hi_us, us - 1)
+        elif isinstance(f, LessThanOrEqual):
+            pr.ts_hi_us = us if pr.ts_hi_us is None else min(pr.ts_hi_us, us)
+        return False  # pruned and filtered here, re-checked by Spark (timestamps are not ordered)
+    return False
+
+
+if HAS_PUSHDOWN:
+
+    class KafkaLogPushdownReader(KafkaLogReader):
+        """The batch reader with ``pushFilters`` (PySpark >= 4.1, needs
+        ``spark.sql.python.filterPushdown.enabled=true``; :func:`kafkalog.spark.register` sets
+        it)."""
+
+        def pushFilters(self, filters: List["Filter"]):
+            pr = self.pruning or core.Pruning()
+            rest = apply_filters(filters, pr)
+            self.pruning = pr
+            return iter(rest)
+
+    class KafkaLogPushdownDataSource(KafkaLogDataSource):
+        def reader(self, schema) -> "KafkaLogReader":
+            return KafkaLogPushdownReader(self.options, schema, self.default_parallelism)
+
+
+# ------------------------------------------------------------------------------------------------
+# Streaming
+# ------------------------------------------------------------------------------------------------
+class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader of growing log directories.  Offsets are the connector's JSON
+    (``{"topic": {"0": nextOffset}}``); ``maxOffsetsPerTrigger`` limits a micro-batch;
+    ``Trigger.AvailableNow`` reads up to the end seen when the query starts (PySpark >= 4.2)."""
+
+    def __init__(self, options, schema, default_parallelism: Optional[int] = None) -> None:
+        self.opts = core.ReadOptions.parse(
+            options, streaming=True, default_parallelism=default_parallelism
+        )
+        self.schema = schema
+        self._available_now: Optional[Dict] = None
+        self._last_end: Optional[Dict] = None
+        self._target = None
+
+    def _scan(self) -> Dict[Any, core.TopicPartitionLog]:
+        out = {}
+        for tp in core.discover(self.opts):
+            if tp.topic is None:
+                continue
+            out[(tp.topic, tp.partition)] = tp
+        return out
+
+    def initialOffset(self) -> dict:
+        tps = self._scan()
+        core.check_specs(list(tps.values()), self.opts)
+        start = {k: core.resolve_start(tp, self.opts) for k, tp in tps.items()}
+        return core.offsets_json(start)
+
+    def _latest(self, tps) -> Dict:
+        latest = {k: tp.latest() for k, tp in tps.items()}
+        if self._available_now is not None:
+            latest = {
+                k: min(v, self._available_now[k])
+                for k, v in latest.items()
+                if k in self._available_now
+            }
+        return latest
+
+    def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+        tps = self._scan()
+        latest = self._latest(tps)
+        if start is not None:
+            s = core.offsets_from_json(start)
+        else:
+            s = dict(self._last_end or {})
+        for k, tp in tps.items():
+            if k not in s and k in latest:
+                s[k] = tp.earliest()  # a new partition is read from its beginning
+        max_rows = None
+        if limit is None:
+            max_rows = self.opts.max_offsets_per_trigger
+        elif HAS_ADMISSION_CONTROL and isinstance(limit, ReadMaxRows):
+            max_rows = limit.max_rows
+        end = {k: max(v, s.get(k, v)) for k, v in latest.items()}
+        if max_rows is not None:
+            end = core.rate_limit(s, end, max_rows)
+        result = dict(s)
+        result.update(end)
+        self._last_end = result
+        return core.offsets_json(result)
+
+    if HAS_ADMISSION_CONTROL:
+
+        def getDefaultReadLimit(self):
+            if self.opts.max_offsets_per_trigger is not None:
+                return ReadMaxRows(self.opts.max_offsets_per_trigger)
+            return ReadAllAvailable()
+
+        def reportLatestOffset(self) -> Optional[dict]:
+            return core.offsets_json(self._latest(self._scan()))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = {k: tp.latest() for k, tp in self._scan().items()}
+
+    def partitions(self, start: dict, end: dict) -> List[InputPartition]:
+        s = core.offsets_from_json(start)
+        e = core.offsets_from_json(end)
+        tps = self._scan()
+        ranges = []
+        for k, eoff in sorted(e.items()):
+            tp = tps.get(k)
+            if tp is None:
+                msg = f"partition {k[0]}-{k[1]} disappeared from the log directories"
+                if self.opts.fail_on_data_loss:
+                    raise core.OptionError(msg + " (set failOnDataLoss=false to go on without it)")
+                core._warn(msg)
+                continue
+            soff = s.get(k, tp.earliest())
+            earliest = tp.earliest()
+            if soff < earliest:
+                msg = (
+                    f"offsets {soff}..{earliest - 1} of {tp.name} are no longer in the log "
+                    "directories (deleted by retention?)"
+                )
+                if self.opts.fail_on_data_loss:
+                    raise core.OptionError(msg + "; set failOnDataLoss=false to skip them")
+                core._warn(msg)
+                soff = earliest
+            if eoff > soff:
+                ranges.append(core.Range(tp, soff, eoff))
+        return [KafkaLogSplit(sp) for sp in core.plan(self.opts, ranges=ranges)]
+
+    def read(self, partition: KafkaLogSplit) -> Iterator[Any]:
+        if self._target is None:
+            self._target = _arrow_target(self.schema)
+        return core.read_split(partition.split, self.opts, self._target)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+# ------------------------------------------------------------------------------------------------
+# Writing
+# ------------------------------------------------------------------------------------------------
+class KafkaLogCommitMessage(WriterCommitMessage):
+    def __init__(self, staged: List[wcore.StagedPartition]) -> None:
+        self.staged = staged
+
+
+class KafkaLogArrowWriter(DataSourceArrowWriter):
+    """``df.write.format("kafkalog").mode("append"|"overwrite").save(path)``."""
+
+    def __init__(self, options, schema, overwrite: bool) -> None:
+        self.opts = wcore.WriteOptions.parse(options)
+        wcore.check_columns(schema.fieldNames(), self.opts)
+        self.overwrite = bool(overwrite)
+        self.job_id = "job-" + uuid.uuid4().hex
+        wcore.prepare_job(self.opts, self.job_id)
+
+    def write(self, iterator) -> KafkaLogCommitMessage:
+        try:
+            from pyspark import TaskContext
+
+            ctx = TaskContext.get()
+        except Exception:  # pragma: no cover
+            ctx = None
+        tag = uuid.uuid4().hex[:8]
+        name = (
+            f"task-{ctx.partitionId():05d}-{ctx.attemptNumber()}-{tag}"
+            if ctx is not None
+            else f"task-{tag}"
+        )
+        tw = wcore.TaskWriter(self.opts, self.job_id, name, self.overwrite)
+        try:
+            for rb in iterator:
+                tw.write_batch(rb)
+            staged = tw.finish()
+        except BaseException:
+            tw.cleanup()
+            raise
+        return KafkaLogCommitMessage(staged)
+
+    def commit(self, messages) -> None:
+        staged = [s for m in messages if m is not None for s in m.staged]
+        wcore.commit_job(self.opts, self.job_id, staged, self.overwrite)
+
+    def abort(self, messages) -> None:
+        wcore.abort_job(self.opts, self.job_id)

@@ -1,0 +1,699 @@
+"""Spark-free core of the ``kafkalog`` sink: per-task staging of partition logs and the
+driver-side commit that moves them into place.
+
+Protocol (one Spark write job):
+
+1. Every task writes the rows it receives into partition logs of its own under
+   ``<path>/.kafkalog-staging/<job id>/<task>/<topic>-<partition>/`` with
+   :class:`kafkalog.log.Log` (v2 batches built by :func:`kafkalog.arrow.from_arrow`; segments
+   rolled at ``segmentBytes``; ``.index``/``.timeindex``/``leader-epoch-checkpoint`` written by
+   the Log), closes them cleanly and returns what it staged (a commit message).
+2. ``commit`` (driver) groups the staged pieces by partition.  Several pieces of one partition
+   (from several tasks) are accepted when their offsets are preserved and do not overlap: their
+   segments are put side by side.  Each partition's final directory is assembled inside the
+   staging area (hard links to the segments of an existing partition when appending) and then
+   renamed into place, so a partition directory is always either the old one or the complete
+   new one.  Root checkpoints (recovery point, log start offset, high watermark) are updated
+   last, and the staging area is removed.
+3. ``abort`` (driver, failed job) deletes the staging area; the target is untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from .. import files as _files
+
+STAGING_DIR = ".kafkalog-staging"
+GiB = 1024 * 1024 * 1024
+_FLUSH_BYTES = 8 * 1024 * 1024
+_MAX_PENDING_BYTES = 256 * 1024 * 1024
+_ENTRY = struct.Struct(">qi")
+
+
+class WriteError(ValueError):
+    """The rows cannot be written as asked (raised in a task or at commit)."""
+
+
+def _lower(options: Mapping[str, Any]) -> Dict[str, Any]:
+    return {str(k).lower(): v for k, v in dict(options).items()}
+
+
+def _opt_int(o: Mapping[str, Any], key: str, default: Optional[int], lo: int = 0) -> Optional[int]:
+    v = o.get(key)
+    if v is None:
+        return default
+    try:
+        n = int(str(v).strip())
+    except ValueError:
+        raise WriteError(f"option {key!r} must be an integer, not {v!r}") from None
+    if n < lo:
+        raise WriteError(f"option {key!r} must be >= {lo}, not {n}")
+    return n
+
+
+def _opt_bool(o: Mapping[str, Any], key: str, default: Optional[bool]) -> Optional[bool]:
+    v = o.get(key)
+    if v is None:
+        return default
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes", "on"):
+        return True
+    if s in ("false", "0", "no", "off"):
+        return False
+    raise WriteError(f"option {key!r} must be true or false, not {v!r}")
+
+
+@dataclass
+class WriteOptions:
+    path: str
+    topic: Optional[str] = None
+    compression: str = "none"
+    compression_level: Optional[int] = None
+    segment_bytes: int = GiB
+    batch_bytes: int = 1024 * 1024
+    batch_records: Optional[int] = None
+    index_interval_bytes: int = 4096
+    preserve_offsets: Optional[bool] = None  # None: when an offset column is present
+    leader_epoch: int = 0
+    num_partitions: Optional[int] = None
+    topic_id: Optional[str] = None
+    fsync: bool = True
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> "WriteOptions":
+        from .._format import CompressionType
+
+        o = _lower(options)
+        path = o.get("path")
+        if not path:
+            raise WriteError(
+                'no path given: use df.write.format("kafkalog").save("/path/to/log-dir")'
+            )
+        path = str(path)
+        if path.startswith("file://"):
+            path = path[len("file://") :]
+        comp = str(o.get("compression", o.get("kafka.compression.type", "none"))).strip().lower()
+        try:
+            CompressionType.parse(comp)
+        except ValueError:
+            raise WriteError(
+                f"option 'compression' must be none, gzip, snappy, lz4 or zstd, not {comp!r}"
+            ) from None
+        topic = o.get("topic")
+        return cls(
+            path=os.path.abspath(path),
+            topic=str(topic) if topic else None,
+            compression=comp,
+            compression_level=_opt_int(o, "compressionlevel", None, lo=-131072),
+            segment_bytes=_opt_int(o, "segmentbytes", GiB, lo=1024),
+            batch_bytes=_opt_int(o, "batchbytes", 1024 * 1024, lo=64),
+            batch_records=_opt_int(o, "batchrecords", None, lo=1),
+            index_interval_bytes=_opt_int(o, "indexintervalbytes", 4096, lo=0),
+            preserve_offsets=_opt_bool(o, "preserveoffsets", None),
+            leader_epoch=_opt_int(o, "leaderepoch", 0, lo=0),
+            num_partitions=_opt_int(o, "numpartitions", None, lo=1),
+            topic_id=str(o["topicid"]) if o.get("topicid") else None,
+            fsync=bool(_opt_bool(o, "fsync", True)),
+        )
+
+    def __post_init__(self) -> None:
+        # a batch must fit in a segment (Kafka: segment.bytes >= the largest batch)
+        self.batch_bytes = max(64, min(self.batch_bytes, self.segment_bytes))
+
+    def log_config(self) -> Dict[str, Any]:
+        return {
+            "segment.bytes": self.segment_bytes,
+            "index.interval.bytes": self.index_interval_bytes,
+            "max.message.bytes": 2**31 - 1,
+        }
+
+
+def check_columns(names: Sequence[str], opts: WriteOptions) -> None:
+    """The checks of Kafka's sink (``KafkaWriter.validateQuery``), on the driver."""
+    names = list(names)
+    if "value" not in names:
+        raise WriteError("Required attribute 'value' not found")
+    if opts.topic is None and "topic" not in names:
+        raise WriteError(
+            "topic option required when no 'topic' attribute is present. Use the topic option for "
+            "setting a topic."
+        )
+    if opts.preserve_offsets and "offset" not in names:
+        raise WriteError("preserveOffsets=true needs an 'offset' column")
+
+
+# ------------------------------------------------------------------------------------------------
+# Kafka's default partitioner
+# ------------------------------------------------------------------------------------------------
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (signed 32-bit result)."""
+    m = 0x5BD1E995
+    length = len(data)
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    n4 = length // 4
+    for i in range(n4):
+        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> 24
+        k = (k * m) & 0xFFFFFFFF
+        h = (h * m) & 0xFFFFFFFF
+        h ^= k
+    rest = length & 3
+    tail = length & ~3
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def default_partition(key: Optional[bytes], num_partitions: int, counter: int = 0) -> int:
+    """``toPositive(murmur2(key)) % numPartitions`` (Kafka's ``BuiltInPartitioner`` for keyed
+    records); records without a key are spread round-robin by ``counter``."""
+    if key is None:
+        return counter % num_partitions
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+def partition_column(keys, partitions, num_partitions: int):
+    """A partition array for an Arrow batch: the given partition where not null, else the
+    default partitioner on the key."""
+    import pyarrow as pa
+
+    kl = keys.to_pylist() if keys is not None else None
+    pl = partitions.to_pylist() if partitions is not None else None
+    n = len(kl) if kl is not None else len(pl)
+    out = []
+    rr = 0
+    for i in range(n):
+        p = pl[i] if pl is not None else None
+        if p is None:
+            k = kl[i] if kl is not None else None
+            if isinstance(k, str):
+                k = k.encode("utf-8")
+            if k is None:
+                rr += 1
+            p = default_partition(k, num_partitions, rr)
+        out.append(p)
+    return pa.array(out, pa.int32())
+
+
+# ------------------------------------------------------------------------------------------------
+# Task side
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class StagedPartition:
+    topic: str
+    partition: int
+    directory: str  # staged <topic>-<partition> directory
+    first_offset: int  # log start offset of the staged log
+    end_offset: int  # log end offset
+    records: int
+    nbytes: int
+
+
+@dataclass
+class _TPState:
+    log: Any
+    next_offset: int
+    first_offset: Optional[int] = None
+    records: int = 0
+    nbytes: int = 0
+    pending: List[Any] = field(default_factory=list)
+    pending_bytes: int = 0
+
+
+def existing_log_end(root: str, topic: str, partition: int) -> Optional[int]:
+    """The log end offset of ``<root>/<topic>-<partition>`` if it exists (None otherwise)."""
+    from ._core import TopicPartitionLog, _segment_refs
+
+    d = os.path.join(root, _files.partition_dir_name(topic, partition))
+    if not os.path.isdir(d):
+        return None
+    segs = _segment_refs(d)
+    if not segs:
+        return None
+    return TopicPartitionLog(topic, partition, d, segs).latest()
+
+
+class TaskWriter:
+    """Writes the rows of one task into staged partition logs."""
+
+    def __init__(self, opts: WriteOptions, job_id: str, task_name: str, overwrite: bool) -> None:
+        self.opts = opts
+        self.overwrite = overwrite
+        self.stage = os.path.join(opts.path, STAGING_DIR, job_id, task_name)
+        self.tps: Dict[Tuple[str, int], _TPState] = {}
+        self.total_pending = 0
+        self._rr = 0
+
+    # -- input ------------------------------------------------------------------------------------
+    def write_batch(self, rb) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = rb.num_rows
+        if n == 0:
+            return
+        names = rb.schema.names
+        if "value" not in names:
+            raise WriteError("Required attribute 'value' not found")
+        if self.opts.topic is not None:
+            topics = None
+            topic_const = self.opts.topic
+        else:
+            if "topic" not in names:
+                raise WriteError("topic option required when no 'topic' attribute is present")
+            topics = rb.column("topic")
+            if topics.null_count:
+                raise WriteError(
+                    "null topic for a record: set the topic column or the topic option"
+                )
+            if not pa.types.is_string(topics.type):
+                topics = topics.cast(pa.string())
+            topic_const = None
+            mm = pc.min_max(topics)
+            if mm["min"].as_py() == mm["max"].as_py():
+                topic_const = mm["min"].as_py()
+                topics = None
+        parts = rb.column("partition") if "partition" in names else None
+        if parts is not None and not pa.types.is_int32(parts.type):
+            parts = parts.cast(pa.int32())
+        if parts is None or parts.null_count:
+            if self.opts.num_partitions is not None:
+                parts = partition_column(
+                    rb.column("key") if "key" in names else None, parts, self.opts.num_partitions
+                )
+            elif parts is None:
+                parts = pa.repeat(pa.scalar(0, pa.int32()), n)
+            else:
+                raise WriteError(
+                    "null partition for a record: set the numPartitions option to use Kafka's "
+                    "default partitioner"
+                )
+        pmm = pc.min_max(parts)
+        if pmm["min"].as_py() < 0:
+            raise WriteError(f"negative partition {pmm['min'].as_py()}")
+        keep = [
+            c
+            for c in ("key", "value", "offset", "timestamp", "timestampType", "headers")
+            if c in names
+        ]
+        data = rb.select(keep)
+        if topics is None and pmm["min"].as_py() == pmm["max"].as_py():
+            self._add(topic_const, pmm["min"].as_py(), data)
+            return
+        # several partitions in this batch: group (order within each group is kept)
+        if topics is None:
+            topics = pa.repeat(pa.scalar(topic_const, pa.string()), n)
+        t = pa.table({"t": topics, "p": parts})
+        groups = t.group_by(["t", "p"], use_threads=False).aggregate([]).to_pylist()
+        for g in groups:
+            mask = pc.and_(
+                pc.equal(topics, pa.scalar(g["t"], pa.string())),
+                pc.equal(parts, pa.scalar(g["p"], pa.int32())),
+            )
+            self._add(g["t"], g["p"], data.filter(mask))
+
+    def _state(
+        self, topic: str, partition: int, offsets_given: bool, first: Optional[int]
+    ) -> _TPState:
+        from ..log import Log
+
+        key = (topic, partition)
+        st = self.tps.get(key)
+        if st is not None:
+            return st
+        try:
+            name = _files.partition_dir_name(topic, partition)
+        except ValueError as e:
+            raise WriteError(str(e)) from None
+        if "/" in topic or topic in (".", "..") or any(c.isspace() for c in topic):
+            raise WriteError(f"invalid topic name {topic!r}")
+        d = os.path.join(self.stage, name)
+        # mkdir, not makedirs: once abort_job has removed the job's directory a straggling
+        # task must fail here instead of re-creating the staging tree
+        try:
+            if not os.path.isdir(self.stage):
+                os.mkdir(self.stage)
+            os.mkdir(d)
+        except FileNotFoundError:
+            raise WriteError(
+                f"the write job was aborted (no {os.path.dirname(self.stage)})"
+            ) from None
+        topic_id = None
+        if self.opts.topic_id:
+            topic_id = _files.topic_id_from_string(self.opts.topic_id)
+        log = Log.open(d, self.opts.log_config(), topic_id=topic_id)
+        if offsets_given:
+            start = first
+        else:
+            start = 0
+            if not self.overwrite:
+                end = existing_log_end(self.opts.path, topic, partition)
+                if end is not None:
+                    start = end
+        if start:
+            log.truncate_fully_and_start_at(start)
+        st = _TPState(log, start)
+        self.tps[key] = st
+        return st
+
+    def _add(self, topic: str, partition: int, data) -> None:
+        import pyarrow.compute as pc
+
+        if data.num_rows == 0:
+            return
+        offsets_given = "offset" in data.schema.names and self.opts.preserve_offsets is not False
+        if offsets_given:
+            offs = data.column("offset")
+            if offs.null_count:
+                raise WriteError(
+                    f"null offsets for {topic}-{partition}: give every record an offset, drop the "
+                    "offset column, or set preserveOffsets=false"
+                )
+            first = pc.min(offs).as_py()
+        else:
+            if "offset" in data.schema.names:
+                data = data.drop_columns(["offset"])
+            first = None
+        st = self._state(topic, partition, offsets_given, first)
+        st.pending.append(data)
+        size = data.nbytes
+        st.pending_bytes += size
+        self.total_pending += size
+        if st.pending_bytes >= _FLUSH_BYTES:
+            self._flush(topic, partition)
+        elif self.total_pending >= _MAX_PENDING_BYTES:
+            for k in sorted(self.tps, key=lambda k: -self.tps[k].pending_bytes)[:4]:
+                self._flush(*k)
+
+    def _flush(self, topic: str, partition: int) -> None:
+        import pyarrow as pa
+
+        from .. import arrow as ka
+        from ..errors import InvalidOffsetError
+
+        st = self.tps[(topic, partition)]
+        if not st.pending:
+            return
+        try:
+            table = (
+                pa.Table.from_batches(st.pending)
+                if len(st.pending) > 1
+                else pa.Table.from_batches([st.pending[0]])
+            )
+        except pa.ArrowInvalid:
+            table = pa.concat_tables(
+                [pa.Table.from_batches([b]) for b in st.pending], promote_options="permissive"
+            )
+        self.total_pending -= st.pending_bytes
+        st.pending = []
+        st.pending_bytes = 0
+        n = table.num_rows
+        try:
+            data = ka.from_arrow(
+                table,
+                compression=self.opts.compression,
+                compression_level=self.opts.compression_level,
+                batch_bytes=self.opts.batch_bytes,
+                batch_records=self.opts.batch_records,
+                base_offset=st.next_offset,
+                partition_leader_epoch=self.opts.leader_epoch,
+            )
+        except (InvalidOffsetError, ValueError) as e:
+            raise WriteError(
+                f"cannot encode the records of {topic}-{partition}: {e} (offsets must increase "
+                "within a partition: use kafkalog.spark.write(df, path), which sorts by offset)"
+            ) from e
+        mv = memoryview(data)
+        pos = 0
+        total = len(mv)
+        while pos + 12 <= total:
+            size = _ENTRY.unpack_from(mv, pos)[1] + 12
+            try:
+                info = st.log.append_as_follower(mv[pos : pos + size])
+            except InvalidOffsetError as e:
+                raise WriteError(
+                    f"records of {topic}-{partition} are not in offset order or repeat offsets: {e} "
+                    "(use kafkalog.spark.write(df, path), which sorts by offset, or drop the "
+                    "offset column to assign new offsets)"
+                ) from e
+            if st.first_offset is None:
+                st.first_offset = info.first_offset
+            pos += size
+        st.next_offset = st.log.log_end_offset
+        st.records += n
+        st.nbytes += total
+
+    # -- end of task ------------------------------------------------------------------------------
+    def finish(self) -> List[StagedPartition]:
+        out = []
+        for topic, partition in list(self.tps):
+            self._flush(topic, partition)
+        for (topic, partition), st in self.tps.items():
+            log = st.log
+            start = log.log_start_offset
+            end = log.log_end_offset
+            log.close()
+            out.append(
+                StagedPartition(topic, partition, log.dir, start, end, st.records, st.nbytes)
+            )
+        return out
+
+    def cleanup(self) -> None:
+        for st in self.tps.values():
+            try:
+                st.log.close()
+            except Exception:
+                pass
+        shutil.rmtree(self.stage, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# Driver side
+# ------------------------------------------------------------------------------------------------
+_SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
+
+
+def _segment_files(d: str) -> List[str]:
+    out = []
+    for name in os.listdir(d):
+        sf = _files.parse_segment_file_name(name)
+        if sf is not None and sf.suffix == "" and sf.kind in _SEGMENT_KINDS:
+            out.append(name)
+    return sorted(out)
+
+
+def _epoch_entries(d: str) -> List[Tuple[int, int]]:
+    p = os.path.join(d, _files.LEADER_EPOCH_CHECKPOINT_FILE)
+    if not os.path.isfile(p):
+        return []
+    try:
+        return [(e.epoch, e.start_offset) for e in _files.read_leader_epoch_checkpoint(p)]
+    except Exception:
+        return []
+
+
+def _merge_epochs(entries: Iterable[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    out: List[Tuple[int, int]] = []
+    for epoch, start in sorted(entries, key=lambda e: (e[1], e[0])):
+        if out and epoch <= out[-1][0]:
+            continue  # epochs only grow along the log
+        if out and start <= out[-1][1]:
+            continue
+        out.append((epoch, start))
+    return out
+
+
+def _write_epochs(d: str, entries: List[Tuple[int, int]], fsync: bool) -> None:
+    _files.write_leader_epoch_checkpoint(
+        os.path.join(d, _files.LEADER_EPOCH_CHECKPOINT_FILE), entries, fsync=fsync
+    )
+
+
+def commit_job(
+    opts: WriteOptions, job_id: str, staged: Sequence[StagedPartition], overwrite: bool
+) -> Dict[str, Any]:
+    """Move the staged partitions of a job into ``opts.path`` (see the module doc).  Returns a
+    summary ``{"partitions": n, "records": n, "bytes": n}``."""
+    from ..log import Log
+
+    root = opts.path
+    job_dir = os.path.join(root, STAGING_DIR, job_id)
+    by_tp: Dict[Tuple[str, int], List[StagedPartition]] = {}
+    for s in staged:
+        by_tp.setdefault((s.topic, s.partition), []).append(s)
+    # validate everything before touching the target
+    plans = []
+    for (topic, partition), pieces in sorted(by_tp.items()):
+        pieces = sorted(
+            [p for p in pieces if p.end_offset > p.first_offset or p.records],
+            key=lambda p: (p.first_offset, p.end_offset),
+        )
+        if not pieces:
+            continue
+        for a, b in zip(pieces, pieces[1:]):
+            if b.first_offset < a.end_offset:
+                raise WriteError(
+                    f"partition {topic}-{partition} was written by several tasks with overlapping "
+                    f"offsets ({a.first_offset}..{a.end_offset - 1} and {b.first_offset}..{b.end_offset - 1}): "
+                    "repartition by topic and partition and sort by offset first, as "
+                    "kafkalog.spark.write(df, path) does"
+                )
+        target = os.path.join(root, _files.partition_dir_name(topic, partition))
+        exists = os.path.isdir(target)
+        if exists and not overwrite:
+            end = existing_log_end(root, topic, partition)
+            if end is not None and pieces[0].first_offset < end:
+                raise WriteError(
+                    f"cannot append to {topic}-{partition}: the new records start at offset "
+                    f"{pieces[0].first_offset}, below the log end offset {end} of the existing "
+                    "partition (use mode('overwrite') to replace it, or drop the offset column to "
+                    "assign offsets after the log end)"
+                )
+        plans.append((topic, partition, pieces, target, exists))
+
+    merged_root = os.path.join(job_dir, "_merged")
+    os.makedirs(merged_root, exist_ok=True)
+    records = 0
+    nbytes = 0
+    ckpt_updates: Dict[str, Dict[Tuple[str, int], Optional[int]]] = {
+        _files.RECOVERY_POINT_CHECKPOINT_FILE: {},
+        _files.LOG_START_OFFSET_CHECKPOINT_FILE: {},
+        _files.REPLICATION_OFFSET_CHECKPOINT_FILE: {},
+    }
+    for topic, partition, pieces, target, exists in plans:
+        name = _files.partition_dir_name(topic, partition)
+        merged = os.path.join(merged_root, name)
+        os.makedirs(merged)
+        epochs: List[Tuple[int, int]] = []
+        log_start = pieces[0].first_offset
+        if exists and not overwrite:
+            # close the existing log cleanly (trimmed indexes), then link its files
+            existing = Log.open(target, read_only=False)
+            log_start = existing.log_start_offset
+            existing.close()
+            for fname in os.listdir(target):
+                src = os.path.join(target, fname)
+                sf = _files.parse_segment_file_name(fname)
+                if (
+                    sf is not None
+                    and sf.kind in _SEGMENT_KINDS
+                    and sf.base_offset >= pieces[0].first_offset
+                ):
+                    continue  # an empty active segment at the old log end: the new data replaces it
+                if os.path.isfile(src):
+                    _link_or_copy(src, os.path.join(merged, fname))
+            epochs.extend(_epoch_entries(target))
+            try:
+                os.unlink(os.path.join(merged, _files.LEADER_EPOCH_CHECKPOINT_FILE))
+            except FileNotFoundError:
+                pass
+        for p in pieces:
+            for fname in _segment_files(p.directory):
+                dst = os.path.join(merged, fname)
+                if os.path.exists(dst):
+                    if os.path.getsize(
+                        os.path.join(p.directory, fname)
+                    ) == 0 and not fname.endswith(".log"):
+                        continue
+                    raise WriteError(f"segment file {fname} of {name} written twice")
+                os.rename(os.path.join(p.directory, fname), dst)
+            epochs.extend(_epoch_entries(p.directory))
+            meta = os.path.join(p.directory, _files.PARTITION_METADATA_FILE)
+            if os.path.isfile(meta) and not os.path.exists(
+                os.path.join(merged, _files.PARTITION_METADATA_FILE)
+            ):
+                os.rename(meta, os.path.join(merged, _files.PARTITION_METADATA_FILE))
+            records += p.records
+            nbytes += p.nbytes
+        merged_epochs = _merge_epochs(epochs)
+        if merged_epochs:
+            _write_epochs(merged, merged_epochs, opts.fsync)
+        _files.write_clean_shutdown_file(
+            os.path.join(merged, _files.CLEAN_SHUTDOWN_FILE), fsync=opts.fsync
+        )
+        _fsync_tree(merged, opts.fsync)
+        end = pieces[-1].end_offset
+        # swap into place
+        if exists:
+            trash = os.path.join(root, f"{name}.{uuid.uuid4().hex}{_files.DELETE_DIR_SUFFIX}")
+            os.rename(target, trash)
+            os.rename(merged, target)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.rename(merged, target)
+        if opts.fsync:
+            _files.fsync_dir(root)
+        ckpt_updates[_files.RECOVERY_POINT_CHECKPOINT_FILE][(topic, partition)] = end
+        ckpt_updates[_files.REPLICATION_OFFSET_CHECKPOINT_FILE][(topic, partition)] = end
+        ckpt_updates[_files.LOG_START_OFFSET_CHECKPOINT_FILE][(topic, partition)] = log_start
+    for fname, updates in ckpt_updates.items():
+        if updates:
+            _files.update_offset_checkpoint(os.path.join(root, fname), updates, fsync=opts.fsync)
+    abort_job(opts, job_id)
+    return {"partitions": len(plans), "records": records, "bytes": nbytes}
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _fsync_tree(d: str, fsync: bool) -> None:
+    if not fsync:
+        return
+    for name in os.listdir(d):
+        p = os.path.join(d, name)
+        if os.path.isfile(p):
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    _files.fsync_dir(d)
+
+
+def prepare_job(opts: WriteOptions, job_id: str) -> str:
+    """Create a job's staging directory (on the driver, before any task runs)."""
+    job_dir = os.path.join(opts.path, STAGING_DIR, job_id)
+    os.makedirs(job_dir, exist_ok=True)
+    return job_dir
+
+
+def abort_job(opts: WriteOptions, job_id: str) -> None:
+    """Delete a job's staging area (and the staging root when nothing else is in it).  Tasks
+    of a failed job may still be running: retry until the tree stays gone (tasks never
+    re-create the job directory)."""
+    import time
+
+    staging = os.path.join(opts.path, STAGING_DIR)
+    job_dir = os.path.join(staging, job_id)
+    for attempt in range(8):
+        shutil.rmtree(job_dir, ignore_errors=True)
+        if not os.path.exists(job_dir):
+            if attempt:
+                break
+            time.sleep(0.05)
+            if not os.path.exists(job_dir):
+                break
+        time.sleep(0.1 * (attempt + 1))
+    try:
+        os.rmdir(staging)
+    except OSError:
+        pass

@@ -1,0 +1,1 @@
+"""Spark data source tests (one local SparkSession per run; see conftest.py)."""
