@@ -91,17 +91,35 @@ def test_offset_index_problems(tmp_path):
     raw = bytearray(idx.read_bytes())
     assert len(raw) >= 16
     rel, pos = struct.unpack_from(">ii", raw, 0)
-    struct.pack_into(">i", raw, 0, rel + 1)  # entry 0: offset is not its batch's last offset
+    # entry 0 keyed before its batch's first offset (batches hold 3 offsets): lookups would skip
+    struct.pack_into(">i", raw, 0, rel - 3)
     idx.write_bytes(bytes(raw) + b"\x00\x00\x00")  # a torn entry
     r = run_cli("verify", str(d))
     probs = _problems(r)
     assert f"{idx}: error: length {len(raw) + 3} is not a multiple of 8 (a torn entry)" in probs
-    assert any(p.startswith(f"{idx}:0: error: offset {rel + 1}: Index offset: {rel + 1}, log offset: {rel}")
+    assert any(p.startswith(f"{idx}:0: error: offset {rel - 3}: Index offset: {rel - 3}, log offset: {rel}")
                for p in probs)
     struct.pack_into(">ii", raw, 0, rel, pos + 1)  # entry 0 points inside a batch
     idx.write_bytes(bytes(raw))
     r = run_cli("verify", str(d))
     assert any(f"points to position {pos + 1}, which is not the start of a batch" in p for p in _problems(r))
+
+
+def test_index_entry_for_a_multi_batch_append_is_valid(tmp_path):
+    # Kafka's append path keys an entry by the last offset of the appended message set and
+    # points it at the set's first batch (follower/cleaner appends hold several batches).
+    d, _ = _dir(tmp_path)
+    idx = d / "00000000000000000000.index"
+    raw = bytearray(idx.read_bytes())
+    rel, pos = struct.unpack_from(">ii", raw, 0)
+    nxt = struct.unpack_from(">i", raw, 8)[0] if len(raw) >= 16 else None
+    later = rel + 2  # an offset of the batch after the one at `pos`, below the next entry's
+    assert nxt is None or later < nxt
+    struct.pack_into(">i", raw, 0, later)
+    idx.write_bytes(bytes(raw))
+    r = run_cli("verify", str(d))
+    assert r.rc == 0, r
+    assert _problems(r) == []
 
 
 def test_time_index_problems(tmp_path):
