@@ -1,0 +1,675 @@
+"""Fuzz harnesses for kafkalog: one ``check(data: bytes)`` per target, plus seed generators.
+
+Each check raises :class:`InvariantError` (or lets an unexpected exception escape) when an
+invariant breaks; it returns normally for every input kafkalog handles correctly, including
+inputs it rejects with a :class:`kafkalog.errors.KafkaLogError`.  The checks are plain Python,
+so they run under atheris (``fuzz/run.py``), under the pure-Python mutator in ``fuzz/run.py``
+and in ``tests/test_fuzz_smoke.py``.
+
+Invariants (see fuzz/README.md):
+* only ``KafkaLogError`` subclasses escape parsing of bytes (the dump decoders may also raise
+  their documented ``DecodeError`` for a missing key);
+* the compiled and the pure twin agree: the same records, or the same error class;
+* records that decode re-encode (``MemoryRecordsBuilder``) to bytes that decode to the same
+  records; snapshots and checkpoints round-trip through their writers.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import struct
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Callable
+
+from kafkalog import errors as _errors
+
+KafkaLogError = _errors.KafkaLogError
+
+
+class InvariantError(AssertionError):
+    """A fuzz invariant broke (the message says which and how)."""
+
+
+def _load_twins(name: str) -> list[tuple[str, object]]:
+    """[(label, module)] for the compiled and the pure twin of ``kafkalog.<name>`` (the
+    compiled one only when it imports; ``KAFKALOG_FUZZ_PURE_ONLY=1`` skips it)."""
+    out = []
+    if os.environ.get("KAFKALOG_FUZZ_PURE_ONLY", "") not in ("1", "true", "yes", "on"):
+        try:
+            out.append(("cython", importlib.import_module(f"kafkalog.{name}")))
+        except ImportError:
+            pass
+    out.append(("python", importlib.import_module(f"kafkalog.{name}_py")))
+    return out
+
+
+VARINT = _load_twins("_varint")
+BATCH = _load_twins("_batch")
+HAVE_COMPILED = len(BATCH) == 2
+
+
+def _outcome(fn: Callable[[], object]):
+    """("ok", value) or ("err", ExceptionClassName); non-kafkalog errors re-raise."""
+    try:
+        return ("ok", fn())
+    except KafkaLogError as e:
+        return ("err", type(e).__name__)
+
+
+def _agree(what: str, outcomes: list[tuple[str, object]], data: bytes) -> None:
+    first_label, first = outcomes[0]
+    for label, other in outcomes[1:]:
+        if other != first:
+            raise InvariantError(
+                f"{what}: twins disagree on {data[:64].hex()}...({len(data)} bytes):\n"
+                f"  {first_label}: {_short(first)}\n  {label}: {_short(other)}"
+            )
+
+
+def _short(x, n: int = 600) -> str:
+    s = repr(x)
+    return s if len(s) <= n else s[:n] + "..."
+
+
+# ------------------------------------------------------------------------------------------------
+# varint
+# ------------------------------------------------------------------------------------------------
+_VARINT_READERS = (
+    ("read_varint", "write_varint", -(2**31), 2**31 - 1, 5),
+    ("read_varlong", "write_varlong", -(2**63), 2**63 - 1, 10),
+    ("read_unsigned_varint", "write_unsigned_varint", 0, 2**32 - 1, 5),
+)
+
+
+def check_varint(data: bytes) -> None:
+    """Every reader at position 0 and at a data-chosen position: twins agree; a value read is
+    in range, consumed at most 5/10 bytes and re-encodes to a varint that reads back the same."""
+    positions = [0]
+    if data:
+        positions.append(data[0] % (len(data) + 2))  # sometimes past the end
+    for pos in positions:
+        for reader, writer, lo, hi, max_len in _VARINT_READERS:
+            outs = []
+            for label, mod in VARINT:
+                try:
+                    outs.append((label, ("ok", getattr(mod, reader)(data, pos))))
+                except KafkaLogError as e:
+                    outs.append((label, ("err", type(e).__name__)))
+                except (ValueError, IndexError) as e:
+                    # position past the end: a bad *argument*, allowed as ValueError/IndexError,
+                    # but only there
+                    if pos <= len(data):
+                        raise
+                    outs.append((label, ("argerr", type(e).__name__)))
+            _agree(f"{reader}@{pos}", outs, data)
+            kind, res = outs[0][1]
+            if kind != "ok":
+                continue
+            value, nxt = res
+            if not lo <= value <= hi or not pos < nxt <= pos + max_len or nxt > len(data):
+                raise InvariantError(f"{reader}@{pos}: bad result {res} for {data[:16].hex()}")
+            for label, mod in VARINT:
+                enc = getattr(mod, writer)(value)
+                back = getattr(mod, reader)(enc, 0)
+                if back != (value, len(enc)) or len(enc) > nxt - pos:
+                    raise InvariantError(f"{label} {writer}({value}) -> {enc.hex()} -> {back}")
+
+
+def seeds_varint() -> Iterator[bytes]:
+    mod = VARINT[-1][1]
+    for v in (0, 1, -1, 63, -64, 64, 2**31 - 1, -(2**31), 2**63 - 1, -(2**63)):
+        yield mod.write_varlong(v)
+    yield b"\x80" * 10 + b"\x01"
+    yield b"\xff\xff\xff\xff\x0f"
+    yield b"\xff\xff\xff\xff\x1f"
+
+
+# ------------------------------------------------------------------------------------------------
+# MemoryRecords (every magic, every codec)
+# ------------------------------------------------------------------------------------------------
+def _fix_crcs(buf: bytearray) -> None:
+    """Recompute the CRC of every complete log entry so mutations get past the CRC check."""
+    import zlib
+
+    from kafkalog._crc_py import crc32c
+
+    pos = 0
+    n = len(buf)
+    while pos + 17 <= n:
+        size = struct.unpack_from(">i", buf, pos + 8)[0]
+        if size < 14 or pos + 12 + size > n:
+            break
+        magic = buf[pos + 16]
+        end = pos + 12 + size
+        if magic == 2 and size >= 49:
+            struct.pack_into(">I", buf, pos + 17, crc32c(bytes(buf[pos + 21 : end])))
+        elif magic in (0, 1):
+            struct.pack_into(">I", buf, pos + 12, zlib.crc32(bytes(buf[pos + 16 : end])))
+        pos = end
+
+
+def _rec_tuple(r) -> tuple:
+    return (r.offset, r.timestamp, r.key, r.value, tuple(tuple(h) for h in r.headers))
+
+
+def _batch_summary(b) -> tuple:
+    base = b.base_offset  # decompresses a legacy wrapper (KB1 crashed here once)
+    return (
+        b.magic,
+        base,
+        b.last_offset,
+        b.size_in_bytes,
+        int(b.compression_type),
+        int(b.timestamp_type),
+        bool(b.is_control_batch) if hasattr(b, "is_control_batch") else False,
+    )
+
+
+def _decode_all(mod, data: bytes, check_crcs: bool, max_decompressed: int):
+    """Walk the buffer; per batch its summary and records (or the error class of that step)."""
+    mr = mod.MemoryRecords(data, check_crcs=check_crcs, max_decompressed_size=max_decompressed)
+    out = []
+    try:
+        for b in mr.batches():
+            s = _batch_summary(b)
+            valid = _outcome(b.is_valid)
+            recs = _outcome(lambda b=b: [_rec_tuple(r) for r in b])
+            out.append((s, valid, recs))
+    except KafkaLogError as e:
+        out.append(("stop", type(e).__name__))
+    return out, (mr.valid_bytes if not (out and out[-1][0] == "stop") else None)
+
+
+def _reencode(mod, batch_summary: tuple, records: list):
+    """Build the records again; None when the builder rightly refuses (e.g. offsets that go
+    backwards, a field out of range, a LogAppendTime/control batch)."""
+    magic, _base, _last, _size, _codec, _ts_type, control = batch_summary
+    if control or not records:
+        return None
+    offsets = [r[0] for r in records]
+    if any(b <= a for a, b in zip(offsets, offsets[1:])):
+        return None
+    try:
+        builder = mod.MemoryRecordsBuilder(
+            magic=magic if magic is not None else 1,
+            compression_type=0,
+            base_offset=offsets[0],
+            timestamp_type=0,  # CreateTime keeps each record's timestamp as decoded
+        )
+        for off, ts, key, value, headers in records:
+            builder.append_with_offset(off, ts, key, value, headers)
+        return builder.build()
+    except (ValueError, TypeError, OverflowError, KafkaLogError):
+        return None
+
+
+def check_records(data: bytes) -> None:
+    """MemoryRecords batch iteration + record decoding over the bytes after a 1-byte flag
+    (bit 0: check CRCs; bit 1: fix up the CRCs first; bit 2: small decompression limit)."""
+    if not data:
+        return
+    flags, body = data[0], bytearray(data[1:])
+    if flags & 2:
+        _fix_crcs(body)
+    body = bytes(body)
+    check_crcs = bool(flags & 1)
+    max_dec = 4096 if flags & 4 else 1 << 20
+    outs = [(label, _decode_all(mod, body, check_crcs, max_dec)) for label, mod in BATCH]
+    _agree("MemoryRecords", outs, body)
+    # re-encode every decoded batch, in each twin, and decode again
+    batches, _ = outs[0][1]
+    for entry in batches:
+        if entry[0] == "stop":
+            continue
+        summary, _valid, (kind, recs) = entry
+        if kind != "ok":
+            continue
+        for label, mod in BATCH:
+            built = _reencode(mod, summary, recs)
+            if built is None:
+                continue
+            again = [
+                _rec_tuple(r) for b in mod.MemoryRecords(built).batches() for r in b
+            ]
+            want = recs
+            if summary[0] == 0:  # magic 0 has no timestamps
+                want = [(o, -1, k, v, h) for o, _t, k, v, h in recs]
+            if again != want:
+                raise InvariantError(
+                    f"{label}: re-encoded records differ:\n  {_short(want)}\n  {_short(again)}"
+                )
+
+
+def seeds_records() -> Iterator[bytes]:
+    mod = BATCH[-1][1]
+    for magic in (0, 1, 2):
+        for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+            try:
+                b = mod.MemoryRecordsBuilder(magic=magic, compression_type=codec, base_offset=5)
+                b.append(1000, b"k", b"v" * 40)
+                b.append(1001, None, b"hello world " * 3,
+                         [("h", b"x")] if magic == 2 else ())
+                b.append(1002, b"key2", None)
+                raw = b.build()
+            except (KafkaLogError, ValueError):  # e.g. zstd needs magic 2
+                continue
+            yield b"\x03" + raw
+            yield b"\x02" + raw
+    for blob in _conformance_blobs(("v2_batch", "message_set", "records_blob", "segment_log")):
+        yield b"\x03" + blob
+        yield b"\x02" + blob
+    for path in _conformance_files(".log"):
+        raw = path.read_bytes()
+        if len(raw) <= 64 * 1024:
+            yield b"\x03" + raw
+
+
+# ------------------------------------------------------------------------------------------------
+# indexes
+# ------------------------------------------------------------------------------------------------
+_TMP: str | None = None
+
+
+def _tmpdir() -> str:
+    global _TMP
+    if _TMP is None:
+        _TMP = tempfile.mkdtemp(prefix="kafkalog-fuzz-")
+        import atexit
+        import shutil
+
+        atexit.register(shutil.rmtree, _TMP, True)
+    return _TMP
+
+
+def _write(name: str, data: bytes) -> str:
+    path = os.path.join(_tmpdir(), name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def check_index(data: bytes) -> None:
+    """Open the bytes as an offset, time and transaction index (read-only), sanity-check them
+    and look up a few targets.  Only KafkaLogError may escape; a lookup returns an entry at or
+    below its target (or the documented default) and the index's own entries."""
+    from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
+
+    base = 100
+    probes = [0, base, base + 1, base + 1000, 2**31, -1, 2**62]
+    p = _write("00000000000000000100.index", data)
+    idx = OffsetIndex(p, base, writable=False)
+    try:
+        try:
+            idx.sanity_check(full=True)
+            checked = True
+        except _errors.CorruptIndexError:
+            checked = False
+        n = idx.entries
+        ents = [idx.entry(i) for i in range(min(n, 64))]
+        for t in probes:
+            op = idx.lookup(t)
+            if checked and op.offset > t and op != (base, 0):
+                raise InvariantError(f"OffsetIndex.lookup({t}) -> {op} above the target")
+            if checked and op != (base, 0) and n <= 64 and op not in ents:
+                raise InvariantError(f"OffsetIndex.lookup({t}) -> {op} not an entry")
+    finally:
+        idx.close()
+    p = _write("00000000000000000100.timeindex", data)
+    tix = TimeIndex(p, base, writable=False)
+    try:
+        try:
+            tix.sanity_check(full=True)
+            checked = True
+        except _errors.CorruptIndexError:
+            checked = False
+        for i in range(min(tix.entries, 64)):
+            tix.entry(i)
+        for t in probes:
+            to = tix.lookup(t)
+            if checked and to.timestamp > t and to.timestamp != -1:
+                raise InvariantError(f"TimeIndex.lookup({t}) -> {to} above the target")
+    finally:
+        tix.close()
+    p = _write("00000000000000000100.txnindex", data)
+    txn = TransactionIndex(base, p, writable=False)
+    try:
+        try:
+            txn.sanity_check()
+        except _errors.CorruptIndexError:
+            pass
+        try:
+            aborted = txn.all_aborted_txns()
+        except _errors.CorruptIndexError:
+            return
+        if len(aborted) != len(data) // 34:
+            raise InvariantError(f"TransactionIndex: {len(aborted)} entries in {len(data)} bytes")
+        txn.collect_aborted_txns(base, base + 1000)
+    finally:
+        txn.close()
+
+
+def seeds_index() -> Iterator[bytes]:
+    yield struct.pack(">ii", 1, 0) + struct.pack(">ii", 5, 4096)
+    yield struct.pack(">qi", 1000, 1) + struct.pack(">qi", 2000, 7)
+    yield struct.pack(">hqqqq", 0, 7, 100, 150, 140)
+    for suf in (".index", ".timeindex", ".txnindex"):
+        for path in _conformance_files(suf):
+            raw = path.read_bytes()
+            # trim a preallocated zero tail but keep a little of it
+            stripped = raw.rstrip(b"\0")
+            yield raw[: len(stripped) + 24][:16384]
+
+
+# ------------------------------------------------------------------------------------------------
+# checkpoints (kafkalog.files)
+# ------------------------------------------------------------------------------------------------
+def check_checkpoint(data: bytes) -> None:
+    """Each checkpoint reader over the bytes: only KafkaLogError escapes, and what reads back
+    round-trips through the matching writer."""
+    from kafkalog import files
+
+    p = _write("checkpoint", data)
+    q = os.path.join(_tmpdir(), "checkpoint.out")
+    try:
+        offsets = files.read_offset_checkpoint(p)
+    except _errors.CorruptCheckpointError:
+        offsets = None
+    if offsets is not None:
+        try:
+            files.write_offset_checkpoint(q, offsets, fsync=False)
+        except ValueError:
+            pass  # e.g. a topic name the writer refuses; fine
+        else:
+            if files.read_offset_checkpoint(q) != offsets:
+                raise InvariantError(f"offset checkpoint round trip: {offsets}")
+    try:
+        epochs = files.read_leader_epoch_checkpoint(p)
+    except _errors.CorruptCheckpointError:
+        epochs = None
+    if epochs is not None:
+        files.write_leader_epoch_checkpoint(q, epochs, fsync=False)
+        if files.read_leader_epoch_checkpoint(q) != epochs:
+            raise InvariantError(f"leader-epoch checkpoint round trip: {epochs}")
+    try:
+        meta = files.read_partition_metadata(p)
+    except _errors.CorruptCheckpointError:
+        meta = None
+    if meta is not None:
+        files.write_partition_metadata(q, meta.topic_id, fsync=False)
+        if files.read_partition_metadata(q) != meta:
+            raise InvariantError(f"partition.metadata round trip: {meta}")
+    try:
+        files.read_clean_shutdown_file(p)
+    except _errors.CorruptCheckpointError:
+        pass
+
+
+def seeds_checkpoint() -> Iterator[bytes]:
+    yield b"0\n2\nfoo 0 10\nbar 3 42\n"
+    yield b"0\n1\n0 0\n"
+    yield b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n"
+    yield b'{"version":0,"brokerEpoch":7}'
+    names = ("checkpoint", "partition.metadata", ".kafka_cleanshutdown", "quorum-state")
+    d = _conf_root()
+    if d is not None:
+        for path in sorted((d / "files").rglob("*")):
+            if path.is_file() and any(n in path.name for n in names):
+                yield path.read_bytes()[:4096]
+
+
+# ------------------------------------------------------------------------------------------------
+# producer snapshots
+# ------------------------------------------------------------------------------------------------
+def check_snapshot(data: bytes) -> None:
+    """decode_snapshot over the bytes after a flag byte (bit 0: fix the CRC first): only
+    CorruptSnapshotError escapes, and what decodes re-encodes to the same bytes."""
+    from kafkalog import producer_state as ps
+    from kafkalog._crc_py import crc32c
+
+    if not data:
+        return
+    flags, body = data[0], bytearray(data[1:])
+    if flags & 1 and len(body) >= 6:
+        struct.pack_into(">I", body, 2, crc32c(bytes(body[6:])))
+    body = bytes(body)
+    try:
+        entries = ps.decode_snapshot(body)
+    except _errors.CorruptSnapshotError:
+        return
+    again = ps.encode_snapshot(entries)
+    if again != body:
+        raise InvariantError(f"snapshot round trip: {body.hex()} -> {again.hex()}")
+
+
+def seeds_snapshot() -> Iterator[bytes]:
+    from kafkalog import producer_state as ps
+
+    yield b"\x01" + ps.encode_snapshot([])
+    yield b"\x01" + ps.encode_snapshot(
+        [ps.ProducerStateEntry(7, 1, 10, 100, 3, 1700000000000, -1, -1),
+         ps.ProducerStateEntry(8, 0, 0, 5, 0, 1, 2, 4)]
+    )
+    for path in _conformance_files(".snapshot"):
+        yield b"\x00" + path.read_bytes()[:8192]
+
+
+# ------------------------------------------------------------------------------------------------
+# segment recovery (kafkalog.segment / kafkalog.log)
+# ------------------------------------------------------------------------------------------------
+def check_segment(data: bytes) -> None:
+    """Write the bytes after a flag byte as a segment's .log (flag bit 1: fix up CRCs), then
+    recover it writable (bit 0 clear) or open it as a Log read-only (bit 0 set).  Only
+    KafkaLogError escapes; after recovery the .log holds exactly the valid prefix that
+    MemoryRecords reports, every batch in it reads, and the rebuilt indexes pass sanity checks."""
+    from kafkalog.segment import Segment
+
+    if not data:
+        return
+    flags, body = data[0], bytearray(data[1:])
+    if flags & 2:
+        _fix_crcs(body)
+    body = bytes(body)
+    d = os.path.join(_tmpdir(), "seg")
+    if os.path.isdir(d):
+        for n in os.listdir(d):
+            os.unlink(os.path.join(d, n))
+    else:
+        os.makedirs(d)
+    with open(os.path.join(d, "00000000000000000000.log"), "wb") as f:
+        f.write(body)
+    if flags & 1:
+        from kafkalog.log import Log
+
+        try:
+            log = Log.open(d, read_only=True)
+        except KafkaLogError:
+            return
+        try:
+            end = log.log_end_offset
+            if end < 0:
+                raise InvariantError(f"log end offset {end}")
+        finally:
+            log.close()
+        return
+    seg = Segment.open(d, 0, index_interval_bytes=64, max_index_size=4096)
+    try:
+        try:
+            truncated = seg.recover()
+        except _errors.InvalidOffsetError:
+            return  # documented: offsets going backwards at an index entry
+        if seg.size + truncated != len(body):
+            raise InvariantError(f"recover: size {seg.size} + truncated {truncated} != {len(body)}")
+        seg.offset_index.sanity_check()
+        seg.time_index.sanity_check()
+        for _b in seg.iter_batches():
+            pass
+        seg.read_next_offset()
+    finally:
+        seg.close()  # must not raise (KB2: it did after recovering backwards offsets)
+
+
+def seeds_segment() -> Iterator[bytes]:
+    for s in seeds_records():
+        yield b"\x00" + s[1:]
+        yield b"\x01" + s[1:]
+
+
+# ------------------------------------------------------------------------------------------------
+# dump decoders (kafkalog.decoders)
+# ------------------------------------------------------------------------------------------------
+class _FakeRecord:
+    __slots__ = ("headers", "key", "offset", "timestamp", "value")
+
+    def __init__(self, key, value) -> None:
+        self.offset = 42
+        self.timestamp = 0
+        self.key = key
+        self.value = value
+        self.headers = ()
+
+
+def check_decoders(data: bytes) -> None:
+    """The dump CLI's decoders over a key/value split of the bytes: every parser returns text
+    (or None) and JSON-able objects; only DecodeError (documented: a missing key) or
+    KafkaLogError escape."""
+    from kafkalog import decoders as dec
+
+    if len(data) < 2:
+        return
+    split = data[0] % len(data)
+    key: bytes | None = data[1 : 1 + split]
+    value: bytes | None = data[1 + split :]
+    if data[0] & 0x80:
+        key = None
+    if data[-1] == 0xFF:
+        value = None
+    rec = _FakeRecord(key, value)
+    parsers = [
+        dec.OffsetsMessageParser(),
+        dec.TransactionLogMessageParser(),
+        dec.ClusterMetadataMessageParser(),
+    ]
+    for name in dec.KEY_VALUE_DECODERS:
+        vd = dec.ValueDecoder(name)
+        parsers.append(dec.DecoderMessageParser(vd, vd))
+    for p in parsers:
+        for fn in (p.parse, p.parse_obj):
+            try:
+                k, v = fn(rec)
+            except (dec.DecodeError, KafkaLogError):  # documented: dump prints these
+                continue
+                continue
+            if fn is p.parse:
+                for t in (k, v):
+                    if t is not None and not isinstance(t, str):
+                        raise InvariantError(f"{type(p).__name__}.parse -> {type(t)}")
+            else:
+                json.dumps([k, v])
+    for fn, args in (
+        (dec.read_metadata_record, (data,)),
+        (dec.control_record_text, (key, value)),
+        (dec.control_record_object, (key, value)),
+    ):
+        try:
+            fn(*args)
+        except (dec.DecodeError, KafkaLogError):
+            pass
+
+
+def seeds_decoders() -> Iterator[bytes]:
+    yield b"\x05" + b"\x00\x01\x00\x03foo" + b"\x00\x03\x00\x00\x00\x00\x00\x00\x00\x01"
+    yield b"\x04" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00\x00\x00"
+    yield b"\x00" + b"\x01\x00\x00" + b"\xff"
+    # records of the conformance segments (offsets, metadata, transaction topics included)
+    mod = BATCH[-1][1]
+    n = 0
+    for path in _conformance_files(".log"):
+        try:
+            for b in mod.MemoryRecords(path.read_bytes()).batches():
+                for r in b:
+                    k = r.key or b""
+                    v = r.value or b""
+                    if len(k) < 128:
+                        yield bytes([len(k)]) + k + v[:4096]
+                        n += 1
+                    if n > 200:
+                        return
+        except KafkaLogError:
+            continue
+
+
+# ------------------------------------------------------------------------------------------------
+# conformance corpus
+# ------------------------------------------------------------------------------------------------
+def _conf_root() -> Path | None:
+    env = os.environ.get("KAFKALOG_CONFORMANCE")
+    cands = [Path(env)] if env else []
+    cands.append(Path(__file__).resolve().parent.parent.parent / "shared" / "conformance")
+    cands.append(Path("/work/shared/conformance"))
+    for c in cands:
+        if (c / "vectors.jsonl").is_file():
+            return c
+    return None
+
+
+def _conformance_blobs(kinds) -> Iterator[bytes]:
+    d = _conf_root()
+    if d is None:
+        return
+    with open(d / "vectors.jsonl") as f:
+        for line in f:
+            v = json.loads(line)
+            if v.get("kind") in kinds and v.get("hex"):
+                yield bytes.fromhex(v["hex"])
+
+
+def _conformance_files(suffix: str) -> Iterator[Path]:
+    d = _conf_root()
+    if d is None:
+        return
+    for path in sorted((d / "files").rglob("*" + suffix)):
+        if path.is_file():
+            yield path
+
+
+# ------------------------------------------------------------------------------------------------
+HARNESSES: dict[str, tuple[Callable[[bytes], None], Callable[[], Iterator[bytes]]]] = {
+    "varint": (check_varint, seeds_varint),
+    "records": (check_records, seeds_records),
+    "index": (check_index, seeds_index),
+    "checkpoint": (check_checkpoint, seeds_checkpoint),
+    "snapshot": (check_snapshot, seeds_snapshot),
+    "segment": (check_segment, seeds_segment),
+    "decoders": (check_decoders, seeds_decoders),
+}
+
+
+def seeds(name: str) -> list[bytes]:
+    """The harness's seed corpus, deduplicated, in a stable order."""
+    out, seen = [], set()
+    for s in HARNESSES[name][1]():
+        if s not in seen:
+            seen.add(s)
+            out.append(s)
+    return out
+
+
+def write_seeds(name: str, directory: str) -> int:
+    os.makedirs(directory, exist_ok=True)
+    import hashlib
+
+    n = 0
+    for s in seeds(name):
+        with open(os.path.join(directory, "seed-" + hashlib.sha1(s).hexdigest()[:16]), "wb") as f:
+            f.write(s)
+        n += 1
+    return n
+
+
+if __name__ == "__main__":  # pragma: no cover
+    for name in sys.argv[1:] or HARNESSES:
+        print(name, len(seeds(name)))
