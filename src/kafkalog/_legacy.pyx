@@ -717,7 +717,10 @@ cdef class LegacyRecordBatch:
         """The first message's offset (decompresses a wrapper)."""
         if self.attributes & CODEC_MASK == 0:
             return self.offset
-        return (<LegacyRecord>self._load()[0]).offset
+        inner = self._load()
+        if not inner:  # an empty compressed set (read leniently): the entry's own offset
+            return self.offset
+        return (<LegacyRecord>inner[0]).offset
 
     @property
     def last_offset_delta(self):

@@ -461,7 +461,10 @@ class LegacyRecordBatch:
         """The first message's offset (decompresses a wrapper)."""
         if self.attributes & 0x07 == 0:
             return self.offset
-        return self._load()[0].offset
+        inner = self._load()
+        if not inner:  # an empty compressed set (read leniently): the entry's own offset
+            return self.offset
+        return inner[0].offset
 
     @property
     def last_offset_delta(self) -> int:

@@ -773,19 +773,34 @@ class TransactionIndex:
         self._last_offset: Optional[int] = None
         self._closed = False
         self._dirty = False
-        raw = self._read_all()
-        n = len(raw) // 34
+        # Only the last whole entry is read: the file may be large (or hostile).
+        n = self.size_in_bytes // 34
         if n:
-            self._last_offset = _TXN_ENTRY.unpack_from(raw, (n - 1) * 34)[3]
+            last = next(self._chunks((n - 1) * 34), b"")
+            if len(last) >= 34:
+                self._last_offset = _TXN_ENTRY.unpack_from(last, 0)[3]
 
-    def _read_all(self) -> bytes:
+    _CHUNK = 34 * 4096
+
+    def _chunks(self, start: int = 0):
+        """Whole entries from byte ``start`` on, ~136 KiB at a time (memory stays flat)."""
         if self._mem is not None:
-            return bytes(self._mem)
+            end = len(self._mem) - len(self._mem) % 34
+            for i in range(start, end, self._CHUNK):
+                yield bytes(self._mem[i : min(i + self._CHUNK, end)])
+            return
         try:
-            with open(self.path, "rb") as f:
-                return f.read()
+            f = open(self.path, "rb")  # type: ignore[arg-type]
         except FileNotFoundError:
-            return b""
+            return
+        with f:
+            f.seek(start)
+            while True:
+                data = f.read(self._CHUNK)
+                data = data[: len(data) - len(data) % 34]
+                if not data:
+                    return
+                yield data
 
     @property
     def size_in_bytes(self) -> int:
@@ -831,19 +846,20 @@ class TransactionIndex:
         self._last_offset = txn.last_offset
 
     def _entries_with_position(self):
-        raw = self._read_all()
-        n = len(raw) // 34
-        for i in range(n):
-            version, pid, first, last, lso = _TXN_ENTRY.unpack_from(raw, i * 34)
-            # Kafka reads the version as one byte (the int16's high byte).
-            if (version >> 8) & 0xFF != 0:
-                raise CorruptIndexError(
-                    f"Unexpected aborted transaction version {(version >> 8) & 0xFF} in "
-                    f"transaction index {self.path}, current version is 0",
-                    position=i * 34,
-                    path=self.path,
-                )
-            yield i * 34, AbortedTxn(pid, first, last, lso, version)
+        base = 0
+        for raw in self._chunks():
+            for j in range(0, len(raw), 34):
+                version, pid, first, last, lso = _TXN_ENTRY.unpack_from(raw, j)
+                # Kafka reads the version as one byte (the int16's high byte).
+                if (version >> 8) & 0xFF != 0:
+                    raise CorruptIndexError(
+                        f"Unexpected aborted transaction version {(version >> 8) & 0xFF} in "
+                        f"transaction index {self.path}, current version is 0",
+                        position=base + j,
+                        path=self.path,
+                    )
+                yield base + j, AbortedTxn(pid, first, last, lso, version)
+            base += len(raw)
 
     def all_aborted_txns(self) -> List[AbortedTxn]:
         return [t for _, t in self._entries_with_position()]

@@ -25,6 +25,7 @@ import os
 import random
 import struct
 import time
+import warnings
 from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 from . import files as _files
@@ -886,6 +887,14 @@ class Segment:
             for pos, batch in self.iter_batches(0):
                 batch.ensure_valid()
                 last = batch.last_offset
+                if batch.magic >= 2 and batch.base_offset < base:
+                    raise CorruptRecordError(
+                        f"Batch base offset {batch.base_offset} is below the segment base offset "
+                        f"{base}",
+                        pos,
+                        batch.base_offset,
+                        self._log_path,
+                    )
                 rel = last - base
                 if rel < 0 or rel > _INT32_MAX:
                     raise CorruptRecordError(
@@ -1094,7 +1103,13 @@ class Segment:
                 self._drain()
                 if self._max_ts is not None or not os.path.exists(self._ti_path):
                     ts = self.max_timestamp_so_far
-                    self.time_index.maybe_append(ts, self._max_ts_offset, skip_full_check=True)
+                    try:
+                        self.time_index.maybe_append(ts, self._max_ts_offset, skip_full_check=True)
+                    except InvalidOffsetError as e:
+                        # As Kafka's LogSegment.close: a final entry that does not fit (e.g. a
+                        # recovered log whose offsets go backwards) must not stop the indexes
+                        # from being trimmed and closed.
+                        warnings.warn(f"{self._ti_path}: final time index entry skipped: {e}")
                 if self._offset_index is None and not os.path.exists(self._oi_path):
                     _ = self.offset_index  # create it, trimmed to 0 below, as Kafka leaves it
                 self._trim_log()
