@@ -1,0 +1,1 @@
+from ._arrow_py import *

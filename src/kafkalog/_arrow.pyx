@@ -1,0 +1,2689 @@
+"""Columnar decoding and encoding of Kafka log entries - the compiled twin of ``_arrow_py``.
+
+Same names, signatures and results as ``_arrow_py`` (read its docstring for the contract);
+``kafkalog.arrow`` is the public API.  What this twin adds is speed:
+
+* One call walks every log entry of a buffer and writes the Arrow buffers of each requested
+  column directly (fixed-width values, LSB-first validity bitmaps, int32 offsets, data bytes):
+  no Python object per record.  The buffers are malloc'd, grown with realloc and handed over
+  to Python as ``OwnedBuffer`` objects (buffer protocol), which ``pa.py_buffer`` wraps without a
+  copy.  Buffers of 4 MiB and more are advised as transparent huge pages on Linux.
+* The walk over the entries (framing, v2 header, CRC-32C, records; uncompressed v0/v1
+  messages with CRC-32) runs with the GIL released; so does the decompression of snappy (raw
+  and xerial framing) and lz4 (Kafka's frame format) into a scratch buffer that the Decoder
+  reuses from batch to batch.  gzip and zstd batches, and the values of compressed v0/v1
+  wrappers, are decompressed by ``kafkalog.compression`` (zlib and zstd release the GIL
+  inside); the decompressed records / inner messages are then parsed without the GIL.  When
+  the native snappy/lz4 decoders meet anything unusual (or a bound), the batch goes to
+  ``kafkalog.compression`` instead, so results and errors are those of the pure twin.
+* Freed column buffers return to a small pool (``_set_pool_limit``) and are reused by the
+  next decode(), so a streaming loop does not fault fresh pages in for every chunk.
+* Every read is checked against the end of its buffer *before* it happens; the nogil code
+  reports errors as (code, position, offset, a, b) and ``_arrow_py._error`` turns them into the
+  same kafkalog exception the pure twin raises.
+
+Layout of a v2 batch and record: see ``_batch_py``.
+"""
+cimport cython
+from cpython.buffer cimport PyBUF_FORMAT, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcmp, memcpy, memset
+
+from ._arrow_py import (
+    COL_ALL,
+    COLUMN_BITS,
+    MAX_CHUNK_DATA,
+    Chunk,
+    _check_encode_args,
+    _error,
+    normalize_aborted,
+)
+from .errors import CorruptRecordError, InvalidOffsetError, KafkaLogError
+
+__all__ = [
+    "COL_OFFSET",
+    "COL_TIMESTAMP",
+    "COL_TIMESTAMP_TYPE",
+    "COL_KEY",
+    "COL_VALUE",
+    "COL_HEADERS",
+    "COL_PRODUCER_ID",
+    "COL_PRODUCER_EPOCH",
+    "COL_BASE_SEQUENCE",
+    "COL_IS_TRANSACTIONAL",
+    "COL_IS_CONTROL",
+    "COL_LEADER_EPOCH",
+    "COL_COMPRESSION",
+    "COL_BATCH_OFFSET",
+    "COL_POSITION",
+    "COL_ALL",
+    "COLUMN_BITS",
+    "MAX_CHUNK_DATA",
+    "Chunk",
+    "Decoder",
+    "encode",
+    "IMPLEMENTATION",
+]
+
+IMPLEMENTATION = "cython"
+
+from . import _arrow_py as _twin
+
+globals().update({_name: getattr(_twin, _name) for _name in _twin.__all__ if _name.startswith("COL_")})
+del _twin
+
+cdef extern from "crc32c.h" nogil:
+    uint32_t kl_crc32c(uint32_t crc, const unsigned char *buf, size_t len)
+
+cdef extern from "crc32.h" nogil:
+    void kl_crc32_init()
+    uint32_t kl_crc32(uint32_t crc, const unsigned char *buf, size_t len)
+
+kl_crc32_init()  # CRC-32 tables for legacy messages (under the GIL, at import)
+
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #endif
+    /* Ask for transparent huge pages on large column buffers: a fresh 4 KiB page costs a
+       fault each, a 2 MiB page one fault per 512 of them.  No-op elsewhere. */
+    static int kl_arrow_hugepages = 1;
+    static void kl_arrow_advise(void *p, size_t n) {
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        if (!kl_arrow_hugepages) return;
+        const uintptr_t huge = (uintptr_t)1 << 21;
+        uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+        uintptr_t e = ((uintptr_t)p + n) & ~(huge - 1);
+        if (n >= ((size_t)4 << 20) && e > a)
+            madvise((void *)a, (size_t)(e - a), MADV_HUGEPAGE);
+    #else
+        (void)p; (void)n;
+    #endif
+    }
+    """
+    void kl_arrow_advise(void *p, size_t n) nogil
+    int kl_arrow_hugepages
+
+
+def _set_hugepages(bint on):
+    """Advise transparent huge pages for large column buffers (Linux; default on).  Returns
+    the previous setting.  For benchmarks and tests."""
+    global kl_arrow_hugepages
+    cdef int old = kl_arrow_hugepages
+    kl_arrow_hugepages = 1 if on else 0
+    return bool(old)
+
+
+# -- constants (the same numbers as _arrow_py / _format) -----------------------------------------
+cdef enum:
+    COL_OFFSET = 1 << 0
+    COL_TIMESTAMP = 1 << 1
+    COL_TIMESTAMP_TYPE = 1 << 2
+    COL_KEY = 1 << 3
+    COL_VALUE = 1 << 4
+    COL_HEADERS = 1 << 5
+    COL_PRODUCER_ID = 1 << 6
+    COL_PRODUCER_EPOCH = 1 << 7
+    COL_BASE_SEQUENCE = 1 << 8
+    COL_IS_TRANSACTIONAL = 1 << 9
+    COL_IS_CONTROL = 1 << 10
+    COL_LEADER_EPOCH = 1 << 11
+    COL_COMPRESSION = 1 << 12
+    COL_BATCH_OFFSET = 1 << 13
+    COL_POSITION = 1 << 14
+    COL_META = ((1 << 6) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12)
+                | (1 << 13) | (1 << 14))
+
+cdef enum:
+    LOG_OVERHEAD = 12
+    HEADER_SIZE_UP_TO_MAGIC = 17
+    RECORD_OVERHEAD_V0 = 14
+    RECORD_BATCH_OVERHEAD = 61
+    ATTRIBUTES_OFFSET = 21
+
+# error codes: _arrow_py.E_*
+cdef enum:
+    E_ENTRY_SIZE = 1
+    E_TOO_LARGE = 2
+    E_MAGIC = 3
+    E_BATCH_SIZE = 4
+    E_CRC = 5
+    E_COUNT_NEGATIVE = 6
+    E_CODEC = 7
+    E_COUNT_TOO_LARGE = 8
+    E_RECORD_SIZE = 9
+    E_EMPTY_BODY = 10
+    E_KEY = 11
+    E_VALUE = 12
+    E_HEADER_COUNT_NEGATIVE = 13
+    E_HEADER_COUNT_TOO_LARGE = 14
+    E_HEADER_KEY_NEGATIVE = 15
+    E_HEADER_KEY = 16
+    E_HEADER_VALUE = 17
+    E_RECORD_CONSUMED = 18
+    E_RECORDS_REMAINING = 19
+    E_VARINT_TRUNCATED = 20
+    E_VARINT_TOO_LONG = 21
+    E_VARLONG_TRUNCATED = 22
+    E_VARLONG_TOO_LONG = 23
+    E_CHUNK_TOO_LARGE = 26
+    E_NO_MEMORY = 27
+    E_PREMATURE_EOF = 28
+    E_LEGACY_V1_SIZE = 29
+    E_LEGACY_KEY = 30
+    E_LEGACY_VALUE = 31
+    E_WRAPPER_ZSTD = 32
+    E_WRAPPER_NULL = 33
+    E_INNER_SIZE = 34
+    E_INNER_MAGIC = 35
+    E_INNER_KEY = 36
+    E_INNER_VALUE = 37
+    E_INNER_COMPRESSED = 38
+    E_INNER_CRC = 39
+    E_INNER_EMPTY = 40
+    E_WRAPPER_OFFSET = 41
+    E_INNER_OVERFLOW = 42
+    E_BATCH_TRUNCATED = 43
+    # encoder (row-level) errors
+    X_OFFSET_NULL = 100
+    X_TIMESTAMP = 101
+    X_OFFSET_ORDER = 102
+    X_HEADER_NULL = 103
+    X_HEADER_KEY_NULL = 104
+    X_BUFFER = 105
+
+# results of the nogil walk
+cdef enum:
+    R_DONE = 0      # reached stop
+    R_TRUNC = 1     # partial entry at the end of the buffer
+    R_LIMIT = 2     # max_rows / max_bytes reached (or int32 data limit)
+    R_GIL = 3       # the entry at pos needs Python (legacy entry, gzip/zstd, fallback)
+    R_ERR = 4
+
+cdef int64_t INT32_MAX_ = 2147483647
+cdef int64_t INT64_MAX_ = 0x7FFFFFFFFFFFFFFF
+
+# -- big-endian loads ---------------------------------------------------------------------------
+cdef inline uint64_t be64(const uint8_t* p) noexcept nogil:
+    return ((<uint64_t>p[0] << 56) | (<uint64_t>p[1] << 48) | (<uint64_t>p[2] << 40)
+            | (<uint64_t>p[3] << 32) | (<uint64_t>p[4] << 24) | (<uint64_t>p[5] << 16)
+            | (<uint64_t>p[6] << 8) | <uint64_t>p[7])
+
+cdef inline uint32_t be32(const uint8_t* p) noexcept nogil:
+    return ((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8)
+            | <uint32_t>p[3])
+
+cdef inline uint16_t be16(const uint8_t* p) noexcept nogil:
+    return <uint16_t>((<uint16_t>p[0] << 8) | <uint16_t>p[1])
+
+cdef inline uint32_t le32(const uint8_t* p) noexcept nogil:
+    return ((<uint32_t>p[3] << 24) | (<uint32_t>p[2] << 16) | (<uint32_t>p[1] << 8)
+            | <uint32_t>p[0])
+
+cdef inline void put_be64(uint8_t* p, uint64_t v) noexcept nogil:
+    cdef int i
+    for i in range(8):
+        p[i] = <uint8_t>(v >> (56 - 8 * i))
+
+cdef inline void put_be32(uint8_t* p, uint32_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 24)
+    p[1] = <uint8_t>(v >> 16)
+    p[2] = <uint8_t>(v >> 8)
+    p[3] = <uint8_t>v
+
+cdef inline void put_be16(uint8_t* p, uint16_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 8)
+    p[1] = <uint8_t>v
+
+# -- growable buffers -----------------------------------------------------------------------------
+# data is malloc'd with SLACK spare bytes past cap so that word-sized copies may overshoot.
+cdef enum:
+    SLACK = 64
+    MIN_CAP = 256
+    POOL_SLOTS = 32
+    POOL_MIN_BLOCK = 65536
+
+cdef struct GBuf:
+    uint8_t* data
+    size_t len
+    size_t cap
+    size_t touched  # bytes known to be mapped already (a block reused from the pool)
+    int tag         # which column buffer it serves (pool matching)
+
+cdef int gb_reserve(GBuf* b, size_t need) noexcept nogil:
+    """Make room for ``need`` bytes in total; 0, or -1 when out of memory."""
+    cdef size_t nc
+    cdef void* p
+    if need <= b.cap and b.data != NULL:
+        return 0
+    # a first allocation is the caller's size, growth doubles; both rounded up (2 MiB for
+    # large buffers, 64 KiB for medium ones) so that chunks of similar sizes can reuse each
+    # other's pooled blocks
+    nc = b.cap * 2 if b.cap else <size_t>MIN_CAP
+    if nc < need:
+        nc = need
+    if nc >= (<size_t>4 << 20):
+        nc = (nc + ((<size_t>2 << 20) - 1)) & ~((<size_t>2 << 20) - 1)
+    elif nc >= <size_t>POOL_MIN_BLOCK:
+        nc = (nc + (<size_t>POOL_MIN_BLOCK - 1)) & ~(<size_t>POOL_MIN_BLOCK - 1)
+    p = realloc(b.data, nc + SLACK)
+    if p == NULL:
+        return -1
+    b.data = <uint8_t*>p
+    b.cap = nc
+    kl_arrow_advise(p, nc)
+    return 0
+
+cdef inline int gb_ensure(GBuf* b, size_t need) noexcept nogil:
+    if need <= b.cap and b.data != NULL:
+        return 0
+    return gb_reserve(b, need)
+
+cdef int bm_cover(GBuf* b, int64_t rows, uint8_t fill) noexcept nogil:
+    """Make a bitmap cover ``rows`` bits; bytes first touched here are set to ``fill``."""
+    cdef size_t nbytes = <size_t>((rows + 7) >> 3)
+    if gb_ensure(b, nbytes) < 0:
+        return -1
+    if b.len < nbytes:
+        memset(b.data + b.len, fill, nbytes - b.len)
+        b.len = nbytes
+    return 0
+
+cdef inline void bit_clear(uint8_t* bm, int64_t i) noexcept nogil:
+    bm[i >> 3] &= <uint8_t>~(1 << (i & 7))
+
+cdef void bits_set_range(uint8_t* bm, int64_t start, int64_t n, bint v) noexcept nogil:
+    cdef int64_t i
+    for i in range(start, start + n):
+        if v:
+            bm[i >> 3] |= <uint8_t>(1 << (i & 7))
+        else:
+            bm[i >> 3] &= <uint8_t>~(1 << (i & 7))
+
+cdef void gb_free(GBuf* b) noexcept nogil:
+    free(b.data)
+    b.data = NULL
+    b.len = 0
+    b.cap = 0
+
+
+# -- a small pool of large freed buffers ------------------------------------------------------------
+# A column buffer the decoder hands to Arrow comes back here when Arrow lets go of it, and the
+# next decode() reuses it: its pages are already mapped, so a streaming loop (decode a chunk,
+# use it, drop it, decode the next) stops paying a page fault per 4 KiB.  Bounded (count and
+# bytes); only touched with the GIL held.  ``_set_pool_limit(0)`` disables it.
+
+cdef struct PoolBlock:
+    uint8_t* data
+    size_t cap
+    size_t touched
+    int tag
+
+cdef PoolBlock _pool[32]
+cdef int _pool_n = 0
+cdef size_t _pool_bytes = 0
+cdef size_t _pool_limit = 512 * 1024 * 1024
+
+
+cdef void pool_put(uint8_t* data, size_t cap, size_t touched, int tag) noexcept:
+    """Give a malloc'd block (``cap`` usable bytes, the first ``touched`` of them mapped) to
+    the pool, or free it.  The pool's size counts mapped bytes.  GIL held."""
+    global _pool_n, _pool_bytes
+    cdef int i
+    if data == NULL:
+        return
+    if touched > cap:
+        touched = cap
+    if tag == 0 or cap < POOL_MIN_BLOCK or touched > _pool_limit:
+        free(data)  # only the big per-row buffers that decode() asks the pool for come back
+        return
+    while _pool_n > 0 and (_pool_n == POOL_SLOTS or _pool_bytes + touched > _pool_limit):
+        free(_pool[0].data)
+        _pool_bytes -= _pool[0].touched
+        for i in range(1, _pool_n):
+            _pool[i - 1] = _pool[i]
+        _pool_n -= 1
+    _pool[_pool_n].data = data
+    _pool[_pool_n].cap = cap
+    _pool[_pool_n].touched = touched
+    _pool[_pool_n].tag = tag
+    _pool_n += 1
+    _pool_bytes += touched
+
+
+cdef inline bint _pool_better(int i, int best, int tag) noexcept:
+    # same column buffer first, then the most pages already mapped, then the smallest
+    cdef bint si = _pool[i].tag == tag
+    cdef bint sb = _pool[best].tag == tag
+    if si != sb:
+        return si
+    if _pool[i].touched != _pool[best].touched:
+        return _pool[i].touched > _pool[best].touched
+    return _pool[i].cap < _pool[best].cap
+
+
+cdef void pool_get(GBuf* b, size_t need, int tag) noexcept:
+    """Fill an empty GBuf with a pooled block of at least ``need`` bytes - preferably one
+    that served the same column buffer (``tag``) before - if any.  GIL held."""
+    global _pool_n, _pool_bytes
+    cdef int i
+    cdef int best = -1
+    b.tag = tag
+    if b.data != NULL or need < POOL_MIN_BLOCK:
+        return
+    for i in range(_pool_n):
+        if _pool[i].cap >= need and (best < 0 or _pool_better(i, best, tag)):
+            best = i
+    if best < 0:
+        return
+    b.data = _pool[best].data
+    b.cap = _pool[best].cap
+    b.touched = _pool[best].touched
+    b.len = 0
+    _pool_bytes -= _pool[best].touched
+    for i in range(best + 1, _pool_n):
+        _pool[i - 1] = _pool[i]
+    _pool_n -= 1
+
+
+def _set_pool_limit(Py_ssize_t limit):
+    """Bytes of freed column buffers kept for reuse (default 512 MiB; 0 disables the pool and
+    frees what it holds).  Returns the previous limit.  For benchmarks and tests."""
+    global _pool_limit, _pool_n, _pool_bytes
+    cdef size_t old = _pool_limit
+    _pool_limit = <size_t>limit if limit > 0 else 0
+    while _pool_n > 0 and _pool_bytes > _pool_limit:
+        _pool_n -= 1
+        free(_pool[_pool_n].data)
+        _pool_bytes -= _pool[_pool_n].touched
+    return old
+
+
+def _pool_blocks():
+    """[(capacity, touched bytes)] of the pooled blocks (debugging)."""
+    return [(_pool[i].cap, _pool[i].touched) for i in range(_pool_n)]
+
+
+def _pool_stats():
+    """(blocks, mapped bytes) held by the pool."""
+    return _pool_n, _pool_bytes
+
+
+cdef char* FORMAT_B = "B"
+
+
+@cython.final
+cdef class OwnedBuffer:
+    """Memory filled by the compiled decoder, exported through the buffer protocol (so that
+    ``pyarrow.py_buffer`` wraps it without copying) and freed when the last user lets go."""
+
+    cdef uint8_t* data
+    cdef Py_ssize_t size
+    cdef size_t cap
+    cdef size_t touched
+    cdef int tag
+    cdef Py_ssize_t shape[1]
+    cdef Py_ssize_t strides[1]
+
+    def __cinit__(self):
+        self.data = NULL
+        self.size = 0
+        self.cap = 0
+
+    def __dealloc__(self):
+        pool_put(self.data, self.cap, self.touched, self.tag)
+        self.data = NULL
+
+    def __len__(self):
+        return self.size
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        self.shape[0] = self.size
+        self.strides[0] = 1
+        view.buf = <void*>self.data
+        view.obj = self
+        view.len = self.size
+        view.readonly = 0
+        view.itemsize = 1
+        if flags & PyBUF_FORMAT:
+            view.format = FORMAT_B
+        else:
+            view.format = NULL
+        view.ndim = 1
+        view.shape = self.shape
+        view.strides = self.strides
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+    def __repr__(self):
+        return f"OwnedBuffer(size={self.size})"
+
+
+cdef object take(GBuf* b, size_t nbytes):
+    """Hand a GBuf's memory to a new OwnedBuffer of ``nbytes`` (None when never allocated)."""
+    cdef OwnedBuffer ob
+    if b.data == NULL:
+        return None
+    ob = OwnedBuffer.__new__(OwnedBuffer)
+    ob.data = b.data
+    ob.size = <Py_ssize_t>nbytes
+    ob.cap = b.cap
+    ob.touched = b.touched if b.touched > nbytes else nbytes
+    ob.tag = b.tag
+    b.data = NULL
+    b.len = 0
+    b.cap = 0
+    b.touched = 0
+    return ob
+
+# -- varints (Kafka's ByteUtils; uint8_t bytes, checked before every read, capped) ----------------
+cdef inline int rd_varint(const uint8_t* d, Py_ssize_t* pp, Py_ssize_t end, int32_t* out) noexcept nogil:
+    cdef Py_ssize_t p = pp[0]
+    cdef uint32_t raw = 0
+    cdef uint32_t b
+    cdef int shift = 0
+    if p < end and d[p] < 0x80:
+        raw = d[p]
+        pp[0] = p + 1
+        out[0] = <int32_t>((raw >> 1) ^ (<uint32_t>0 - (raw & 1)))
+        return 0
+    while shift <= 28:
+        if p >= end:
+            return E_VARINT_TRUNCATED
+        b = d[p]
+        p += 1
+        raw |= (b & 0x7F) << shift
+        if not (b & 0x80):
+            pp[0] = p
+            out[0] = <int32_t>((raw >> 1) ^ (<uint32_t>0 - (raw & 1)))
+            return 0
+        shift += 7
+    return E_VARINT_TOO_LONG
+
+cdef inline int rd_varlong(const uint8_t* d, Py_ssize_t* pp, Py_ssize_t end, int64_t* out) noexcept nogil:
+    cdef Py_ssize_t p = pp[0]
+    cdef uint64_t raw = 0
+    cdef uint64_t b
+    cdef int shift = 0
+    if p < end and d[p] < 0x80:
+        raw = d[p]
+        pp[0] = p + 1
+        out[0] = <int64_t>((raw >> 1) ^ (<uint64_t>0 - (raw & 1)))
+        return 0
+    while shift <= 63:
+        if p >= end:
+            return E_VARLONG_TRUNCATED
+        b = d[p]
+        p += 1
+        raw |= (b & 0x7F) << shift
+        if not (b & 0x80):
+            pp[0] = p
+            out[0] = <int64_t>((raw >> 1) ^ (<uint64_t>0 - (raw & 1)))
+            return 0
+        shift += 7
+    return E_VARLONG_TOO_LONG
+
+cdef inline int size_varint(int32_t v) noexcept nogil:
+    cdef uint32_t u = (<uint32_t>v << 1) ^ <uint32_t>(v >> 31)
+    cdef int n = 1
+    while u >= 0x80:
+        u >>= 7
+        n += 1
+    return n
+
+cdef inline int size_varlong(int64_t v) noexcept nogil:
+    cdef uint64_t u = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+    cdef int n = 1
+    while u >= 0x80:
+        u >>= 7
+        n += 1
+    return n
+
+cdef inline uint8_t* wr_varint(uint8_t* p, int32_t v) noexcept nogil:
+    cdef uint32_t u = (<uint32_t>v << 1) ^ <uint32_t>(v >> 31)
+    while u >= 0x80:
+        p[0] = <uint8_t>((u & 0x7F) | 0x80)
+        p += 1
+        u >>= 7
+    p[0] = <uint8_t>u
+    return p + 1
+
+cdef inline uint8_t* wr_varlong(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint64_t u = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+    while u >= 0x80:
+        p[0] = <uint8_t>((u & 0x7F) | 0x80)
+        p += 1
+        u >>= 7
+    p[0] = <uint8_t>u
+    return p + 1
+
+# -- UTF-8 validation (strict, as Python's decoder: no overlongs, surrogates, > U+10FFFF) --------
+cdef bint utf8_valid(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    cdef uint8_t c, c1
+    while i < n:
+        c = s[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if c < 0xC2:
+            return False
+        if c < 0xE0:
+            if i + 1 >= n or (s[i + 1] & 0xC0) != 0x80:
+                return False
+            i += 2
+        elif c < 0xF0:
+            if i + 2 >= n:
+                return False
+            c1 = s[i + 1]
+            if c == 0xE0:
+                if c1 < 0xA0 or c1 > 0xBF:
+                    return False
+            elif c == 0xED:
+                if c1 < 0x80 or c1 > 0x9F:
+                    return False
+            elif (c1 & 0xC0) != 0x80:
+                return False
+            if (s[i + 2] & 0xC0) != 0x80:
+                return False
+            i += 3
+        elif c < 0xF5:
+            if i + 3 >= n:
+                return False
+            c1 = s[i + 1]
+            if c == 0xF0:
+                if c1 < 0x90 or c1 > 0xBF:
+                    return False
+            elif c == 0xF4:
+                if c1 < 0x80 or c1 > 0x8F:
+                    return False
+            elif (c1 & 0xC0) != 0x80:
+                return False
+            if (s[i + 2] & 0xC0) != 0x80 or (s[i + 3] & 0xC0) != 0x80:
+                return False
+            i += 4
+        else:
+            return False
+    return True
+
+# -- copies that may overshoot into SLACK ---------------------------------------------------------
+cdef inline void copy8(uint8_t* dst, const uint8_t* src) noexcept nogil:
+    memcpy(dst, src, 8)
+
+cdef inline void match_copy(uint8_t* op, Py_ssize_t off, Py_ssize_t ln) noexcept nogil:
+    """LZ77 copy of ``ln`` bytes from ``off`` bytes back (may overlap); may write up to 7 bytes
+    past op+ln (the destination has SLACK spare bytes)."""
+    cdef const uint8_t* src = op - off
+    cdef Py_ssize_t i
+    if off >= 8:
+        i = 0
+        while i < ln:
+            copy8(op + i, src + i)
+            i += 8
+    else:
+        for i in range(ln):
+            op[i] = src[i]
+
+cdef inline void lit_copy(uint8_t* op, const uint8_t* ip, Py_ssize_t ln, Py_ssize_t in_left) noexcept nogil:
+    """Copy ``ln`` literal bytes; over-reads the input only when ``in_left`` allows."""
+    if ln <= 16 and in_left >= 16:
+        copy8(op, ip)
+        copy8(op + 8, ip + 8)
+    else:
+        memcpy(op, ip, <size_t>ln)
+
+# -- snappy (raw blocks and xerial framing) -------------------------------------------------------
+cdef int snappy_len(const uint8_t* s, Py_ssize_t n, Py_ssize_t* hdr, uint64_t* out) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int shift = 0
+    cdef Py_ssize_t p = 0
+    cdef uint8_t b
+    while shift <= 28:
+        if p >= n:
+            return -1
+        b = s[p]
+        p += 1
+        v |= (<uint64_t>(b & 0x7F)) << shift
+        if not (b & 0x80):
+            if (v >> 32) != 0:
+                return -1
+            hdr[0] = p
+            out[0] = v
+            return 0
+        shift += 7
+    return -1
+
+cdef int snappy_block(const uint8_t* s, Py_ssize_t n, Py_ssize_t ip, uint8_t* dst, Py_ssize_t dlen) noexcept nogil:
+    """Decode one raw snappy block (preamble already read: elements start at ``ip``) into
+    exactly ``dlen`` bytes at ``dst`` (which has SLACK spare bytes).  0 or -1."""
+    cdef Py_ssize_t op = 0
+    cdef Py_ssize_t ln, off
+    cdef uint8_t tag
+    cdef int t, nb, k
+    while ip < n:
+        tag = s[ip]
+        ip += 1
+        t = tag & 3
+        if t == 0:
+            ln = tag >> 2
+            if ln >= 60:
+                nb = <int>ln - 59
+                if nb > n - ip:
+                    return -1
+                ln = 0
+                for k in range(nb):
+                    ln |= (<Py_ssize_t>s[ip + k]) << (8 * k)
+                ip += nb
+            ln += 1
+            if ln > n - ip or ln > dlen - op:
+                return -1
+            lit_copy(dst + op, s + ip, ln, n - ip)
+            ip += ln
+            op += ln
+            continue
+        if t == 1:
+            if ip >= n:
+                return -1
+            ln = 4 + ((tag >> 2) & 7)
+            off = ((<Py_ssize_t>(tag >> 5)) << 8) | s[ip]
+            ip += 1
+        elif t == 2:
+            if 2 > n - ip:
+                return -1
+            ln = (tag >> 2) + 1
+            off = <Py_ssize_t>s[ip] | (<Py_ssize_t>s[ip + 1] << 8)
+            ip += 2
+        else:
+            if 4 > n - ip:
+                return -1
+            ln = (tag >> 2) + 1
+            off = <Py_ssize_t>le32(s + ip)
+            ip += 4
+        if off == 0 or off > op or ln > dlen - op:
+            return -1
+        match_copy(dst + op, off, ln)
+        op += ln
+    return 0 if op == dlen else -1
+
+cdef const uint8_t* XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+cdef int snappy_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t limit) noexcept nogil:
+    """Kafka snappy (xerial framing, or one raw block) into ``out`` (len reset).  0 ok,
+    -1 anything unusual (the caller falls back to kafkalog.compression)."""
+    cdef Py_ssize_t ip, clen, hdr
+    cdef uint64_t ulen
+    cdef int32_t sclen
+    out.len = 0
+    if n <= 0:
+        return -1
+    if n >= 16 and memcmp(s, XERIAL_MAGIC, 8) == 0:
+        if <int32_t>be32(s + 8) < 1:
+            return -1  # incompatible version: the fallback raises
+        ip = 16
+        while ip < n:
+            if 4 > n - ip:
+                return -1
+            sclen = <int32_t>be32(s + ip)
+            if sclen <= 0 or sclen > (512 << 20):
+                return -1  # concatenated streams and bad lengths: the fallback decides
+            clen = sclen
+            ip += 4
+            if clen > n - ip:
+                return -1
+            if snappy_len(s + ip, clen, &hdr, &ulen) < 0:
+                return -1
+            if <int64_t>(out.len + ulen) > limit:
+                return -1
+            if gb_ensure(out, out.len + <size_t>ulen) < 0:
+                return -1
+            if snappy_block(s + ip, clen, hdr, out.data + out.len, <Py_ssize_t>ulen) < 0:
+                return -1
+            out.len += <size_t>ulen
+            ip += clen
+        return 0
+    if snappy_len(s, n, &hdr, &ulen) < 0:
+        return -1
+    if <int64_t>ulen > limit:
+        return -1
+    if gb_ensure(out, <size_t>ulen) < 0:
+        return -1
+    if snappy_block(s, n, hdr, out.data, <Py_ssize_t>ulen) < 0:
+        return -1
+    out.len = <size_t>ulen
+    return 0
+
+# -- lz4 (Kafka's frame format: independent blocks) ----------------------------------------------
+cdef enum:
+    XXH_P1 = 2654435761
+    XXH_P2 = 2246822519
+    XXH_P3 = 3266489917
+    XXH_P4 = 668265263
+    XXH_P5 = 374761393
+
+cdef inline uint32_t rotl32(uint32_t x, int r) noexcept nogil:
+    return (x << r) | (x >> (32 - r))
+
+cdef uint32_t xxh32(const uint8_t* p, Py_ssize_t n, uint32_t seed) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    cdef uint32_t h, v1, v2, v3, v4
+    if n >= 16:
+        v1 = seed + <uint32_t>XXH_P1 + <uint32_t>XXH_P2
+        v2 = seed + <uint32_t>XXH_P2
+        v3 = seed
+        v4 = seed - <uint32_t>XXH_P1
+        while i + 16 <= n:
+            v1 = rotl32(v1 + le32(p + i) * <uint32_t>XXH_P2, 13) * <uint32_t>XXH_P1
+            v2 = rotl32(v2 + le32(p + i + 4) * <uint32_t>XXH_P2, 13) * <uint32_t>XXH_P1
+            v3 = rotl32(v3 + le32(p + i + 8) * <uint32_t>XXH_P2, 13) * <uint32_t>XXH_P1
+            v4 = rotl32(v4 + le32(p + i + 12) * <uint32_t>XXH_P2, 13) * <uint32_t>XXH_P1
+            i += 16
+        h = rotl32(v1, 1) + rotl32(v2, 7) + rotl32(v3, 12) + rotl32(v4, 18)
+    else:
+        h = seed + <uint32_t>XXH_P5
+    h += <uint32_t>n
+    while i + 4 <= n:
+        h = rotl32(h + le32(p + i) * <uint32_t>XXH_P3, 17) * <uint32_t>XXH_P4
+        i += 4
+    while i < n:
+        h = rotl32(h + p[i] * <uint32_t>XXH_P5, 11) * <uint32_t>XXH_P1
+        i += 1
+    h ^= h >> 15
+    h *= <uint32_t>XXH_P2
+    h ^= h >> 13
+    h *= <uint32_t>XXH_P3
+    h ^= h >> 16
+    return h
+
+cdef Py_ssize_t lz4_block(const uint8_t* s, Py_ssize_t n, uint8_t* dst, Py_ssize_t cap) noexcept nogil:
+    """Decode one LZ4 block into at most ``cap`` bytes at ``dst`` (SLACK spare bytes after);
+    the decoded length, or -1."""
+    cdef Py_ssize_t ip = 0
+    cdef Py_ssize_t op = 0
+    cdef Py_ssize_t ln, off
+    cdef uint8_t token, b
+    while True:
+        if ip >= n:
+            return -1
+        token = s[ip]
+        ip += 1
+        ln = token >> 4
+        if ln == 15:
+            while True:
+                if ip >= n:
+                    return -1
+                b = s[ip]
+                ip += 1
+                ln += b
+                if b != 255:
+                    break
+        if ln > n - ip or ln > cap - op:
+            return -1
+        lit_copy(dst + op, s + ip, ln, n - ip)
+        ip += ln
+        op += ln
+        if ip == n:
+            return op  # the last sequence holds literals only
+        if ip > n - 8:
+            return -1  # as LZ4_decompress_safe: a match needs 2 + 1 + 5 bytes after literals
+        off = <Py_ssize_t>s[ip] | (<Py_ssize_t>s[ip + 1] << 8)
+        ip += 2
+        if off == 0 or off > op:
+            return -1
+        ln = token & 15
+        if ln == 15:
+            while True:
+                if ip >= n:
+                    return -1
+                b = s[ip]
+                ip += 1
+                ln += b
+                if b != 255:
+                    break
+        ln += 4
+        if ln > cap - op:
+            return -1
+        match_copy(dst + op, off, ln)
+        op += ln
+
+cdef int lz4_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t limit) noexcept nogil:
+    """One LZ4 frame as Kafka writes it (v2 batches: header checksum verified) into ``out``.
+    0 ok, -1 anything unusual (the caller falls back to kafkalog.compression)."""
+    cdef uint8_t flg, bd
+    cdef Py_ssize_t hp, ip, maxblock, r
+    cdef uint32_t bsz
+    cdef bint raw, block_sum, content_sum
+    out.len = 0
+    if n < 7 or le32(s) != 0x184D2204:
+        return -1
+    flg = s[4]
+    bd = s[5]
+    if (flg >> 6) != 1 or (flg & 0x03) or not (flg & 0x20) or (bd & 0x8F):
+        return -1
+    if ((bd >> 4) & 7) < 4:
+        return -1
+    maxblock = (<Py_ssize_t>1) << (2 * ((bd >> 4) & 7) + 8)
+    block_sum = (flg & 0x10) != 0
+    content_sum = (flg & 0x04) != 0
+    hp = 6 + (8 if (flg & 0x08) else 0)
+    if hp + 1 > n:
+        return -1
+    if ((xxh32(s + 4, hp - 4, 0) >> 8) & 0xFF) != s[hp]:
+        return -1
+    ip = hp + 1
+    while True:
+        if 4 > n - ip:
+            return -1
+        bsz = le32(s + ip)
+        ip += 4
+        if bsz == 0:
+            break
+        raw = (bsz >> 31) != 0
+        bsz &= 0x7FFFFFFF
+        if bsz > <uint32_t>maxblock or <Py_ssize_t>bsz > n - ip:
+            return -1
+        if block_sum:
+            if <Py_ssize_t>bsz + 4 > n - ip:
+                return -1
+            if xxh32(s + ip, bsz, 0) != le32(s + ip + bsz):
+                return -1
+        if gb_ensure(out, out.len + <size_t>maxblock) < 0:
+            return -1
+        if raw:
+            memcpy(out.data + out.len, s + ip, bsz)
+            r = bsz
+        else:
+            r = lz4_block(s + ip, bsz, out.data + out.len, maxblock)
+            if r < 0:
+                return -1
+        out.len += <size_t>r
+        if <int64_t>out.len > limit:
+            return -1
+        ip += bsz + (4 if block_sum else 0)
+    if content_sum:
+        if 4 > n - ip:
+            return -1
+        ip += 4
+    return 0 if ip == n else -1
+
+# -- decoder state ---------------------------------------------------------------------------------
+cdef struct Out:
+    int cols
+    int64_t rows
+    int64_t batches
+    GBuf offset
+    GBuf ts
+    GBuf tstype
+    GBuf key_valid
+    GBuf key_off
+    GBuf key_data
+    int64_t key_nulls
+    GBuf val_valid
+    GBuf val_off
+    GBuf val_data
+    int64_t val_nulls
+    GBuf h_valid
+    GBuf h_off
+    int64_t h_nulls
+    GBuf hk_off
+    GBuf hk_data
+    int hk_bad
+    GBuf hv_valid
+    GBuf hv_off
+    GBuf hv_data
+    int64_t hv_nulls
+    int64_t nh
+    GBuf pid
+    GBuf epoch
+    GBuf seq
+    GBuf txn
+    GBuf ctrl
+    GBuf lepoch
+    GBuf codec
+    GBuf boff
+    GBuf pos
+
+cdef struct Mark:
+    int64_t rows
+    int64_t batches
+    int64_t key_nulls
+    int64_t val_nulls
+    int64_t h_nulls
+    int64_t hv_nulls
+    int64_t nh
+    int hk_bad
+    size_t key_data
+    size_t val_data
+    size_t hk_data
+    size_t hv_data
+
+cdef struct Err:
+    int code
+    int64_t position
+    int64_t offset
+    int64_t a
+    int64_t b
+    int64_t c
+
+cdef struct Batch:
+    # the v2 batch being decoded
+    int64_t position
+    int64_t base_offset
+    int64_t size            # 12 + batchLength
+    int32_t leader_epoch
+    int16_t attributes
+    int64_t base_ts
+    int64_t max_ts
+    int64_t producer_id
+    int16_t producer_epoch
+    int32_t base_sequence
+    int32_t count
+    int codec
+
+cdef void out_free(Out* o) noexcept nogil:
+    gb_free(&o.offset)
+    gb_free(&o.ts)
+    gb_free(&o.tstype)
+    gb_free(&o.key_valid)
+    gb_free(&o.key_off)
+    gb_free(&o.key_data)
+    gb_free(&o.val_valid)
+    gb_free(&o.val_off)
+    gb_free(&o.val_data)
+    gb_free(&o.h_valid)
+    gb_free(&o.h_off)
+    gb_free(&o.hk_off)
+    gb_free(&o.hk_data)
+    gb_free(&o.hv_valid)
+    gb_free(&o.hv_off)
+    gb_free(&o.hv_data)
+    gb_free(&o.pid)
+    gb_free(&o.epoch)
+    gb_free(&o.seq)
+    gb_free(&o.txn)
+    gb_free(&o.ctrl)
+    gb_free(&o.lepoch)
+    gb_free(&o.codec)
+    gb_free(&o.boff)
+    gb_free(&o.pos)
+
+cdef void out_init(Out* o, int cols) noexcept nogil:
+    memset(o, 0, sizeof(Out))
+    o.cols = cols
+
+
+cdef int out_prepare(Out* o) noexcept nogil:
+    """Allocate what is still unallocated; int32 offset buffers get their leading 0."""
+    cdef int cols = o.cols
+    if cols & COL_KEY:
+        if gb_reserve(&o.key_off, MIN_CAP) < 0 or gb_reserve(&o.key_data, MIN_CAP) < 0:
+            return -1
+        (<int32_t*>o.key_off.data)[0] = 0
+    if cols & COL_VALUE:
+        if gb_reserve(&o.val_off, MIN_CAP) < 0 or gb_reserve(&o.val_data, MIN_CAP) < 0:
+            return -1
+        (<int32_t*>o.val_off.data)[0] = 0
+    if cols & COL_HEADERS:
+        if (gb_reserve(&o.h_off, MIN_CAP) < 0 or gb_reserve(&o.hk_off, MIN_CAP) < 0
+                or gb_reserve(&o.hk_data, MIN_CAP) < 0 or gb_reserve(&o.hv_off, MIN_CAP) < 0
+                or gb_reserve(&o.hv_data, MIN_CAP) < 0):
+            return -1
+        (<int32_t*>o.h_off.data)[0] = 0
+        (<int32_t*>o.hk_off.data)[0] = 0
+        (<int32_t*>o.hv_off.data)[0] = 0
+    return 0
+
+cdef int out_reserve_rows(Out* o, int64_t extra) noexcept nogil:
+    """Room for ``extra`` more rows in every per-row buffer (data bytes excepted)."""
+    cdef int cols = o.cols
+    cdef int64_t n = o.rows + extra
+    cdef size_t n8 = <size_t>n * 8
+    cdef size_t n4 = <size_t>n * 4
+    cdef size_t o4 = <size_t>(n + 1) * 4
+    if cols & COL_OFFSET and gb_ensure(&o.offset, n8) < 0:
+        return -1
+    if cols & COL_TIMESTAMP and gb_ensure(&o.ts, n8) < 0:
+        return -1
+    if cols & COL_TIMESTAMP_TYPE and gb_ensure(&o.tstype, n4) < 0:
+        return -1
+    if cols & COL_KEY:
+        if gb_ensure(&o.key_off, o4) < 0:
+            return -1
+        if o.key_valid.data != NULL and bm_cover(&o.key_valid, n, 0xFF) < 0:
+            return -1
+    if cols & COL_VALUE:
+        if gb_ensure(&o.val_off, o4) < 0:
+            return -1
+        if o.val_valid.data != NULL and bm_cover(&o.val_valid, n, 0xFF) < 0:
+            return -1
+    if cols & COL_HEADERS:
+        if gb_ensure(&o.h_off, o4) < 0:
+            return -1
+        if o.h_valid.data != NULL and bm_cover(&o.h_valid, n, 0xFF) < 0:
+            return -1
+    if cols & COL_META:
+        if cols & COL_PRODUCER_ID and gb_ensure(&o.pid, n8) < 0:
+            return -1
+        if cols & COL_PRODUCER_EPOCH and gb_ensure(&o.epoch, <size_t>n * 2) < 0:
+            return -1
+        if cols & COL_BASE_SEQUENCE and gb_ensure(&o.seq, n4) < 0:
+            return -1
+        if cols & COL_IS_TRANSACTIONAL and bm_cover(&o.txn, n, 0) < 0:
+            return -1
+        if cols & COL_IS_CONTROL and bm_cover(&o.ctrl, n, 0) < 0:
+            return -1
+        if cols & COL_LEADER_EPOCH and gb_ensure(&o.lepoch, n4) < 0:
+            return -1
+        if cols & COL_COMPRESSION and gb_ensure(&o.codec, <size_t>n) < 0:
+            return -1
+        if cols & COL_BATCH_OFFSET and gb_ensure(&o.boff, n8) < 0:
+            return -1
+        if cols & COL_POSITION and gb_ensure(&o.pos, n8) < 0:
+            return -1
+    return 0
+
+cdef inline int first_null(GBuf* bm, int64_t rows_cover) noexcept nogil:
+    """Allocate a lazily created validity bitmap (all valid so far)."""
+    return bm_cover(bm, rows_cover, 0xFF)
+
+cdef void out_mark(Out* o, Mark* m) noexcept nogil:
+    m.rows = o.rows
+    m.batches = o.batches
+    m.key_nulls = o.key_nulls
+    m.val_nulls = o.val_nulls
+    m.h_nulls = o.h_nulls
+    m.hv_nulls = o.hv_nulls
+    m.nh = o.nh
+    m.hk_bad = o.hk_bad
+    m.key_data = o.key_data.len
+    m.val_data = o.val_data.len
+    m.hk_data = o.hk_data.len
+    m.hv_data = o.hv_data.len
+
+cdef void out_rollback(Out* o, Mark* m) noexcept nogil:
+    # Bits and values past the restored row count are never read again (the chunk ends).
+    o.rows = m.rows
+    o.batches = m.batches
+    o.key_nulls = m.key_nulls
+    o.val_nulls = m.val_nulls
+    o.h_nulls = m.h_nulls
+    o.hv_nulls = m.hv_nulls
+    o.nh = m.nh
+    o.hk_bad = m.hk_bad
+    o.key_data.len = m.key_data
+    o.val_data.len = m.val_data
+    o.hk_data.len = m.hk_data
+    o.hv_data.len = m.hv_data
+
+cdef inline bint out_overflowed(Out* o) noexcept nogil:
+    return (<int64_t>o.key_data.len > INT32_MAX_ or <int64_t>o.val_data.len > INT32_MAX_
+            or <int64_t>o.hk_data.len > INT32_MAX_ or <int64_t>o.hv_data.len > INT32_MAX_)
+
+cdef inline int64_t out_data_bytes(Out* o) noexcept nogil:
+    return <int64_t>(o.key_data.len + o.val_data.len + o.hk_data.len + o.hv_data.len)
+
+cdef void fill_batch_columns(Out* o, int64_t r0, int64_t n, int32_t tstype, int64_t pid,
+                             int16_t epoch, int32_t seq, bint txn, bint ctrl, int32_t lepoch,
+                             int8_t codec, int64_t boff, int64_t position) noexcept nogil:
+    """Per-batch constants into rows [r0, r0 + n)."""
+    cdef int cols = o.cols
+    cdef int64_t i
+    cdef int32_t* p32
+    cdef int64_t* p64
+    cdef int16_t* p16
+    if cols & COL_TIMESTAMP_TYPE:
+        p32 = <int32_t*>o.tstype.data
+        for i in range(r0, r0 + n):
+            p32[i] = tstype
+    if not (cols & COL_META):
+        return
+    if cols & COL_PRODUCER_ID:
+        p64 = <int64_t*>o.pid.data
+        for i in range(r0, r0 + n):
+            p64[i] = pid
+    if cols & COL_PRODUCER_EPOCH:
+        p16 = <int16_t*>o.epoch.data
+        for i in range(r0, r0 + n):
+            p16[i] = epoch
+    if cols & COL_BASE_SEQUENCE:
+        p32 = <int32_t*>o.seq.data
+        for i in range(r0, r0 + n):
+            p32[i] = seq
+    if cols & COL_IS_TRANSACTIONAL:
+        bits_set_range(o.txn.data, r0, n, txn)
+    if cols & COL_IS_CONTROL:
+        bits_set_range(o.ctrl.data, r0, n, ctrl)
+    if cols & COL_LEADER_EPOCH:
+        p32 = <int32_t*>o.lepoch.data
+        for i in range(r0, r0 + n):
+            p32[i] = lepoch
+    if cols & COL_COMPRESSION:
+        for i in range(r0, r0 + n):
+            (<int8_t*>o.codec.data)[i] = codec
+    if cols & COL_BATCH_OFFSET:
+        p64 = <int64_t*>o.boff.data
+        for i in range(r0, r0 + n):
+            p64[i] = boff
+    if cols & COL_POSITION:
+        p64 = <int64_t*>o.pos.data
+        for i in range(r0, r0 + n):
+            p64[i] = position
+
+cdef inline int set_err(Err* e, int code, int64_t position, int64_t offset, int64_t a, int64_t b) noexcept nogil:
+    e.code = code
+    e.position = position
+    e.offset = offset
+    e.a = a
+    e.b = b
+    return -1
+
+cdef int parse_records(Out* o, Err* e, const uint8_t* d, Py_ssize_t n, Batch* bt,
+                       int64_t scale) noexcept nogil:
+    """Decode exactly ``bt.count`` records from the records section ``d[0:n]`` and append
+    them.  0, or -1 with ``e`` set.  Mirrors ``_batch_py._decode_records``: the length varint is
+    bounded by the section, every other field by the record body."""
+    cdef int cols = o.cols
+    cdef int64_t r0 = o.rows
+    cdef int64_t r = r0
+    cdef int32_t count = bt.count
+    cdef int64_t pos_b = bt.position
+    cdef int64_t base_off = bt.base_offset
+    cdef bint append_time = (bt.attributes & 0x08) != 0
+    cdef uint64_t base_ts = <uint64_t>bt.base_ts
+    cdef uint64_t ts
+    cdef Py_ssize_t p = 0
+    cdef Py_ssize_t body_end
+    cdef int32_t length, off_delta, klen, vlen, hcount, hklen, hvlen, _h
+    cdef int64_t ts_delta
+    cdef int rc
+    cdef int32_t _i
+    cdef bint want_key = (cols & COL_KEY) != 0
+    cdef bint want_val = (cols & COL_VALUE) != 0
+    cdef bint want_hdr = (cols & COL_HEADERS) != 0
+    cdef int64_t* off_out
+    cdef int64_t* ts_out
+    cdef int32_t* koff
+    cdef int32_t* voff
+    cdef int32_t* hoff
+    cdef int32_t* hkoff = NULL
+    cdef int32_t* hvoff = NULL
+    cdef uint8_t* kdata
+    cdef uint8_t* vdata
+    cdef size_t klen_total, vlen_total
+    if out_reserve_rows(o, count) < 0:
+        return set_err(e, E_NO_MEMORY, pos_b, base_off, 0, 0)
+    if want_key and gb_ensure(&o.key_data, o.key_data.len + <size_t>n) < 0:
+        return set_err(e, E_NO_MEMORY, pos_b, base_off, 0, 0)
+    if want_val and gb_ensure(&o.val_data, o.val_data.len + <size_t>n) < 0:
+        return set_err(e, E_NO_MEMORY, pos_b, base_off, 0, 0)
+    off_out = <int64_t*>o.offset.data
+    ts_out = <int64_t*>o.ts.data
+    koff = <int32_t*>o.key_off.data
+    voff = <int32_t*>o.val_off.data
+    hoff = <int32_t*>o.h_off.data
+    kdata = o.key_data.data
+    vdata = o.val_data.data
+    klen_total = o.key_data.len
+    vlen_total = o.val_data.len
+    for _i in range(count):
+        if p >= n:
+            return set_err(e, E_PREMATURE_EOF, pos_b, base_off, 0, 0)
+        rc = rd_varint(d, &p, n, &length)
+        if rc:
+            return set_err(e, rc, pos_b, base_off, 0, 0)
+        if length < 0 or length > n - p:
+            return set_err(e, E_RECORD_SIZE, pos_b, base_off, length, n - p)
+        body_end = p + length
+        if length < 1:
+            return set_err(e, E_EMPTY_BODY, pos_b, base_off, 0, 0)
+        p += 1  # attributes (unused)
+        rc = rd_varlong(d, &p, body_end, &ts_delta)
+        if rc:
+            return set_err(e, rc, pos_b, base_off, 0, 0)
+        rc = rd_varint(d, &p, body_end, &off_delta)
+        if rc:
+            return set_err(e, rc, pos_b, base_off, 0, 0)
+        # key
+        rc = rd_varint(d, &p, body_end, &klen)
+        if rc:
+            return set_err(e, rc, pos_b, base_off, 0, 0)
+        if klen >= 0:
+            if klen > body_end - p:
+                return set_err(e, E_KEY, pos_b, base_off, 0, 0)
+            if want_key:
+                memcpy(kdata + klen_total, d + p, <size_t>klen)
+                klen_total += <size_t>klen
+            p += klen
+        elif want_key:
+            if o.key_valid.data == NULL and first_null(&o.key_valid, r0 + count) < 0:
+                return set_err(e, E_NO_MEMORY, pos_b, base_off, 0, 0)
+            bit_clear(o.key_valid.data, r)
+            o.key_nulls += 1
+        # value
+        rc = rd_varint(d, &p, body_end, &vlen)
+        if rc:
+            return set_err(e, rc, pos_b, base_off, 0, 0)
+        if vlen >= 0:
+            if vlen > body_end - p:
+                return set_err(e, E_VALUE, pos_b, base_off, 0, 0)
+            if want_val:
+                memcpy(vdata + vlen_total, d + p, <size_t>vlen)
+                vlen_total += <size_t>vlen
+            p += vlen
+        elif want_val:
+            if o.val_valid.data == NULL and first_null(&o.val_valid, r0 + count) < 0:
+                return set_err(e, E_NO_MEMORY, pos_b, base_off, 0, 0)
+            bit_clear(o.val_valid.data, r)
+            o.val_nulls += 1
+        # headers
+        rc = rd_varint(d, &p, body_end, &hcount)
+        if rc:
+            return set_err(e, rc, pos_b, base_off, 0, 0)
+        if hcount < 0:
+            return set_err(e, E_HEADER_COUNT_NEGATIVE, pos_b, base_off, hcount, 0)
+        if hcount > 0:
+            if hcount > body_end - p:
+                return set_err(e, E_HEADER_COUNT_TOO_LARGE, pos_b, base_off, hcount, body_end - p)
+            if want_hdr:
+                if (gb_ensure(&o.hk_off, <size_t>(o.nh + hcount + 1) * 4) < 0
+                        or gb_ensure(&o.hv_off, <size_t>(o.nh + hcount + 1) * 4) < 0
+                        or gb_ensure(&o.hk_data, o.hk_data.len + <size_t>(body_end - p)) < 0
+                        or gb_ensure(&o.hv_data, o.hv_data.len + <size_t>(body_end - p)) < 0):
+                    return set_err(e, E_NO_MEMORY, pos_b, base_off, 0, 0)
+                if o.hv_valid.data != NULL and bm_cover(&o.hv_valid, o.nh + hcount, 0xFF) < 0:
+                    return set_err(e, E_NO_MEMORY, pos_b, base_off, 0, 0)
+                hkoff = <int32_t*>o.hk_off.data
+                hvoff = <int32_t*>o.hv_off.data
+            for _h in range(hcount):
+                rc = rd_varint(d, &p, body_end, &hklen)
+                if rc:
+                    return set_err(e, rc, pos_b, base_off, 0, 0)
+                if hklen < 0:
+                    return set_err(e, E_HEADER_KEY_NEGATIVE, pos_b, base_off, hklen, 0)
+                if hklen > body_end - p:
+                    return set_err(e, E_HEADER_KEY, pos_b, base_off, 0, 0)
+                if want_hdr:
+                    memcpy(o.hk_data.data + o.hk_data.len, d + p, <size_t>hklen)
+                    if not o.hk_bad and not utf8_valid(d + p, hklen):
+                        o.hk_bad = 1
+                    o.hk_data.len += <size_t>hklen
+                    hkoff[o.nh + 1] = <int32_t>o.hk_data.len
+                p += hklen
+                rc = rd_varint(d, &p, body_end, &hvlen)
+                if rc:
+                    return set_err(e, rc, pos_b, base_off, 0, 0)
+                if hvlen >= 0:
+                    if hvlen > body_end - p:
+                        return set_err(e, E_HEADER_VALUE, pos_b, base_off, 0, 0)
+                    if want_hdr:
+                        memcpy(o.hv_data.data + o.hv_data.len, d + p, <size_t>hvlen)
+                        o.hv_data.len += <size_t>hvlen
+                    p += hvlen
+                elif want_hdr:
+                    if o.hv_valid.data == NULL and first_null(&o.hv_valid, o.nh + hcount) < 0:
+                        return set_err(e, E_NO_MEMORY, pos_b, base_off, 0, 0)
+                    bit_clear(o.hv_valid.data, o.nh)
+                    o.hv_nulls += 1
+                if want_hdr:
+                    hvoff[o.nh + 1] = <int32_t>o.hv_data.len
+                    o.nh += 1
+        if want_hdr:
+            hoff[r + 1] = <int32_t>o.nh
+            if hcount == 0:
+                if o.h_valid.data == NULL and first_null(&o.h_valid, r0 + count) < 0:
+                    return set_err(e, E_NO_MEMORY, pos_b, base_off, 0, 0)
+                bit_clear(o.h_valid.data, r)
+                o.h_nulls += 1
+        if p != body_end:
+            return set_err(e, E_RECORD_CONSUMED, pos_b, base_off, length, length - (body_end - p))
+        # fixed-width columns
+        if cols & COL_OFFSET:
+            off_out[r] = <int64_t>(<uint64_t>base_off + <uint64_t>(<int64_t>off_delta))
+        if cols & COL_TIMESTAMP:
+            ts = <uint64_t>bt.max_ts if append_time else base_ts + <uint64_t>ts_delta
+            if scale != 1:
+                ts = ts * <uint64_t>scale
+            ts_out[r] = <int64_t>ts
+        if want_key:
+            koff[r + 1] = <int32_t>klen_total
+        if want_val:
+            voff[r + 1] = <int32_t>vlen_total
+        r += 1
+    if p != n:
+        return set_err(e, E_RECORDS_REMAINING, pos_b, base_off, 0, 0)
+    o.key_data.len = klen_total
+    o.val_data.len = vlen_total
+    fill_batch_columns(o, r0, count, 1 if append_time else 0, bt.producer_id, bt.producer_epoch,
+                       bt.base_sequence, (bt.attributes & 0x10) != 0, (bt.attributes & 0x20) != 0,
+                       bt.leader_epoch, <int8_t>(bt.attributes & 0x07), bt.base_offset, bt.position)
+    o.rows = r
+    return 0
+
+
+# Sorted aborted transactions (producer_id, first_offset, last_offset), for read_committed.
+cdef struct Aborted:
+    int64_t* pid
+    int64_t* first
+    int64_t* last
+    Py_ssize_t n
+
+cdef bint aborted_contains(Aborted* ab, int64_t pid, int64_t offset) noexcept nogil:
+    cdef Py_ssize_t lo = 0
+    cdef Py_ssize_t hi = ab.n
+    cdef Py_ssize_t mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ab.pid[mid] < pid or (ab.pid[mid] == pid and ab.first[mid] <= offset):
+            lo = mid + 1
+        else:
+            hi = mid
+    lo -= 1
+    return lo >= 0 and ab.pid[lo] == pid and ab.first[lo] <= offset and offset <= ab.last[lo]
+
+
+cdef struct Walk:
+    # configuration of one decode() call, plus where it is
+    const uint8_t* buf
+    Py_ssize_t n
+    Py_ssize_t pos
+    Py_ssize_t stop
+    int64_t max_rows
+    int64_t max_bytes
+    int64_t max_batch
+    int64_t max_dec
+    int64_t scale
+    bint check_crcs
+    bint include_control
+    Aborted* aborted
+    GBuf* scratch
+    Batch bt           # header of the entry at pos when R_GIL / after R_ERR
+    int magic          # magic of the entry at pos when R_GIL
+    int need_python    # R_GIL reason: 1 legacy, 2 python decompression
+
+
+cdef void prescan(Walk* w, int64_t* rows_out, int64_t* data_out) noexcept nogil:
+    """Estimate a chunk's size from a walk over the entry headers, so that the column buffers
+    need no growth (hence no realloc copies) for uncompressed data: rows <= the records
+    counts, key and value bytes <= the records sections (compressed sections are guessed at
+    4x).  Pages never written are never faulted in: the over-estimate costs address space."""
+    cdef const uint8_t* b
+    cdef Py_ssize_t pos = w.pos
+    cdef Py_ssize_t remaining
+    cdef int64_t size, sect, rows = 0, data = 0
+    cdef int32_t count
+    while pos < w.stop:
+        remaining = w.n - pos
+        if remaining < HEADER_SIZE_UP_TO_MAGIC:
+            break
+        b = w.buf + pos
+        size = <int32_t>be32(b + 8)
+        if size < RECORD_OVERHEAD_V0 or remaining < size + LOG_OVERHEAD:
+            break
+        if rows > 0 and ((w.max_rows >= 0 and rows >= w.max_rows)
+                         or (w.max_bytes >= 0 and data >= w.max_bytes)):
+            break
+        if b[16] == 2 and size + LOG_OVERHEAD >= RECORD_BATCH_OVERHEAD:
+            count = <int32_t>be32(b + 57)
+            sect = size + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD
+            if count > 0:
+                rows += count if count < sect else sect
+                data += sect if (b[22] & 0x07) == 0 else 4 * sect
+        else:
+            rows += 1
+            data += size
+        pos += size + LOG_OVERHEAD
+    if rows > (1 << 28):
+        rows = 1 << 28
+    if data > INT32_MAX_:
+        data = INT32_MAX_
+    rows_out[0] = rows
+    data_out[0] = data
+
+
+cdef void out_from_pool(Out* o, int64_t rows, int64_t data) noexcept:
+    """Take pooled blocks for the big per-row buffers (GIL held)."""
+    cdef int cols = o.cols
+    cdef size_t n8 = <size_t>rows * 8
+    cdef size_t n4 = <size_t>(rows + 1) * 4
+    # tags: the column bit, times 2 for data (+1 for offsets) buffers
+    if cols & COL_VALUE:
+        pool_get(&o.val_data, <size_t>data, 2 * COL_VALUE)
+    if cols & COL_KEY:
+        pool_get(&o.key_data, <size_t>data, 2 * COL_KEY)
+    if cols & COL_OFFSET:
+        pool_get(&o.offset, n8, 2 * COL_OFFSET)
+    if cols & COL_TIMESTAMP:
+        pool_get(&o.ts, n8, 2 * COL_TIMESTAMP)
+    if cols & COL_TIMESTAMP_TYPE:
+        pool_get(&o.tstype, n4, 2 * COL_TIMESTAMP_TYPE)
+    if cols & COL_KEY:
+        pool_get(&o.key_off, n4, 2 * COL_KEY + 1)
+    if cols & COL_VALUE:
+        pool_get(&o.val_off, n4, 2 * COL_VALUE + 1)
+    if cols & COL_HEADERS:
+        pool_get(&o.h_off, n4, 2 * COL_HEADERS + 1)
+    if cols & COL_PRODUCER_ID:
+        pool_get(&o.pid, n8, 2 * COL_PRODUCER_ID)
+    if cols & COL_BATCH_OFFSET:
+        pool_get(&o.boff, n8, 2 * COL_BATCH_OFFSET)
+    if cols & COL_POSITION:
+        pool_get(&o.pos, n8, 2 * COL_POSITION)
+
+
+cdef int presize(Out* o, int64_t rows, int64_t data) noexcept nogil:
+    if out_prepare(o) < 0 or out_reserve_rows(o, rows) < 0:
+        return -1
+    if o.cols & COL_KEY and gb_ensure(&o.key_data, <size_t>data) < 0:
+        return -1
+    if o.cols & COL_VALUE and gb_ensure(&o.val_data, <size_t>data) < 0:
+        return -1
+    return 0
+
+
+cdef int legacy_message(Walk* w, Out* o, Err* e, Py_ssize_t pos, int64_t offset,
+                        int64_t size) noexcept nogil:
+    """One uncompressed v0/v1 message (a complete entry at ``pos``), appended.  Mirrors
+    ``_legacy_py``: LegacyRecordBatch's size check, ensure_valid() (CRC-32 of magic..end),
+    then _parse_message() (trailing bytes after the value are tolerated)."""
+    cdef const uint8_t* b = w.buf + pos
+    cdef const uint8_t* m = b + LOG_OVERHEAD  # the message, from its CRC field
+    cdef int magic = b[16]
+    cdef uint8_t attrs = b[17]
+    cdef Py_ssize_t p, end
+    cdef int32_t klen, vlen
+    cdef int64_t ts
+    cdef int64_t r = o.rows
+    cdef int cols = o.cols
+    cdef uint32_t stored, computed
+    if magic == 1 and size < 22:
+        return set_err(e, E_LEGACY_V1_SIZE, pos, offset, size, 0)
+    if w.check_crcs:
+        stored = be32(m)
+        computed = kl_crc32(0, m + 4, <size_t>(size - 4))
+        if stored != computed:
+            return set_err(e, E_CRC, pos, offset, stored, computed)
+    end = size
+    if magic:
+        ts = <int64_t>be64(m + 6)
+        p = 14
+    else:
+        ts = -1
+        p = 6
+    klen = <int32_t>be32(m + p)
+    p += 4
+    if klen >= 0 and klen > end - p - 4:
+        return set_err(e, E_LEGACY_KEY, pos, offset, klen, size)
+    if klen > 0:
+        p += klen
+    vlen = <int32_t>be32(m + p)
+    p += 4
+    if vlen >= 0 and vlen > end - p:
+        return set_err(e, E_LEGACY_VALUE, pos, offset, vlen, size)
+    # append the row
+    if out_reserve_rows(o, 1) < 0:
+        return set_err(e, E_NO_MEMORY, pos, offset, 0, 0)
+    if cols & COL_OFFSET:
+        (<int64_t*>o.offset.data)[r] = offset
+    if cols & COL_TIMESTAMP:
+        (<int64_t*>o.ts.data)[r] = <int64_t>(<uint64_t>ts * <uint64_t>w.scale)
+    if cols & COL_KEY:
+        if klen >= 0:
+            if gb_ensure(&o.key_data, o.key_data.len + <size_t>klen) < 0:
+                return set_err(e, E_NO_MEMORY, pos, offset, 0, 0)
+            memcpy(o.key_data.data + o.key_data.len, m + (18 if magic else 10), <size_t>klen)
+            o.key_data.len += <size_t>klen
+        else:
+            if o.key_valid.data == NULL and first_null(&o.key_valid, r + 1) < 0:
+                return set_err(e, E_NO_MEMORY, pos, offset, 0, 0)
+            bit_clear(o.key_valid.data, r)
+            o.key_nulls += 1
+        (<int32_t*>o.key_off.data)[r + 1] = <int32_t>o.key_data.len
+    if cols & COL_VALUE:
+        if vlen >= 0:
+            if gb_ensure(&o.val_data, o.val_data.len + <size_t>vlen) < 0:
+                return set_err(e, E_NO_MEMORY, pos, offset, 0, 0)
+            memcpy(o.val_data.data + o.val_data.len, m + p, <size_t>vlen)
+            o.val_data.len += <size_t>vlen
+        else:
+            if o.val_valid.data == NULL and first_null(&o.val_valid, r + 1) < 0:
+                return set_err(e, E_NO_MEMORY, pos, offset, 0, 0)
+            bit_clear(o.val_valid.data, r)
+            o.val_nulls += 1
+        (<int32_t*>o.val_off.data)[r + 1] = <int32_t>o.val_data.len
+    if cols & COL_HEADERS:
+        if o.h_valid.data == NULL and first_null(&o.h_valid, r + 1) < 0:
+            return set_err(e, E_NO_MEMORY, pos, offset, 0, 0)
+        bit_clear(o.h_valid.data, r)
+        o.h_nulls += 1
+        (<int32_t*>o.h_off.data)[r + 1] = <int32_t>o.nh
+    fill_batch_columns(o, r, 1, (1 if attrs & 0x08 else 0) if magic else -1, -1, -1, -1,
+                       False, False, -1, 0, offset, pos)
+    o.rows = r + 1
+    o.batches += 1
+    return 0
+
+
+cdef int inner_message(const uint8_t* d, Py_ssize_t ipos, int64_t isize, int64_t where,
+                       int64_t woff, bint check, Err* e, int* imagic, int64_t* its,
+                       Py_ssize_t* kpos, int32_t* klen, Py_ssize_t* vpos, int32_t* vlen) noexcept nogil:
+    """Validate one inner message of a wrapper (``_legacy_py._parse_message(inner=True)``,
+    then the nested-codec and CRC checks of ``_parse_inner``)."""
+    cdef const uint8_t* m = d + ipos + LOG_OVERHEAD
+    cdef int magic = <int8_t>m[4]
+    cdef Py_ssize_t p
+    cdef uint32_t stored, computed
+    if magic != 0 and magic != 1:
+        return set_err(e, E_INNER_MAGIC, where, woff, magic, 0)
+    if magic:
+        if isize < 22:
+            return set_err(e, E_LEGACY_V1_SIZE, where, woff, isize, 0)
+        its[0] = <int64_t>be64(m + 6)
+        p = 14
+    else:
+        its[0] = -1
+        p = 6
+    klen[0] = <int32_t>be32(m + p)
+    p += 4
+    kpos[0] = ipos + LOG_OVERHEAD + p
+    if klen[0] >= 0:
+        if klen[0] > isize - p - 4:
+            return set_err(e, E_INNER_KEY, where, woff, klen[0], isize)
+        p += klen[0]
+    vlen[0] = <int32_t>be32(m + p)
+    p += 4
+    vpos[0] = ipos + LOG_OVERHEAD + p
+    if vlen[0] >= 0 and vlen[0] > isize - p:
+        return set_err(e, E_INNER_VALUE, where, woff, vlen[0], isize)
+    if m[5] & 0x07:
+        return set_err(e, E_INNER_COMPRESSED, where, woff, 0, 0)
+    if check:
+        stored = be32(m)
+        computed = kl_crc32(0, m + 4, <size_t>(isize - 4))
+        if stored != computed:
+            set_err(e, E_INNER_CRC, where, woff, stored, computed)
+            e.c = <int64_t>be64(d + ipos)
+            return -1
+    imagic[0] = magic
+    return 0
+
+
+cdef int legacy_inner(Out* o, Err* e, const uint8_t* d, Py_ssize_t n, int64_t where,
+                      int64_t woff, int wmagic, int wattrs, int64_t wts, bint check,
+                      int64_t scale) noexcept nogil:
+    """The inner messages of a decompressed wrapper, appended (``_legacy_py._parse_inner``:
+    a partial trailing inner entry ends the set; magic 1 offsets are rebased on the wrapper's
+    offset unless it is 0; a v1 inner message of a LogAppendTime v1 wrapper reports the
+    wrapper's timestamp)."""
+    cdef Py_ssize_t ipos = 0
+    cdef int64_t isize, ioff, its
+    cdef uint64_t base = 0  # wrapper offset - last inner offset: exact in uint64 (>= 0)
+    cdef int64_t last = 0
+    cdef int64_t count = 0
+    cdef int imagic
+    cdef Py_ssize_t kpos, vpos
+    cdef int32_t klen, vlen
+    cdef int cols = o.cols
+    cdef int64_t r
+    cdef int32_t tstype = -1 if wmagic == 0 else (1 if wattrs & 0x08 else 0)
+    cdef int64_t first_offset = 0
+    # pass 1: validate, count, find the last inner offset
+    while n - ipos >= LOG_OVERHEAD:
+        ioff = <int64_t>be64(d + ipos)
+        isize = <int32_t>be32(d + ipos + 8)
+        if isize < RECORD_OVERHEAD_V0:
+            return set_err(e, E_INNER_SIZE, where, woff, isize, 0)
+        if isize > n - ipos - LOG_OVERHEAD:
+            break
+        if inner_message(d, ipos, isize, where, woff, check, e, &imagic, &its, &kpos, &klen,
+                         &vpos, &vlen) < 0:
+            return -1
+        last = ioff
+        count += 1
+        ipos += LOG_OVERHEAD + isize
+    if count == 0:
+        return set_err(e, E_INNER_EMPTY, where, woff, 0, 0)
+    if wmagic == 1 and woff != 0:
+        if woff < last:
+            return set_err(e, E_WRAPPER_OFFSET, where, woff, woff, last)
+        base = <uint64_t>woff - <uint64_t>last
+    # pass 2: append
+    if out_reserve_rows(o, count) < 0:
+        return set_err(e, E_NO_MEMORY, where, woff, 0, 0)
+    ipos = 0
+    r = o.rows
+    while count > 0:
+        ioff = <int64_t>be64(d + ipos)
+        isize = <int32_t>be32(d + ipos + 8)
+        inner_message(d, ipos, isize, where, woff, False, e, &imagic, &its, &kpos, &klen, &vpos, &vlen)
+        if base:
+            if base > <uint64_t>INT64_MAX_ - <uint64_t>ioff:
+                return set_err(e, E_INNER_OVERFLOW, where, woff, ioff, <int64_t>base)
+            ioff = <int64_t>(<uint64_t>ioff + base)
+        if r == o.rows:
+            first_offset = ioff
+        if imagic == 1 and wmagic == 1 and (wattrs & 0x08):
+            its = wts
+        if cols & COL_OFFSET:
+            (<int64_t*>o.offset.data)[r] = ioff
+        if cols & COL_TIMESTAMP:
+            (<int64_t*>o.ts.data)[r] = <int64_t>(<uint64_t>its * <uint64_t>scale)
+        if cols & COL_KEY:
+            if klen >= 0:
+                if gb_ensure(&o.key_data, o.key_data.len + <size_t>klen) < 0:
+                    return set_err(e, E_NO_MEMORY, where, woff, 0, 0)
+                memcpy(o.key_data.data + o.key_data.len, d + kpos, <size_t>klen)
+                o.key_data.len += <size_t>klen
+            else:
+                if o.key_valid.data == NULL and first_null(&o.key_valid, o.rows + count + (r - o.rows)) < 0:
+                    return set_err(e, E_NO_MEMORY, where, woff, 0, 0)
+                bit_clear(o.key_valid.data, r)
+                o.key_nulls += 1
+            (<int32_t*>o.key_off.data)[r + 1] = <int32_t>o.key_data.len
+        if cols & COL_VALUE:
+            if vlen >= 0:
+                if gb_ensure(&o.val_data, o.val_data.len + <size_t>vlen) < 0:
+                    return set_err(e, E_NO_MEMORY, where, woff, 0, 0)
+                memcpy(o.val_data.data + o.val_data.len, d + vpos, <size_t>vlen)
+                o.val_data.len += <size_t>vlen
+            else:
+                if o.val_valid.data == NULL and first_null(&o.val_valid, o.rows + count + (r - o.rows)) < 0:
+                    return set_err(e, E_NO_MEMORY, where, woff, 0, 0)
+                bit_clear(o.val_valid.data, r)
+                o.val_nulls += 1
+            (<int32_t*>o.val_off.data)[r + 1] = <int32_t>o.val_data.len
+        if cols & COL_HEADERS:
+            if o.h_valid.data == NULL and first_null(&o.h_valid, o.rows + count + (r - o.rows)) < 0:
+                return set_err(e, E_NO_MEMORY, where, woff, 0, 0)
+            bit_clear(o.h_valid.data, r)
+            o.h_nulls += 1
+            (<int32_t*>o.h_off.data)[r + 1] = <int32_t>o.nh
+        r += 1
+        count -= 1
+        ipos += LOG_OVERHEAD + isize
+    fill_batch_columns(o, o.rows, r - o.rows, tstype, -1, -1, -1, False, False, -1,
+                       <int8_t>(wattrs & 0x07), first_offset, where)
+    o.rows = r
+    o.batches += 1
+    return 0
+
+
+cdef int walk(Walk* w, Out* o, Err* e) noexcept nogil:
+    """Decode entries from ``w.pos`` until something needs Python, a limit, the end, or an
+    error.  Runs without the GIL."""
+    cdef const uint8_t* buf = w.buf
+    cdef const uint8_t* b
+    cdef const uint8_t* data
+    cdef Py_ssize_t pos, remaining, dn
+    cdef int64_t offset, size
+    cdef uint32_t stored, computed
+    cdef int magic, codec
+    cdef bint control
+    cdef Batch* bt = &w.bt
+    cdef Mark m
+    while True:
+        pos = w.pos
+        if pos >= w.stop:
+            return R_DONE
+        remaining = w.n - pos
+        if remaining < HEADER_SIZE_UP_TO_MAGIC:
+            return R_TRUNC
+        b = buf + pos
+        offset = <int64_t>be64(b)
+        size = <int32_t>be32(b + 8)
+        if size < RECORD_OVERHEAD_V0:
+            set_err(e, E_ENTRY_SIZE, pos, offset, size, 0)
+            return R_ERR
+        if w.max_batch >= 0 and size > w.max_batch:
+            set_err(e, E_TOO_LARGE, pos, offset, size, w.max_batch)
+            return R_ERR
+        magic = b[16]
+        if magic > 2:
+            set_err(e, E_MAGIC, pos, offset, <int8_t>magic, 0)  # Kafka reads a signed byte
+            return R_ERR
+        if remaining < size + LOG_OVERHEAD:
+            return R_TRUNC
+        if o.rows > 0 and ((w.max_rows >= 0 and o.rows >= w.max_rows)
+                           or (w.max_bytes >= 0 and out_data_bytes(o) >= w.max_bytes)):
+            return R_LIMIT
+        w.magic = magic
+        if magic != 2:
+            if (b[17] & 0x07) != 0:  # a compressed wrapper: record objects, with the GIL
+                w.need_python = 1
+                return R_GIL
+            out_mark(o, &m)
+            if legacy_message(w, o, e, pos, offset, size) < 0:
+                return R_ERR
+            if out_overflowed(o):
+                if m.rows == 0:
+                    set_err(e, E_CHUNK_TOO_LARGE, pos, offset, 0, 0)
+                    return R_ERR
+                out_rollback(o, &m)
+                return R_LIMIT
+            w.pos = pos + size + LOG_OVERHEAD
+            continue
+        # -- v2 batch header (RecordBatch: 61 bytes present, then the declared size)
+        bt.position = pos
+        bt.base_offset = offset
+        bt.size = size + LOG_OVERHEAD
+        if remaining < RECORD_BATCH_OVERHEAD:
+            set_err(e, E_BATCH_TRUNCATED, pos, offset, remaining, 0)
+            return R_ERR
+        if bt.size < RECORD_BATCH_OVERHEAD:
+            set_err(e, E_BATCH_SIZE, pos, offset, bt.size, 0)
+            return R_ERR
+        bt.leader_epoch = <int32_t>be32(b + 12)
+        bt.attributes = <int16_t>be16(b + 21)
+        bt.base_ts = <int64_t>be64(b + 27)
+        bt.max_ts = <int64_t>be64(b + 35)
+        bt.producer_id = <int64_t>be64(b + 43)
+        bt.producer_epoch = <int16_t>be16(b + 51)
+        bt.base_sequence = <int32_t>be32(b + 53)
+        bt.count = <int32_t>be32(b + 57)
+        if w.check_crcs:
+            stored = be32(b + 17)
+            computed = kl_crc32c(0, b + ATTRIBUTES_OFFSET, <size_t>(bt.size - ATTRIBUTES_OFFSET))
+            if stored != computed:
+                set_err(e, E_CRC, pos, offset, stored, computed)
+                return R_ERR
+        control = (bt.attributes & 0x20) != 0
+        if control and not w.include_control:
+            w.pos = pos + bt.size
+            continue
+        if (w.aborted != NULL and (bt.attributes & 0x10) and not control
+                and aborted_contains(w.aborted, bt.producer_id, offset)):
+            w.pos = pos + bt.size
+            continue
+        if bt.count < 0:
+            set_err(e, E_COUNT_NEGATIVE, pos, offset, bt.count, 0)
+            return R_ERR
+        if bt.count == 0:
+            o.batches += 1
+            w.pos = pos + bt.size
+            continue
+        codec = bt.attributes & 0x07
+        bt.codec = codec
+        if codec > 4:
+            set_err(e, E_CODEC, pos, offset, codec, 0)
+            return R_ERR
+        data = b + RECORD_BATCH_OVERHEAD
+        dn = <Py_ssize_t>(bt.size - RECORD_BATCH_OVERHEAD)
+        if codec == 2 or codec == 3:
+            if codec == 2:
+                codec = snappy_decompress(data, dn, w.scratch, w.max_dec)
+            else:
+                codec = lz4_decompress(data, dn, w.scratch, w.max_dec)
+            if codec != 0:
+                w.need_python = 2
+                return R_GIL
+            data = w.scratch.data
+            dn = <Py_ssize_t>w.scratch.len
+        elif codec != 0:
+            w.need_python = 2
+            return R_GIL
+        out_mark(o, &m)
+        if parse_batch(o, e, bt, data, dn, w.scale) < 0:
+            return R_ERR
+        if out_overflowed(o):
+            # a binary column would pass int32 offsets: this batch starts the next chunk
+            if m.rows == 0:
+                set_err(e, E_CHUNK_TOO_LARGE, pos, offset, 0, 0)
+                return R_ERR
+            out_rollback(o, &m)
+            return R_LIMIT
+        w.pos = pos + bt.size
+
+
+cdef int parse_batch(Out* o, Err* e, Batch* bt, const uint8_t* data, Py_ssize_t dn,
+                     int64_t scale) noexcept nogil:
+    """Count check, records, batch counter (for a decompressed or raw records section)."""
+    if bt.count > dn:
+        return set_err(e, E_COUNT_TOO_LARGE, bt.position, bt.base_offset, bt.count, dn)
+    if parse_records(o, e, data, dn, bt, scale) < 0:
+        return -1
+    o.batches += 1
+    return 0
+
+
+_compression = None
+
+
+cdef object _compression_mod():
+    global _compression
+    if _compression is None:
+        from . import compression as _c
+
+        _compression = _c
+    return _compression
+
+
+@cython.final
+cdef class Decoder:
+    """Decode log entries into column buffers; see ``_arrow_py.Decoder``.
+
+    One Decoder is not meant for two threads at once (it owns a decompression scratch
+    buffer); create one per thread."""
+
+    cdef readonly int columns
+    cdef readonly bint check_crcs
+    cdef readonly bint include_control
+    cdef readonly object max_batch_size
+    cdef readonly int64_t max_decompressed_size
+    cdef readonly int64_t timestamp_scale
+    cdef readonly tuple aborted
+    cdef Aborted ab
+    cdef GBuf scratch
+    cdef bint busy
+
+    def __cinit__(self):
+        memset(&self.ab, 0, sizeof(Aborted))
+        memset(&self.scratch, 0, sizeof(GBuf))
+        self.busy = False
+
+    def __init__(
+        self,
+        int columns=COL_ALL,
+        *,
+        check_crcs=True,
+        include_control=False,
+        max_batch_size=None,
+        max_decompressed_size=256 * 1024 * 1024,
+        timestamp_scale=1,
+        aborted=None,
+    ):
+        cdef Py_ssize_t i
+        if columns < 0 or columns > COL_ALL:
+            raise ValueError(f"columns must be a bit set of COL_* values, not {columns!r}")
+        if timestamp_scale not in (1, 1000):
+            raise ValueError(f"timestamp_scale must be 1 or 1000, not {timestamp_scale!r}")
+        if max_decompressed_size < 0:
+            raise ValueError("max_decompressed_size must be >= 0")
+        self.columns = columns
+        self.check_crcs = bool(check_crcs)
+        self.include_control = bool(include_control)
+        self.max_batch_size = max_batch_size
+        self.max_decompressed_size = max_decompressed_size
+        self.timestamp_scale = timestamp_scale
+        self.aborted = normalize_aborted(aborted)
+        self._free_aborted()
+        n = len(self.aborted)
+        if n:
+            self.ab.pid = <int64_t*>malloc(n * sizeof(int64_t))
+            self.ab.first = <int64_t*>malloc(n * sizeof(int64_t))
+            self.ab.last = <int64_t*>malloc(n * sizeof(int64_t))
+            if self.ab.pid == NULL or self.ab.first == NULL or self.ab.last == NULL:
+                self._free_aborted()
+                raise MemoryError()
+            for i, (p, f, l) in enumerate(self.aborted):
+                self.ab.pid[i] = p
+                self.ab.first[i] = f
+                self.ab.last[i] = l
+            self.ab.n = n
+
+    cdef void _free_aborted(self):
+        free(self.ab.pid)
+        free(self.ab.first)
+        free(self.ab.last)
+        memset(&self.ab, 0, sizeof(Aborted))
+
+    def __dealloc__(self):
+        self._free_aborted()
+        gb_free(&self.scratch)
+
+    def decode(self, buffer, Py_ssize_t start=0, stop=None, max_rows=None, max_bytes=None):
+        """Decode the entries that start in ``[start, stop)``; see ``_arrow_py``."""
+        cdef Py_buffer view
+        cdef Walk w
+        cdef Out o
+        cdef Err e
+        cdef Mark m
+        cdef int r
+        cdef int64_t est_rows = 0, est_data = 0
+        cdef bint truncated = False
+        cdef bint done = False
+        if self.busy:
+            raise RuntimeError("this Decoder is in use by another thread; create one per thread")
+        PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+        self.busy = True
+        memset(&o, 0, sizeof(Out))
+        try:
+            if start < 0 or start > view.len:
+                raise ValueError(f"start {start} outside the buffer (0..{view.len})")
+            memset(&w, 0, sizeof(Walk))
+            memset(&e, 0, sizeof(Err))
+            w.buf = <const uint8_t*>view.buf
+            w.n = view.len
+            w.pos = start
+            w.stop = view.len if stop is None or stop > view.len else stop
+            w.max_rows = -1 if max_rows is None else max_rows
+            w.max_bytes = -1 if max_bytes is None else max_bytes
+            w.max_batch = -1 if self.max_batch_size is None else self.max_batch_size
+            w.max_dec = self.max_decompressed_size
+            w.scale = self.timestamp_scale
+            w.check_crcs = self.check_crcs
+            w.include_control = self.include_control
+            w.aborted = &self.ab if self.ab.n else NULL
+            w.scratch = &self.scratch
+            out_init(&o, self.columns)
+            with nogil:
+                prescan(&w, &est_rows, &est_data)
+            out_from_pool(&o, est_rows, est_data)
+            with nogil:
+                r = presize(&o, est_rows, est_data)
+            if r < 0:
+                raise MemoryError()
+            mv = None
+            while True:
+                with nogil:
+                    r = walk(&w, &o, &e)
+                if r == R_ERR:
+                    raise _error(e.code, e.position, e.offset, e.a, e.b, e.c)
+                if r == R_DONE:
+                    done = True
+                    break
+                if r == R_TRUNC:
+                    done = truncated = True
+                    break
+                if r == R_LIMIT:
+                    break
+                # R_GIL: the entry at w.pos needs Python
+                if mv is None:
+                    mv = memoryview(buffer)
+                    if mv.ndim != 1 or mv.itemsize != 1:
+                        mv = mv.cast("B")
+                out_mark(&o, &m)
+                if w.need_python == 1:
+                    self._legacy_wrapper(mv, &w, &o, &e)
+                else:
+                    self._python_batch(mv, &w, &o, &e)
+                if out_overflowed(&o):
+                    if m.rows == 0:
+                        raise _error(E_CHUNK_TOO_LARGE, w.pos, <int64_t>be64(w.buf + w.pos))
+                    out_rollback(&o, &m)
+                    break
+                w.pos += <Py_ssize_t>(<int32_t>be32(w.buf + w.pos + 8)) + LOG_OVERHEAD
+            return self._chunk(&o, w.pos, done, truncated)
+        finally:
+            out_free(&o)
+            self.busy = False
+            PyBuffer_Release(&view)
+
+    cdef object _chunk(self, Out* o, Py_ssize_t next_position, bint done, bint truncated):
+        cdef int cols = o.cols
+        cdef int64_t n = o.rows
+        c = Chunk()
+        c.columns = cols
+        c.num_rows = n
+        c.num_batches = o.batches
+        c.next_position = next_position
+        c.done = done
+        c.truncated = truncated
+        if cols & COL_OFFSET:
+            gb_ensure(&o.offset, 8)
+            c.offset = take(&o.offset, n * 8)
+        if cols & COL_TIMESTAMP:
+            gb_ensure(&o.ts, 8)
+            c.timestamp = take(&o.ts, n * 8)
+        if cols & COL_TIMESTAMP_TYPE:
+            gb_ensure(&o.tstype, 8)
+            c.timestamp_type = take(&o.tstype, n * 4)
+        if cols & COL_KEY:
+            c.key_null_count = o.key_nulls
+            c.key_validity = take(&o.key_valid, (n + 7) >> 3) if o.key_nulls else None
+            c.key_offsets = take(&o.key_off, (n + 1) * 4)
+            c.key_data = take(&o.key_data, o.key_data.len)
+        if cols & COL_VALUE:
+            c.value_null_count = o.val_nulls
+            c.value_validity = take(&o.val_valid, (n + 7) >> 3) if o.val_nulls else None
+            c.value_offsets = take(&o.val_off, (n + 1) * 4)
+            c.value_data = take(&o.val_data, o.val_data.len)
+        if cols & COL_HEADERS:
+            c.headers_null_count = o.h_nulls
+            c.headers_validity = take(&o.h_valid, (n + 7) >> 3) if o.h_nulls else None
+            c.headers_offsets = take(&o.h_off, (n + 1) * 4)
+            c.header_count = o.nh
+            c.header_key_offsets = take(&o.hk_off, (o.nh + 1) * 4)
+            c.header_key_data = take(&o.hk_data, o.hk_data.len)
+            c.header_key_invalid_utf8 = bool(o.hk_bad)
+            c.header_value_null_count = o.hv_nulls
+            c.header_value_validity = take(&o.hv_valid, (o.nh + 7) >> 3) if o.hv_nulls else None
+            c.header_value_offsets = take(&o.hv_off, (o.nh + 1) * 4)
+            c.header_value_data = take(&o.hv_data, o.hv_data.len)
+        if cols & COL_PRODUCER_ID:
+            gb_ensure(&o.pid, 8)
+            c.producer_id = take(&o.pid, n * 8)
+        if cols & COL_PRODUCER_EPOCH:
+            gb_ensure(&o.epoch, 8)
+            c.producer_epoch = take(&o.epoch, n * 2)
+        if cols & COL_BASE_SEQUENCE:
+            gb_ensure(&o.seq, 8)
+            c.base_sequence = take(&o.seq, n * 4)
+        if cols & COL_IS_TRANSACTIONAL:
+            gb_ensure(&o.txn, 8)
+            c.is_transactional = take(&o.txn, (n + 7) >> 3)
+        if cols & COL_IS_CONTROL:
+            gb_ensure(&o.ctrl, 8)
+            c.is_control = take(&o.ctrl, (n + 7) >> 3)
+        if cols & COL_LEADER_EPOCH:
+            gb_ensure(&o.lepoch, 8)
+            c.leader_epoch = take(&o.lepoch, n * 4)
+        if cols & COL_COMPRESSION:
+            gb_ensure(&o.codec, 8)
+            c.compression = take(&o.codec, n)
+        if cols & COL_BATCH_OFFSET:
+            gb_ensure(&o.boff, 8)
+            c.batch_offset = take(&o.boff, n * 8)
+        if cols & COL_POSITION:
+            gb_ensure(&o.pos, 8)
+            c.position = take(&o.pos, n * 8)
+        return c
+
+    cdef void _python_batch(self, object mv, Walk* w, Out* o, Err* e) except *:
+        """A v2 batch whose records section kafkalog.compression decompresses (gzip, zstd, or
+        a snappy/lz4 stream the native decoders left to it)."""
+        cdef Batch* bt = &w.bt
+        cdef Py_buffer dview
+        cdef int rc
+        start = bt.position + RECORD_BATCH_OVERHEAD
+        raw = mv[start : bt.position + bt.size]
+        try:
+            data = _compression_mod().decompress(bt.codec, raw, magic=2, max_size=w.max_dec)
+        except CorruptRecordError as exc:
+            exc.position = bt.position
+            exc.offset = bt.base_offset
+            raise
+        PyObject_GetBuffer(data, &dview, PyBUF_SIMPLE)
+        try:
+            with nogil:
+                rc = parse_batch(o, e, bt, <const uint8_t*>dview.buf, dview.len, w.scale)
+            if rc < 0:
+                raise _error(e.code, e.position, e.offset, e.a, e.b)
+        finally:
+            PyBuffer_Release(&dview)
+
+    cdef void _legacy_wrapper(self, object mv, Walk* w, Out* o, Err* e) except *:
+        """A compressed v0/v1 entry (a wrapper): checked like ``_legacy_py``'s
+        LegacyRecordBatch._load(), decompressed by kafkalog.compression, and its inner
+        messages parsed and appended without the GIL (``legacy_inner``)."""
+        cdef Py_ssize_t pos = w.pos
+        cdef const uint8_t* b = w.buf + pos
+        cdef const uint8_t* m = b + LOG_OVERHEAD
+        cdef int64_t offset = <int64_t>be64(b)
+        cdef int64_t size = <int32_t>be32(b + 8)
+        cdef int magic = b[16]
+        cdef int attrs = b[17]
+        cdef int codec = attrs & 0x07
+        cdef Py_ssize_t p
+        cdef int32_t klen, vlen
+        cdef uint32_t stored, computed
+        cdef Py_buffer dview
+        cdef int rc
+        cdef int64_t wts
+        if magic == 1 and size < 22:
+            raise _error(E_LEGACY_V1_SIZE, pos, offset, size)
+        if codec > 4:
+            raise _error(E_CODEC, pos, offset, codec)
+        # (zstd below magic 2 is read leniently, as _legacy_py does)
+        if w.check_crcs:
+            stored = be32(m)
+            computed = kl_crc32(0, m + 4, <size_t>(size - 4))
+            if stored != computed:
+                raise _error(E_CRC, pos, offset, stored, computed)
+        p = 14 if magic else 6
+        klen = <int32_t>be32(m + p)
+        p += 4
+        if klen >= 0 and klen > size - p - 4:
+            raise _error(E_LEGACY_KEY, pos, offset, klen, size)
+        if klen > 0:
+            p += klen
+        vlen = <int32_t>be32(m + p)
+        p += 4
+        if vlen >= 0 and vlen > size - p:
+            raise _error(E_LEGACY_VALUE, pos, offset, vlen, size)
+        if vlen < 0:
+            raise _error(E_WRAPPER_NULL, pos, offset, magic)
+        value = mv[pos + LOG_OVERHEAD + p : pos + LOG_OVERHEAD + p + vlen]
+        try:
+            data = _compression_mod().decompress(codec, value, magic=magic, max_size=w.max_dec)
+        except KafkaLogError as exc:
+            exc.position = pos
+            exc.offset = offset
+            raise
+        wts = <int64_t>be64(m + 6) if magic else -1
+        if not len(data):
+            o.batches += 1  # a wrapper of an empty message set: no records
+            return
+        PyObject_GetBuffer(data, &dview, PyBUF_SIMPLE)
+        try:
+            with nogil:
+                rc = legacy_inner(o, e, <const uint8_t*>dview.buf, dview.len, pos, offset, magic,
+                                  attrs, wts, w.check_crcs, w.scale)
+            if rc < 0:
+                raise _error(e.code, e.position, e.offset, e.a, e.b, e.c)
+        finally:
+            PyBuffer_Release(&dview)
+
+
+# -- encoding --------------------------------------------------------------------------------------
+cdef struct Fix:
+    # a fixed-width column: validity bitmap (or NULL), values, first row
+    const uint8_t* valid
+    const uint8_t* data
+    int64_t base
+    bint present
+
+cdef struct Bin:
+    # a binary column: validity (or NULL), int32 offsets, data, first row
+    const uint8_t* valid
+    const int32_t* offs
+    const uint8_t* data
+    int64_t base
+    int64_t n_offs
+    int64_t valid_bits
+    int64_t data_len
+    bint present
+
+cdef struct Hdr:
+    const uint8_t* list_valid
+    const int32_t* list_offs
+    int64_t list_base
+    const uint8_t* struct_valid
+    int64_t struct_base
+    int64_t struct_valid_bits
+    Bin key
+    Bin value
+    bint present
+
+cdef struct EncBatch:
+    int64_t start_row
+    int64_t count
+    int64_t base_offset
+    int64_t last_offset
+    int64_t first_ts
+    int64_t max_ts
+    int64_t section
+    int ttype
+
+cdef struct EncErr:
+    int code
+    int64_t row
+    int64_t a
+    int64_t b
+
+cdef inline bint bit_valid(const uint8_t* bm, int64_t i) noexcept nogil:
+    return bm == NULL or ((bm[i >> 3] >> (i & 7)) & 1) != 0
+
+cdef inline int bin_get(Bin* c, int64_t i, const uint8_t** ptr, int64_t* ln) noexcept nogil:
+    """Value ``i`` of a binary column: 0 with (ptr, len) or len -1 for null; -1 on bad buffers."""
+    cdef int64_t j = c.base + i
+    cdef int64_t s, t
+    if j < 0 or j + 1 >= c.n_offs:
+        return -1
+    if c.valid != NULL:
+        if j >= c.valid_bits:
+            return -1
+        if not bit_valid(c.valid, j):
+            ln[0] = -1
+            return 0
+    s = c.offs[j]
+    t = c.offs[j + 1]
+    if s < 0 or t < s or t > c.data_len:
+        return -1
+    ptr[0] = c.data + s
+    ln[0] = t - s
+    return 0
+
+cdef inline int hdr_range(Hdr* h, int64_t i, int64_t* lo, int64_t* hi) noexcept nogil:
+    """Entries [lo, hi) of row ``i``'s header list (lo == hi for a null/empty list)."""
+    cdef int64_t j = h.list_base + i
+    if not bit_valid(h.list_valid, j):
+        lo[0] = 0
+        hi[0] = 0
+        return 0
+    lo[0] = h.list_offs[j]
+    hi[0] = h.list_offs[j + 1]
+    if lo[0] < 0 or hi[0] < lo[0]:
+        return -1
+    return 0
+
+cdef int headers_size(Hdr* h, int64_t i, int64_t* count, int64_t* size, EncErr* err) noexcept nogil:
+    """Bytes the headers of row ``i`` take in a record (the count varint included)."""
+    cdef int64_t lo, hi, e, s, kl, vl
+    cdef const uint8_t* p
+    if hdr_range(h, i, &lo, &hi) < 0:
+        err.code = X_BUFFER
+        err.row = i
+        return -1
+    s = size_varint(<int32_t>(hi - lo))
+    for e in range(lo, hi):
+        if h.struct_valid != NULL:
+            if h.struct_base + e >= h.struct_valid_bits:
+                err.code = X_BUFFER
+                err.row = i
+                return -1
+            if not bit_valid(h.struct_valid, h.struct_base + e):
+                err.code = X_HEADER_NULL
+                err.row = i
+                return -1
+        if bin_get(&h.key, e, &p, &kl) < 0 or bin_get(&h.value, e, &p, &vl) < 0:
+            err.code = X_BUFFER
+            err.row = i
+            return -1
+        if kl < 0:
+            err.code = X_HEADER_KEY_NULL
+            err.row = i
+            return -1
+        s += size_varint(<int32_t>kl) + kl
+        s += 1 if vl < 0 else size_varint(<int32_t>vl) + vl
+    count[0] = hi - lo
+    size[0] = s
+    return 0
+
+cdef inline int64_t body_size(int64_t off_delta, int64_t ts_delta, int64_t kl, int64_t vl,
+                              int64_t hsize) noexcept nogil:
+    cdef int64_t b = 1 + size_varlong(ts_delta) + size_varint(<int32_t>off_delta)
+    b += 1 if kl < 0 else size_varint(<int32_t>kl) + kl
+    b += 1 if vl < 0 else size_varint(<int32_t>vl) + vl
+    return b + hsize
+
+cdef inline int64_t record_size(int64_t body) noexcept nogil:
+    return size_varint(<int32_t>body) + body
+
+cdef int plan(int64_t n, Fix* oc, Fix* tc, Fix* yc, Bin* kc, Bin* vc, Hdr* hc,
+              int64_t base_offset, int64_t batch_bytes, int64_t batch_records,
+              GBuf* batches, EncErr* err) noexcept nogil:
+    """Pass 1: validate rows and cut them into batches (the rules of ``_arrow_py.encode``)."""
+    cdef int64_t i, off, ts, kl, vl, hcount, hsize, rs
+    cdef int64_t prev = 0
+    cdef bint have_prev = False
+    cdef int ttype
+    cdef int32_t yv
+    cdef const uint8_t* p
+    cdef EncBatch* b = NULL
+    cdef bint new_batch
+    cdef int64_t nb = 0
+    for i in range(n):
+        if oc.present:
+            if not bit_valid(oc.valid, oc.base + i):
+                err.code = X_OFFSET_NULL
+                err.row = i
+                return -1
+            memcpy(&off, oc.data + (oc.base + i) * 8, 8)
+        else:
+            off = <int64_t>(<uint64_t>base_offset + <uint64_t>i)
+        ts = -1
+        if tc.present and bit_valid(tc.valid, tc.base + i):
+            memcpy(&ts, tc.data + (tc.base + i) * 8, 8)
+        if ts < 0 and ts != -1:
+            err.code = X_TIMESTAMP
+            err.row = i
+            err.a = ts
+            return -1
+        ttype = 0
+        if yc.present and bit_valid(yc.valid, yc.base + i):
+            memcpy(&yv, yc.data + (yc.base + i) * 4, 4)
+            ttype = 1 if yv == 1 else 0
+        kl = -1
+        vl = -1
+        if kc.present and bin_get(kc, i, &p, &kl) < 0:
+            err.code = X_BUFFER
+            err.row = i
+            return -1
+        if vc.present and bin_get(vc, i, &p, &vl) < 0:
+            err.code = X_BUFFER
+            err.row = i
+            return -1
+        hsize = 1
+        if hc.present and headers_size(hc, i, &hcount, &hsize, err) < 0:
+            return -1
+        if have_prev and off <= prev:
+            err.code = X_OFFSET_ORDER
+            err.row = i
+            err.a = off
+            err.b = prev
+            return -1
+        new_batch = b == NULL
+        if b != NULL:
+            new_batch = (b.count >= batch_records or off - b.base_offset > INT32_MAX_
+                         or ttype != b.ttype or (ttype == 1 and ts != b.first_ts))
+            if not new_batch:
+                rs = record_size(body_size(off - b.base_offset, ts - b.first_ts, kl, vl, hsize))
+                if RECORD_BATCH_OVERHEAD + b.section + rs > batch_bytes:
+                    new_batch = True
+        if new_batch:
+            if gb_ensure(batches, <size_t>(nb + 1) * sizeof(EncBatch)) < 0:
+                err.code = E_NO_MEMORY
+                return -1
+            b = (<EncBatch*>batches.data) + nb
+            nb += 1
+            b.start_row = i
+            b.count = 0
+            b.base_offset = off
+            b.first_ts = ts
+            b.max_ts = -1
+            b.section = 0
+            b.ttype = ttype
+        b.section += record_size(body_size(off - b.base_offset, ts - b.first_ts, kl, vl, hsize))
+        b.count += 1
+        b.last_offset = off
+        if ts > b.max_ts:
+            b.max_ts = ts
+        prev = off
+        have_prev = True
+    batches.len = <size_t>nb
+    return 0
+
+cdef uint8_t* write_records(uint8_t* p, EncBatch* b, Fix* oc, Fix* tc, Bin* kc, Bin* vc,
+                            Hdr* hc, int64_t base_offset) noexcept nogil:
+    """Pass 2: the records of one batch (rows already validated by plan())."""
+    cdef int64_t i, off, ts, kl, vl, hcount, hsize, lo, hi, e
+    cdef int64_t hkl = 0
+    cdef int64_t hvl = 0
+    cdef const uint8_t* kp = NULL
+    cdef const uint8_t* vp = NULL
+    cdef const uint8_t* hp = NULL
+    cdef EncErr dummy
+    for i in range(b.start_row, b.start_row + b.count):
+        if oc.present:
+            memcpy(&off, oc.data + (oc.base + i) * 8, 8)
+        else:
+            off = <int64_t>(<uint64_t>base_offset + <uint64_t>i)
+        ts = -1
+        if tc.present and bit_valid(tc.valid, tc.base + i):
+            memcpy(&ts, tc.data + (tc.base + i) * 8, 8)
+        kl = -1
+        vl = -1
+        if kc.present:
+            bin_get(kc, i, &kp, &kl)
+        if vc.present:
+            bin_get(vc, i, &vp, &vl)
+        hsize = 1
+        hcount = 0
+        if hc.present:
+            headers_size(hc, i, &hcount, &hsize, &dummy)
+        p = wr_varint(p, <int32_t>body_size(off - b.base_offset, ts - b.first_ts, kl, vl, hsize))
+        p[0] = 0
+        p += 1
+        p = wr_varlong(p, ts - b.first_ts)
+        p = wr_varint(p, <int32_t>(off - b.base_offset))
+        if kl < 0:
+            p = wr_varint(p, -1)
+        else:
+            p = wr_varint(p, <int32_t>kl)
+            memcpy(p, kp, <size_t>kl)
+            p += kl
+        if vl < 0:
+            p = wr_varint(p, -1)
+        else:
+            p = wr_varint(p, <int32_t>vl)
+            memcpy(p, vp, <size_t>vl)
+            p += vl
+        p = wr_varint(p, <int32_t>hcount)
+        if hcount:
+            hdr_range(hc, i, &lo, &hi)
+            for e in range(lo, hi):
+                bin_get(&hc.key, e, &hp, &hkl)
+                p = wr_varint(p, <int32_t>hkl)
+                memcpy(p, hp, <size_t>hkl)
+                p += hkl
+                bin_get(&hc.value, e, &hp, &hvl)
+                if hvl < 0:
+                    p = wr_varint(p, -1)
+                else:
+                    p = wr_varint(p, <int32_t>hvl)
+                    memcpy(p, hp, <size_t>hvl)
+                    p += hvl
+    return p
+
+cdef void write_header(uint8_t* p, EncBatch* b, int64_t total, int32_t ple, int16_t attrs,
+                       int64_t pid, int16_t epoch, int32_t seq) noexcept nogil:
+    put_be64(p, <uint64_t>b.base_offset)
+    put_be32(p + 8, <uint32_t>(total - LOG_OVERHEAD))
+    put_be32(p + 12, <uint32_t>ple)
+    p[16] = 2
+    put_be32(p + 17, 0)
+    put_be16(p + 21, <uint16_t>attrs)
+    put_be32(p + 23, <uint32_t>(b.last_offset - b.base_offset))
+    put_be64(p + 27, <uint64_t>b.first_ts)
+    put_be64(p + 35, <uint64_t>b.max_ts)
+    put_be64(p + 43, <uint64_t>pid)
+    put_be16(p + 51, <uint16_t>epoch)
+    put_be32(p + 53, <uint32_t>seq)
+    put_be32(p + 57, <uint32_t>b.count)
+
+cdef inline int32_t inc_sequence(int32_t seq, int64_t inc) noexcept nogil:
+    # Kafka's DefaultRecordBatch.incrementSequence for inc in [0, 2**31)
+    if seq > INT32_MAX_ - inc:
+        return <int32_t>(inc - (INT32_MAX_ - seq) - 1)
+    return <int32_t>(seq + inc)
+
+
+cdef object _u8(object obj, list keep):
+    """A byte view of a buffer-protocol object (kept alive in ``keep``)."""
+    mv = memoryview(obj)
+    if mv.ndim != 1 or mv.itemsize != 1 or mv.format != "B":
+        mv = mv.cast("B")
+    keep.append(mv)
+    return mv
+
+
+cdef const uint8_t* _ptr(object mv):
+    cdef const uint8_t[::1] v = mv
+    if v.shape[0] == 0:
+        return <const uint8_t*>b""
+    return &v[0]
+
+
+cdef void _fix(Fix* f, object desc, int64_t n, int width, list keep, str name) except *:
+    memset(f, 0, sizeof(Fix))
+    if desc is None:
+        return
+    validity, data, base = desc
+    f.base = base
+    d = _u8(data, keep)
+    if base < 0 or (base + n) * width > len(d):
+        raise ValueError(f"{name}: the data buffer is too short for {n} rows")
+    f.data = _ptr(d)
+    if validity is not None:
+        v = _u8(validity, keep)
+        if (base + n + 7) // 8 > len(v):
+            raise ValueError(f"{name}: the validity bitmap is too short for {n} rows")
+        f.valid = _ptr(v)
+    f.present = True
+
+
+cdef void _bin(Bin* b, object desc, int64_t n, list keep, str name) except *:
+    memset(b, 0, sizeof(Bin))
+    if desc is None:
+        return
+    validity, offsets, data, base = desc
+    b.base = base
+    o = _u8(offsets, keep)
+    b.n_offs = len(o) // 4
+    if base < 0 or base + n + 1 > b.n_offs:
+        raise ValueError(f"{name}: the offsets buffer is too short for {n} values")
+    b.offs = <const int32_t*>_ptr(o)
+    if data is not None:
+        d = _u8(data, keep)
+        b.data = _ptr(d)
+        b.data_len = len(d)
+    else:
+        b.data = <const uint8_t*>b""
+        b.data_len = 0
+    if validity is not None:
+        v = _u8(validity, keep)
+        b.valid_bits = len(v) * 8
+        if base + n > b.valid_bits:
+            raise ValueError(f"{name}: the validity bitmap is too short for {n} values")
+        b.valid = _ptr(v)
+    b.present = True
+
+
+def encode(
+    Py_ssize_t n,
+    offset=None,
+    timestamp=None,
+    timestamp_type=None,
+    key=None,
+    value=None,
+    headers=None,
+    *,
+    base_offset=0,
+    compression=0,
+    compression_level=None,
+    batch_bytes=1048576,
+    batch_records=2147483647,
+    producer_id=-1,
+    producer_epoch=-1,
+    base_sequence=-1,
+    is_transactional=False,
+    partition_leader_epoch=0,
+):
+    """Encode ``n`` rows given as Arrow buffers into v2 record batches; see ``_arrow_py.encode``."""
+    cdef Fix oc, tc, yc
+    cdef Bin kc, vc
+    cdef Hdr hc
+    cdef GBuf batches
+    cdef GBuf scratch
+    cdef GBuf outb
+    cdef EncErr err
+    cdef EncBatch* b
+    cdef int64_t nb, k, total, rows_before
+    cdef int rc
+    cdef int codec
+    cdef int16_t attrs
+    cdef int32_t seq
+    cdef uint32_t crc
+    cdef uint8_t* p
+    cdef uint8_t* start
+    cdef int64_t c_base_offset, c_batch_bytes, c_batch_records, c_pid
+    cdef int16_t c_epoch
+    cdef int32_t c_seq0, c_ple
+    cdef bint c_txn
+    cdef bytes result
+    cdef list keep = []
+    _check_encode_args(n, base_offset, compression, batch_bytes, batch_records, producer_id,
+                       producer_epoch, base_sequence, partition_leader_epoch)
+    c_base_offset = base_offset
+    c_batch_bytes = batch_bytes
+    c_batch_records = batch_records
+    c_pid = producer_id
+    c_epoch = producer_epoch
+    c_seq0 = base_sequence
+    c_ple = partition_leader_epoch
+    c_txn = bool(is_transactional)
+    codec = compression
+    _fix(&oc, offset, n, 8, keep, "offset")
+    _fix(&tc, timestamp, n, 8, keep, "timestamp")
+    _fix(&yc, timestamp_type, n, 4, keep, "timestampType")
+    _bin(&kc, key, n, keep, "key")
+    _bin(&vc, value, n, keep, "value")
+    memset(&hc, 0, sizeof(Hdr))
+    if headers is not None:
+        list_valid, list_offsets, list_base, struct_valid, struct_base, key_desc, value_desc = headers
+        lo = _u8(list_offsets, keep)
+        if list_base < 0 or (list_base + n + 1) * 4 > len(lo):
+            raise ValueError("headers: the list offsets buffer is too short")
+        hc.list_offs = <const int32_t*>_ptr(lo)
+        hc.list_base = list_base
+        if list_valid is not None:
+            lv = _u8(list_valid, keep)
+            if (list_base + n + 7) // 8 > len(lv):
+                raise ValueError("headers: the validity bitmap is too short")
+            hc.list_valid = _ptr(lv)
+        hc.struct_base = struct_base
+        if struct_valid is not None:
+            sv = _u8(struct_valid, keep)
+            hc.struct_valid = _ptr(sv)
+            hc.struct_valid_bits = len(sv) * 8
+        # child lengths are checked per access (bin_get); give them room for any entry index
+        kdesc = key_desc
+        vdesc = value_desc
+        _bin(&hc.key, kdesc, 0, keep, "headers.key")
+        _bin(&hc.value, vdesc, 0, keep, "headers.value")
+        hc.present = True
+    memset(&batches, 0, sizeof(GBuf))
+    memset(&scratch, 0, sizeof(GBuf))
+    memset(&outb, 0, sizeof(GBuf))
+    memset(&err, 0, sizeof(EncErr))
+    try:
+        with nogil:
+            rc = plan(n, &oc, &tc, &yc, &kc, &vc, &hc, c_base_offset, c_batch_bytes,
+                      c_batch_records, &batches, &err)
+        if rc < 0:
+            _raise_encode_error(&err)
+        nb = <int64_t>batches.len
+        if nb == 0:
+            return b""
+        attrs = <int16_t>(codec | (0x10 if c_txn else 0))
+        if codec == 0:
+            total = 0
+            for k in range(nb):
+                total += RECORD_BATCH_OVERHEAD + (<EncBatch*>batches.data)[k].section
+            result = PyBytes_FromStringAndSize(NULL, total)
+            p = <uint8_t*>PyBytes_AS_STRING(result)
+            kl_arrow_advise(p, <size_t>total)  # not touched yet: let it fault in huge pages
+            with nogil:
+                rows_before = 0
+                for k in range(nb):
+                    b = (<EncBatch*>batches.data) + k
+                    start = p
+                    seq = -1 if c_seq0 == -1 else inc_sequence(c_seq0, rows_before)
+                    write_header(p, b, RECORD_BATCH_OVERHEAD + b.section, c_ple,
+                                 <int16_t>(attrs | (0x08 if b.ttype == 1 else 0)), c_pid, c_epoch, seq)
+                    p = write_records(p + RECORD_BATCH_OVERHEAD, b, &oc, &tc, &kc, &vc, &hc, c_base_offset)
+                    crc = kl_crc32c(0, start + ATTRIBUTES_OFFSET, <size_t>(p - start - ATTRIBUTES_OFFSET))
+                    put_be32(start + 17, crc)
+                    rows_before += b.count
+            return result
+        compress = _compression_mod().compress
+        rows_before = 0
+        for k in range(nb):
+            b = (<EncBatch*>batches.data) + k
+            if gb_ensure(&scratch, <size_t>b.section) < 0:
+                raise MemoryError()
+            with nogil:
+                write_records(scratch.data, b, &oc, &tc, &kc, &vc, &hc, c_base_offset)
+            section = compress(codec, PyBytes_FromStringAndSize(<char*>scratch.data, b.section),
+                               magic=2, level=compression_level)
+            total = RECORD_BATCH_OVERHEAD + len(section)
+            if gb_ensure(&outb, outb.len + <size_t>total) < 0:
+                raise MemoryError()
+            start = outb.data + outb.len
+            seq = -1 if c_seq0 == -1 else inc_sequence(c_seq0, rows_before)
+            write_header(start, b, total, c_ple, <int16_t>(attrs | (0x08 if b.ttype == 1 else 0)),
+                         c_pid, c_epoch, seq)
+            memcpy(start + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(section) if isinstance(section, bytes)
+                   else PyBytes_AS_STRING(bytes(section)), <size_t>len(section))
+            crc = kl_crc32c(0, start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+            put_be32(start + 17, crc)
+            outb.len += <size_t>total
+            rows_before += b.count
+        return PyBytes_FromStringAndSize(<char*>outb.data, outb.len)
+    finally:
+        gb_free(&batches)
+        gb_free(&scratch)
+        gb_free(&outb)
+
+
+cdef _raise_encode_error(EncErr* err):
+    cdef int64_t i = err.row
+    if err.code == X_OFFSET_NULL:
+        raise ValueError(f"row {i}: offset is null")
+    if err.code == X_TIMESTAMP:
+        raise ValueError(f"Invalid negative timestamp {err.a}")
+    if err.code == X_OFFSET_ORDER:
+        raise InvalidOffsetError(
+            f"Illegal offset {err.a} following previous offset {err.b} (Offsets must increase monotonically)."
+        )
+    if err.code == X_HEADER_NULL:
+        raise ValueError(f"row {i}: a header is null (Kafka headers need a key)")
+    if err.code == X_HEADER_KEY_NULL:
+        raise ValueError(f"row {i}: a header key is null (Kafka rejects null header keys)")
+    if err.code == E_NO_MEMORY:
+        raise MemoryError()
+    raise ValueError(f"row {i}: inconsistent Arrow buffers")

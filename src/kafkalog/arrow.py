@@ -1,0 +1,874 @@
+"""Kafka log entries to Apache Arrow and back: columnar decoding and encoding.
+
+::
+
+    import kafkalog.arrow as ka
+
+    table = ka.to_arrow("/var/kafka/orders-0")              # a partition directory
+    table = ka.to_arrow(segment_bytes, columns=["offset", "value"])
+    for batch in ka.iter_batches("/var/kafka/orders-0/00000000000000000000.log"):
+        ...                                                  # pyarrow.RecordBatch, bounded
+    data = ka.from_arrow(table, compression="zstd")          # v2 record batches (bytes)
+
+Sources: a buffer (``bytes``, ``bytearray``, ``memoryview``, ``mmap``, anything with the buffer
+protocol), a :class:`~kafkalog.MemoryRecords`, the path of a segment file (``*.log``, read
+through ``mmap``) or of a partition directory (``<topic>-<partition>``: every
+``<20 digits>.log`` in base-offset order; ``.deleted``/``.cleaned``/``.swap`` files are
+ignored), or a sequence of those.
+
+Columns (names and types as spark-sql-kafka's, all nullable):
+
+=================  =========================================  =================================
+``key``            ``binary``                                 null for a null key
+``value``          ``binary``                                 null for a tombstone
+``topic``          ``string``                                 on request (directory name/arg)
+``partition``      ``int32``                                  on request (directory name/arg)
+``offset``         ``int64``
+``timestamp``      ``timestamp[ms, tz=UTC]``                  ``timestamp_unit="us"``: µs (as
+                                                              Spark); ``None``: ``int64`` ms.
+                                                              LogAppendTime batches report the
+                                                              batch max timestamp; magic 0: -1
+``timestampType``  ``int32``                                  0 CreateTime, 1 LogAppendTime,
+                                                              -1 none (magic 0)
+``headers``        ``list<struct<key: string, value: binary>>``  null when a record has none
+=================  =========================================  =================================
+
+and, on request (``columns=[...]`` or ``batch_metadata=True``), facts of the batch each record
+came from: ``producerId`` int64, ``producerEpoch`` int16, ``baseSequence`` int32,
+``isTransactional`` bool, ``isControl`` bool, ``leaderEpoch`` int32 (partition leader epoch),
+``compression`` string (``none``/``gzip``/``snappy``/``lz4``/``zstd``), ``batchOffset`` int64
+(base offset; for a legacy wrapper its first inner offset) and ``position`` int64 (byte position
+of the batch in its buffer or segment file).  Legacy (v0/v1) entries report -1 / false for the
+producer fields and the leader epoch.
+
+Semantics (those of :class:`~kafkalog.MemoryRecords`): every magic (0, 1, 2) and codec; a
+partial entry at the end of a buffer or file ends decoding without error; control batches are
+skipped unless ``include_control=True`` (their CRC is still checked); ``check_crcs`` (default
+on) verifies every batch's CRC; ``read_committed=True`` drops the transactional batches of
+aborted transactions, known from the ``.txnindex`` files next to a segment and from the ABORT
+markers in the data (or given as ``aborted_transactions``).  Records of transactions still open
+at the end of the data are kept (no last stable offset is known for files).  Unrequested
+columns cost no copying (records are still fully validated).  Malformed input raises the same
+:class:`~kafkalog.KafkaLogError` subclasses as the record API, with ``position`` and ``offset``
+(and ``path`` for files).  A header key that is not valid UTF-8 is decoded with U+FFFD
+replacement characters, as the Java client does.
+
+Zero copy: the compiled decoder writes each column's Arrow buffers directly (no Python object
+per record) and the arrays are built on them with ``pa.Array.from_buffers``; they can be handed
+to Polars (``pl.from_arrow``) and DuckDB (``duckdb.sql("select ... from tbl")``) without copying
+(see ``docs/arrow.md``).  Decoding releases the GIL, so threads decoding different buffers run
+in parallel.  ``import kafkalog`` does not import pyarrow; importing this module does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import pyarrow as pa
+
+from . import _speedups
+from ._format import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
+from .errors import KafkaLogError
+
+if _speedups.IMPLEMENTATION == "cython":
+    try:
+        from . import _arrow as _core  # type: ignore[no-redef]
+    except ImportError:  # a build without the _arrow extension: same results, slower
+        from . import _arrow_py as _core  # type: ignore[no-redef]
+else:
+    from . import _arrow_py as _core  # type: ignore[no-redef]
+
+__all__ = [
+    "IMPLEMENTATION",
+    "DEFAULT_COLUMNS",
+    "METADATA_COLUMNS",
+    "ALL_COLUMNS",
+    "schema",
+    "to_arrow",
+    "iter_batches",
+    "from_arrow",
+    "write_arrow",
+]
+
+#: ``"cython"`` when the compiled decoder is in use, ``"python"`` for the pure twin.
+IMPLEMENTATION: str = _core.IMPLEMENTATION
+
+DEFAULT_COLUMNS: Tuple[str, ...] = (
+    "key",
+    "value",
+    "offset",
+    "timestamp",
+    "timestampType",
+    "headers",
+)
+METADATA_COLUMNS: Tuple[str, ...] = (
+    "producerId",
+    "producerEpoch",
+    "baseSequence",
+    "isTransactional",
+    "isControl",
+    "leaderEpoch",
+    "compression",
+    "batchOffset",
+    "position",
+)
+_SOURCE_COLUMNS = ("topic", "partition")
+ALL_COLUMNS: Tuple[str, ...] = (
+    DEFAULT_COLUMNS[:2] + _SOURCE_COLUMNS + DEFAULT_COLUMNS[2:] + METADATA_COLUMNS
+)
+
+_HEADER_STRUCT = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+HEADERS_TYPE = pa.list_(_HEADER_STRUCT)
+_CODEC_NAMES = pa.array(["none", "gzip", "snappy", "lz4", "zstd", None, None, None], pa.string())
+
+_FIXED_TYPES: Dict[str, pa.DataType] = {
+    "offset": pa.int64(),
+    "timestampType": pa.int32(),
+    "key": pa.binary(),
+    "value": pa.binary(),
+    "headers": HEADERS_TYPE,
+    "topic": pa.string(),
+    "partition": pa.int32(),
+    "producerId": pa.int64(),
+    "producerEpoch": pa.int16(),
+    "baseSequence": pa.int32(),
+    "isTransactional": pa.bool_(),
+    "isControl": pa.bool_(),
+    "leaderEpoch": pa.int32(),
+    "compression": pa.string(),
+    "batchOffset": pa.int64(),
+    "position": pa.int64(),
+}
+
+# to_arrow() cuts a table into chunks of at most this many key/value/header bytes (a soft
+# limit, checked between batches); Arrow's ``binary`` caps one chunk's column at 2 GiB.
+_TABLE_CHUNK_BYTES = 1 << 30
+# A Log source is read in fetches of this many bytes (whole batches).
+_LOG_READ_BYTES = 64 << 20
+
+
+def _timestamp_type(unit: Optional[str]) -> Tuple[pa.DataType, int]:
+    if unit is None or unit == "int64":
+        return pa.int64(), 1
+    if unit == "ms":
+        return pa.timestamp("ms", tz="UTC"), 1
+    if unit == "us":
+        return pa.timestamp("us", tz="UTC"), 1000
+    raise ValueError(f"timestamp_unit must be 'ms', 'us' or None (int64 ms), not {unit!r}")
+
+
+def _column_names(columns: Optional[Sequence[str]], batch_metadata: bool) -> List[str]:
+    if columns is None:
+        names = list(DEFAULT_COLUMNS)
+        if batch_metadata:
+            names += METADATA_COLUMNS
+        return names
+    if isinstance(columns, str):
+        raise TypeError("columns must be a sequence of column names, not a str")
+    names = list(columns)
+    for name in names:
+        if name not in ALL_COLUMNS:
+            raise ValueError(f"unknown column {name!r}; columns are {', '.join(ALL_COLUMNS)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate column names in {names!r}")
+    if batch_metadata:
+        names += [m for m in METADATA_COLUMNS if m not in names]
+    return names
+
+
+def schema(
+    columns: Optional[Sequence[str]] = None,
+    *,
+    timestamp_unit: Optional[str] = "ms",
+    batch_metadata: bool = False,
+) -> pa.Schema:
+    """The Arrow schema :func:`to_arrow` returns for these arguments."""
+    names = _column_names(columns, batch_metadata)
+    ts_type, _ = _timestamp_type(timestamp_unit)
+    return pa.schema([pa.field(n, ts_type if n == "timestamp" else _FIXED_TYPES[n]) for n in names])
+
+
+# -- sources ---------------------------------------------------------------------------------------
+class _Segment:
+    """One thing to decode: an in-memory buffer, a file (mapped when decoded) or a
+    :class:`kafkalog.log.Log` (read through :meth:`~kafkalog.log.Log.read`)."""
+
+    __slots__ = ("buffer", "path", "topic", "partition", "log")
+
+    def __init__(self, buffer=None, path=None, topic=None, partition=None, log=None):
+        self.buffer = buffer
+        self.path = path
+        self.topic = topic
+        self.partition = partition
+        self.log = log
+
+
+def _is_log(obj) -> bool:
+    return all(
+        hasattr(obj, a)
+        for a in ("read", "log_end_offset", "log_start_offset", "collect_aborted_transactions")
+    )
+
+
+def _tp_of_dir(directory: str):
+    from .files import parse_partition_dir
+
+    try:
+        tp = parse_partition_dir(directory).topic_partition
+        return tp.topic, tp.partition
+    except ValueError:
+        return None, None
+
+
+def _segment_logs(directory: str) -> List[Tuple[int, str]]:
+    from .files import parse_segment_file_name
+
+    out = []
+    for name in os.listdir(directory):
+        sf = parse_segment_file_name(name)
+        if sf is not None and sf.kind == ".log" and sf.suffix == "":
+            out.append((sf.base_offset, os.path.join(directory, name)))
+    out.sort()
+    return out
+
+
+def _resolve(source, topic, partition) -> List[_Segment]:
+    from .records import MemoryRecords
+
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if os.path.isdir(path):
+            t, p = _tp_of_dir(path)
+            return [_Segment(path=f, topic=t, partition=p) for _, f in _segment_logs(path)]
+        t, p = _tp_of_dir(os.path.dirname(os.path.abspath(path)))
+        return [_Segment(path=path, topic=t, partition=p)]
+    if isinstance(source, MemoryRecords):
+        return [_Segment(buffer=source.buffer())]
+    if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
+        return [_Segment(buffer=source)]
+    if _is_log(source):  # kafkalog.log.Log: read through the log (sees unflushed appends)
+        t, p = _tp_of_dir(getattr(source, "dir", "") or "")
+        return [_Segment(log=source, topic=t, partition=p)]
+    try:
+        memoryview(source)
+    except TypeError:
+        pass
+    else:
+        return [_Segment(buffer=source)]
+    if isinstance(source, (list, tuple)):
+        out: List[_Segment] = []
+        for s in source:
+            out.extend(_resolve(s, topic, partition))
+        return out
+    raise TypeError(
+        "source must be a buffer, a MemoryRecords, a segment file or partition directory path, "
+        f"or a sequence of those; not {type(source).__name__}"
+    )
+
+
+class _Opened:
+    """Context manager giving a segment's buffer (mmap for files; closed afterwards)."""
+
+    def __init__(self, seg: _Segment):
+        self.seg = seg
+        self._f = None
+        self._mm = None
+
+    def __enter__(self):
+        if self.seg.path is None:
+            return self.seg.buffer
+        self._f = open(self.seg.path, "rb")
+        size = os.fstat(self._f.fileno()).st_size
+        if size == 0:
+            return b""
+        self._mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
+        return self._mm
+
+    def __exit__(self, *exc):
+        if self._mm is not None:
+            # a view may still be alive (e.g. in a traceback): then the GC closes the map
+            with contextlib.suppress(BufferError):
+                self._mm.close()
+        if self._f is not None:
+            self._f.close()
+        return False
+
+
+# -- read_committed: aborted transactions ---------------------------------------------------------
+def _txnindex_aborted(directory: str) -> List[Tuple[int, int, int]]:
+    from .files import parse_segment_file_name
+    from .index import TransactionIndex
+
+    out = []
+    for name in sorted(os.listdir(directory)):
+        sf = parse_segment_file_name(name)
+        if sf is None or sf.kind != ".txnindex" or sf.suffix != "":
+            continue
+        idx = TransactionIndex(sf.base_offset, os.path.join(directory, name), writable=False)
+        try:
+            out.extend(
+                (t.producer_id, t.first_offset, t.last_offset) for t in idx.all_aborted_txns()
+            )
+        finally:
+            idx.close()
+    return out
+
+
+def _marker_aborted(buf, start: int = 0, stop: Optional[int] = None) -> List[Tuple[int, int, int]]:
+    """Aborted transactions visible in the data: (producer id, first offset of the transaction
+    in the data, offset of its ABORT marker)."""
+    from .records import RecordBatch
+
+    mv = memoryview(buf)
+    if mv.ndim != 1 or mv.itemsize != 1:
+        mv = mv.cast("B")
+    n = len(mv)
+    stop = n if stop is None else min(stop, n)
+    open_txn: Dict[int, int] = {}
+    out = []
+    pos = start
+    while pos < stop and n - pos >= 61:
+        offset, size = struct.unpack_from(">qi", mv, pos)
+        if size < 14 or n - pos < size + 12:
+            break
+        if mv[pos + 16] == 2 and size + 12 >= 61:
+            attrs = mv[pos + 22]
+            if attrs & 0x10:
+                pid = struct.unpack_from(">q", mv, pos + 43)[0]
+                if attrs & 0x20:
+                    try:
+                        recs = RecordBatch(mv, pos, check_crc=False).records()
+                    except KafkaLogError:
+                        recs = []
+                    key = recs[0].key if recs else None
+                    if key is not None and len(key) >= 4:
+                        ctype = struct.unpack_from(">h", key, 2)[0]
+                        first = open_txn.pop(pid, None)
+                        if ctype == 0 and first is not None:
+                            out.append((pid, first, offset))
+                else:
+                    open_txn.setdefault(pid, offset)
+        pos += size + 12
+    return out
+
+
+# -- building arrays from a chunk -------------------------------------------------------------------
+def _buf(b):
+    return None if b is None else pa.py_buffer(b)
+
+
+_BINARY = pa.binary()
+
+
+def _binary(n, validity, offsets, data, nulls, typ=_BINARY):
+    return pa.Array.from_buffers(
+        typ, n, [_buf(validity), _buf(offsets), _buf(data)], null_count=nulls
+    )
+
+
+def _header_keys(c) -> pa.Array:
+    nh = c.header_count
+    if not c.header_key_invalid_utf8:
+        return _binary(nh, None, c.header_key_offsets, c.header_key_data, 0, pa.string())
+    raw = _binary(nh, None, c.header_key_offsets, c.header_key_data, 0)
+    # Not UTF-8: decode as Java's String(bytes, UTF_8) does, with U+FFFD replacements.
+    return pa.array([b.decode("utf-8", "replace") for b in raw.to_pylist()], pa.string())
+
+
+def _chunk_to_batch(
+    c, names: List[str], out_schema: pa.Schema, ts_type, seg: _Segment
+) -> pa.RecordBatch:
+    n = c.num_rows
+    arrays = []
+    for name in names:
+        if name == "offset":
+            a = pa.Array.from_buffers(pa.int64(), n, [None, _buf(c.offset)], null_count=0)
+        elif name == "timestamp":
+            a = pa.Array.from_buffers(ts_type, n, [None, _buf(c.timestamp)], null_count=0)
+        elif name == "timestampType":
+            a = pa.Array.from_buffers(pa.int32(), n, [None, _buf(c.timestamp_type)], null_count=0)
+        elif name == "key":
+            a = _binary(n, c.key_validity, c.key_offsets, c.key_data, c.key_null_count)
+        elif name == "value":
+            a = _binary(n, c.value_validity, c.value_offsets, c.value_data, c.value_null_count)
+        elif name == "headers":
+            nh = c.header_count
+            hv = _binary(
+                nh,
+                c.header_value_validity,
+                c.header_value_offsets,
+                c.header_value_data,
+                c.header_value_null_count,
+            )
+            st = pa.StructArray.from_arrays([_header_keys(c), hv], fields=list(_HEADER_STRUCT))
+            a = pa.Array.from_buffers(
+                HEADERS_TYPE,
+                n,
+                [_buf(c.headers_validity), _buf(c.headers_offsets)],
+                null_count=c.headers_null_count,
+                children=[st],
+            )
+        elif name == "topic":
+            if seg.topic is None:
+                raise ValueError("the topic is unknown for this source: pass topic=...")
+            a = pa.repeat(pa.scalar(seg.topic, pa.string()), n)
+        elif name == "partition":
+            if seg.partition is None:
+                raise ValueError("the partition is unknown for this source: pass partition=...")
+            a = pa.repeat(pa.scalar(seg.partition, pa.int32()), n)
+        elif name == "producerId":
+            a = pa.Array.from_buffers(pa.int64(), n, [None, _buf(c.producer_id)], null_count=0)
+        elif name == "producerEpoch":
+            a = pa.Array.from_buffers(pa.int16(), n, [None, _buf(c.producer_epoch)], null_count=0)
+        elif name == "baseSequence":
+            a = pa.Array.from_buffers(pa.int32(), n, [None, _buf(c.base_sequence)], null_count=0)
+        elif name == "isTransactional":
+            a = pa.Array.from_buffers(pa.bool_(), n, [None, _buf(c.is_transactional)], null_count=0)
+        elif name == "isControl":
+            a = pa.Array.from_buffers(pa.bool_(), n, [None, _buf(c.is_control)], null_count=0)
+        elif name == "leaderEpoch":
+            a = pa.Array.from_buffers(pa.int32(), n, [None, _buf(c.leader_epoch)], null_count=0)
+        elif name == "compression":
+            codes = pa.Array.from_buffers(pa.int8(), n, [None, _buf(c.compression)], null_count=0)
+            a = _CODEC_NAMES.take(codes)
+        elif name == "batchOffset":
+            a = pa.Array.from_buffers(pa.int64(), n, [None, _buf(c.batch_offset)], null_count=0)
+        elif name == "position":
+            a = pa.Array.from_buffers(pa.int64(), n, [None, _buf(c.position)], null_count=0)
+        else:  # pragma: no cover - names are validated
+            raise AssertionError(name)
+        arrays.append(a)
+    return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def _bounded(rb: pa.RecordBatch, max_rows: Optional[int]) -> Iterator[pa.RecordBatch]:
+    if max_rows is not None and rb.num_rows > max_rows:
+        for i in range(0, rb.num_rows, max_rows):
+            yield rb.slice(i, max_rows)
+    else:
+        yield rb
+
+
+def _column_bits(names: Sequence[str]) -> int:
+    bits = 0
+    for name in names:
+        bits |= _core.COLUMN_BITS.get(name, 0)
+    return bits
+
+
+def _decode_segments(
+    source,
+    columns,
+    *,
+    check_crcs,
+    include_control,
+    read_committed,
+    aborted_transactions,
+    timestamp_unit,
+    batch_metadata,
+    max_batch_size,
+    max_decompressed_size,
+    topic,
+    partition,
+    start_position,
+    stop_position,
+    max_rows,
+    max_bytes,
+) -> Tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    names = _column_names(columns, batch_metadata)
+    ts_type, scale = _timestamp_type(timestamp_unit)
+    out_schema = schema(names, timestamp_unit=timestamp_unit)
+    segments = _resolve(source, topic, partition)
+    if (start_position or stop_position is not None) and len(segments) != 1:
+        raise ValueError("start_position/stop_position need a single buffer or segment file")
+    for seg in segments:
+        if topic is not None:
+            seg.topic = topic
+        if partition is not None:
+            seg.partition = partition
+    bits = _column_bits(names)
+    if max_rows is not None and max_rows < 1:
+        raise ValueError("max_rows must be >= 1")
+    if max_bytes is not None and max_bytes < 1:
+        raise ValueError("max_bytes must be >= 1")
+
+    txn_cache: Dict[str, List[Tuple[int, int, int]]] = {}
+
+    def aborted_for(seg: _Segment, buf):
+        if not read_committed:
+            return None
+        if aborted_transactions is not None:
+            return list(aborted_transactions)
+        found = _marker_aborted(buf, start_position or 0, stop_position)
+        if seg.path is not None:
+            d = os.path.dirname(os.path.abspath(seg.path))
+            if d not in txn_cache:
+                txn_cache[d] = _txnindex_aborted(d)
+            found += txn_cache[d]
+        return found
+
+    def from_log(seg: _Segment) -> Iterator[pa.RecordBatch]:
+        log = seg.log
+        if start_position or stop_position is not None:
+            raise ValueError("start_position/stop_position do not apply to a Log; use its offsets")
+        offset = log.log_start_offset
+        end = log.log_end_offset
+        aborted = None
+        if read_committed:
+            aborted = (
+                list(aborted_transactions)
+                if aborted_transactions is not None
+                else list(log.collect_aborted_transactions(offset, end))
+            )
+        dec = _core.Decoder(
+            bits,
+            check_crcs=check_crcs,
+            include_control=include_control,
+            max_batch_size=max_batch_size,
+            max_decompressed_size=max_decompressed_size,
+            timestamp_scale=scale,
+            aborted=aborted,
+        )
+        while offset < end:
+            mr = log.read(offset, max_bytes=max(_LOG_READ_BYTES, max_bytes or 0), max_offset=end)
+            buf = mr.buffer()
+            last = None
+            for b in mr.batches():
+                last = b
+            if last is None:
+                break
+            pos = 0
+            while True:
+                c = dec.decode(buf, pos, None, max_rows, max_bytes)
+                if c.num_rows:
+                    yield from _bounded(
+                        _chunk_to_batch(c, names, out_schema, ts_type, seg), max_rows
+                    )
+                if c.done or c.next_position == pos:
+                    break
+                pos = c.next_position
+            offset = last.next_offset
+
+    def gen() -> Iterator[pa.RecordBatch]:
+        for seg in segments:
+            if seg.log is not None:
+                yield from from_log(seg)
+                continue
+            with _Opened(seg) as buf:
+                dec = _core.Decoder(
+                    bits,
+                    check_crcs=check_crcs,
+                    include_control=include_control,
+                    max_batch_size=max_batch_size,
+                    max_decompressed_size=max_decompressed_size,
+                    timestamp_scale=scale,
+                    aborted=aborted_for(seg, buf),
+                )
+                pos = start_position or 0
+                while True:
+                    try:
+                        c = dec.decode(buf, pos, stop_position, max_rows, max_bytes)
+                    except KafkaLogError as e:
+                        e.located(seg.path)
+                        raise
+                    if c.num_rows:
+                        yield from _bounded(
+                            _chunk_to_batch(c, names, out_schema, ts_type, seg), max_rows
+                        )
+                    if c.done or c.next_position == pos:
+                        break
+                    pos = c.next_position
+
+    return out_schema, gen()
+
+
+def to_arrow(
+    source: Any,
+    columns: Optional[Sequence[str]] = None,
+    *,
+    check_crcs: bool = True,
+    include_control: bool = False,
+    read_committed: bool = False,
+    aborted_transactions: Optional[Iterable] = None,
+    timestamp_unit: Optional[str] = "ms",
+    batch_metadata: bool = False,
+    max_batch_size: Optional[int] = None,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    topic: Optional[str] = None,
+    partition: Optional[int] = None,
+    start_position: int = 0,
+    stop_position: Optional[int] = None,
+) -> pa.Table:
+    """Decode every record of ``source`` into a :class:`pyarrow.Table` (see the module doc).
+
+    ``columns`` picks and orders the columns (default: key, value, offset, timestamp,
+    timestampType, headers); ``batch_metadata=True`` appends the batch columns.
+    ``start_position``/``stop_position`` (single buffer or file) decode only the entries that
+    start in that byte range.  ``aborted_transactions`` (``(producer_id, first_offset,
+    last_offset)`` tuples or ``AbortedTxn``) replaces the transaction indexes and markers for
+    ``read_committed``.  ``max_batch_size`` rejects larger entries
+    (:class:`~kafkalog.RecordTooLargeError`); ``max_decompressed_size`` bounds one batch's
+    decompressed size (:class:`~kafkalog.DecompressedSizeError`).
+    """
+    out_schema, batches = _decode_segments(
+        source,
+        columns,
+        check_crcs=check_crcs,
+        include_control=include_control,
+        read_committed=read_committed,
+        aborted_transactions=aborted_transactions,
+        timestamp_unit=timestamp_unit,
+        batch_metadata=batch_metadata,
+        max_batch_size=max_batch_size,
+        max_decompressed_size=max_decompressed_size,
+        topic=topic,
+        partition=partition,
+        start_position=start_position,
+        stop_position=stop_position,
+        max_rows=None,
+        max_bytes=_TABLE_CHUNK_BYTES,
+    )
+    return pa.Table.from_batches(list(batches), schema=out_schema)
+
+
+def iter_batches(
+    source: Any,
+    columns: Optional[Sequence[str]] = None,
+    *,
+    max_rows: Optional[int] = 65536,
+    max_bytes: Optional[int] = 64 * 1024 * 1024,
+    check_crcs: bool = True,
+    include_control: bool = False,
+    read_committed: bool = False,
+    aborted_transactions: Optional[Iterable] = None,
+    timestamp_unit: Optional[str] = "ms",
+    batch_metadata: bool = False,
+    max_batch_size: Optional[int] = None,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    topic: Optional[str] = None,
+    partition: Optional[int] = None,
+    start_position: int = 0,
+    stop_position: Optional[int] = None,
+) -> Iterator[pa.RecordBatch]:
+    """Like :func:`to_arrow`, as :class:`pyarrow.RecordBatch` es of at most ``max_rows`` rows.
+
+    ``max_bytes`` bounds the key/value/header bytes of a batch: a batch ends after the Kafka
+    batch that reaches it (so a batch may exceed it by one Kafka batch).  Decoding happens as
+    the iterator advances; for files, one segment is mapped at a time.
+    """
+    _, batches = _decode_segments(
+        source,
+        columns,
+        check_crcs=check_crcs,
+        include_control=include_control,
+        read_committed=read_committed,
+        aborted_transactions=aborted_transactions,
+        timestamp_unit=timestamp_unit,
+        batch_metadata=batch_metadata,
+        max_batch_size=max_batch_size,
+        max_decompressed_size=max_decompressed_size,
+        topic=topic,
+        partition=partition,
+        start_position=start_position,
+        stop_position=stop_position,
+        max_rows=max_rows,
+        max_bytes=max_bytes,
+    )
+    return batches
+
+
+# -- encoding ----------------------------------------------------------------------------------------
+def _column(table, name: str):
+    if name not in table.schema.names:
+        return None
+    col = table.column(name)
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return col
+
+
+def _fixed_desc(arr: pa.Array, typ: pa.DataType):
+    if arr.type != typ:
+        arr = arr.cast(typ)
+    bufs = arr.buffers()
+    return (bufs[0], bufs[1], arr.offset), arr
+
+
+def _binary_desc(arr: pa.Array):
+    if not pa.types.is_binary(arr.type):
+        arr = arr.cast(pa.binary())
+    bufs = arr.buffers()
+    return (bufs[0], bufs[1], bufs[2], arr.offset), arr
+
+
+_ENC_HEADERS = pa.list_(pa.struct([pa.field("key", pa.binary()), pa.field("value", pa.binary())]))
+
+
+def _headers_desc(arr: pa.Array):
+    t = arr.type
+    if pa.types.is_null(t):
+        return None, arr
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not pa.types.is_struct(
+        t.value_type
+    ):
+        raise TypeError(f"headers must be list<struct<key, value>>, not {t}")
+    st = t.value_type
+    if st.get_field_index("key") < 0 or st.get_field_index("value") < 0:
+        raise TypeError(f"headers must be list<struct<key, value>>, not {t}")
+    if t != _ENC_HEADERS:
+        arr = arr.cast(_ENC_HEADERS)
+    values = arr.values
+    k = values.field("key")
+    v = values.field("value")
+    kb = k.buffers()
+    vb = v.buffers()
+    desc = (
+        arr.buffers()[0],
+        arr.buffers()[1],
+        arr.offset,
+        values.buffers()[0],
+        values.offset,
+        (kb[0], kb[1], kb[2], k.offset),
+        (vb[0], vb[1], vb[2], v.offset),
+    )
+    return desc, arr
+
+
+def _timestamp_desc(arr: pa.Array):
+    t = arr.type
+    if pa.types.is_timestamp(t):
+        if t.unit != "ms":
+            arr = arr.cast(pa.timestamp("ms", tz=t.tz), safe=False)
+        arr = arr.view(pa.int64())
+    elif pa.types.is_date(t):
+        arr = arr.cast(pa.timestamp("ms")).view(pa.int64())
+    elif not pa.types.is_integer(t):
+        raise TypeError(f"timestamp must be a timestamp or an integer (ms), not {t}")
+    return _fixed_desc(arr, pa.int64())
+
+
+def from_arrow(
+    table: Any,
+    *,
+    compression: Union[int, str, CompressionType] = "none",
+    compression_level: Optional[int] = None,
+    batch_bytes: int = 1024 * 1024,
+    batch_records: Optional[int] = None,
+    base_offset: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    partition_leader_epoch: int = 0,
+) -> bytes:
+    """Encode a table (or record batch) into v2 record batches, returned as one ``bytes``.
+
+    The columns are :func:`to_arrow`'s; only ``value``, ``key``, ``offset``, ``timestamp``,
+    ``timestampType`` and ``headers`` are used, each optional: absent offsets are assigned from
+    ``base_offset`` (present offsets must increase), absent or null timestamps are -1, key and
+    value may be binary or string, header values binary or string.  Batches are cut where the
+    next record would take the uncompressed batch past ``batch_bytes`` (61-byte header
+    included; every batch holds at least one record), after ``batch_records`` records, where
+    ``timestampType`` changes (1 = LogAppendTime batches, whose records then all report the
+    batch's timestamp), and where an offset delta would overflow int32.  Each batch is byte for
+    byte what :class:`~kafkalog.MemoryRecordsBuilder` builds for its records with the same
+    options; ``base_sequence`` (if not -1) numbers the records across batches, as a producer.
+    ``from_arrow(to_arrow(x))`` decodes to the same records as ``x``.
+    """
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    if not isinstance(table, pa.Table):
+        raise TypeError(f"table must be a pyarrow.Table or RecordBatch, not {type(table).__name__}")
+    codec = int(CompressionType.parse(compression))
+    n = table.num_rows
+    keep = []
+    off = _column(table, "offset")
+    ts = _column(table, "timestamp")
+    tt = _column(table, "timestampType")
+    key = _column(table, "key")
+    value = _column(table, "value")
+    hdr = _column(table, "headers")
+    off_d = ts_d = tt_d = key_d = val_d = hdr_d = None
+    if off is not None:
+        off_d, a = _fixed_desc(off, pa.int64())
+        keep.append(a)
+    if ts is not None:
+        ts_d, a = _timestamp_desc(ts)
+        keep.append(a)
+    if tt is not None:
+        tt_d, a = _fixed_desc(tt, pa.int32())
+        keep.append(a)
+    if key is not None:
+        key_d, a = _binary_desc(key)
+        keep.append(a)
+    if value is not None:
+        val_d, a = _binary_desc(value)
+        keep.append(a)
+    if hdr is not None:
+        hdr_d, a = _headers_desc(hdr)
+        keep.append(a)
+    return _core.encode(
+        n,
+        off_d,
+        ts_d,
+        tt_d,
+        key_d,
+        val_d,
+        hdr_d,
+        base_offset=base_offset,
+        compression=codec,
+        compression_level=compression_level,
+        batch_bytes=batch_bytes,
+        batch_records=2**31 - 1 if batch_records is None else batch_records,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        is_transactional=is_transactional,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def write_arrow(log: Any, table: Any, *, preserve_offsets: Optional[bool] = None, **options) -> int:
+    """Append a table to a :class:`kafkalog.log.Log` as v2 batches; returns the records written.
+
+    The records keep the table's ``offset`` column when there is one (``preserve_offsets``,
+    default: whether the column exists; they must lie at or after the log end offset and
+    increase), else they get the log's next offsets.  The batches are appended with
+    :meth:`~kafkalog.log.Log.append_as_follower` (offsets already assigned, as a replica
+    appends), in groups that fit a segment, so the log rolls segments and maintains its
+    indexes and producer state as usual.  ``options`` are :func:`from_arrow`'s
+    (``compression``, ``batch_bytes`` - keep it under the log's ``max.message.bytes`` -,
+    ``batch_records``, producer fields, ``partition_leader_epoch``).
+    """
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    if preserve_offsets is None:
+        preserve_offsets = "offset" in table.schema.names
+    if not preserve_offsets:
+        if "offset" in table.schema.names:
+            table = table.drop_columns(["offset"])
+        options["base_offset"] = int(log.log_end_offset)
+    data = from_arrow(table, **options)
+    if not data:
+        return 0
+    config = getattr(log, "config", None)
+    group_limit = min(int(getattr(config, "segment_size", 1 << 30) or (1 << 30)), 64 << 20)
+    append = getattr(log, "append_as_follower", None)
+    if append is None:
+        raise TypeError(
+            f"{type(log).__name__} has no append_as_follower(); pass a kafkalog.log.Log"
+        )
+    start = pos = 0
+    n = len(data)
+    while pos < n:
+        size = struct.unpack_from(">i", data, pos + 8)[0] + 12
+        if pos > start and pos + size - start > group_limit:
+            append(memoryview(data)[start:pos])
+            start = pos
+        pos += size
+    append(memoryview(data)[start:])
+    return table.num_rows
