@@ -333,6 +333,7 @@ _install_record_members()
 # The input buffer
 # ==============================================================================================
 @cython.final
+@cython.no_gc  # never in a cycle; tracked, GC could clear `mv` while `view` still exports it
 cdef class _Source:
     """One ``Py_buffer`` on the caller's object, held for as long as any batch needs it."""
     cdef object mv

@@ -558,6 +558,8 @@ cdef list _parse_inner(object data, int wrapper_magic, int64_t wrapper_offset, i
 # =============================================================================================
 @cython.final
 @cython.freelist(64)
+@cython.no_gc  # holds no back-references; if GC-tracked, clearing a cycle that reaches it could
+               # clear the memoryview it exports before the export is released (BufferError)
 cdef class LegacyRecordBatch:
     """One legacy log entry (magic 0 or 1), read in place from a buffer: Kafka's
     AbstractLegacyRecordBatch, with the same attributes as the v2 :class:`RecordBatch`.
