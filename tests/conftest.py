@@ -9,13 +9,12 @@
 from __future__ import annotations
 
 import platform
-from pathlib import Path
 
 import pytest
 
 import kafkalog
 
-from kl_support import CONFORMANCE_SKIP_REASON, PURE, ROOT, conformance_dir  # noqa: F401
+from kl_support import CONFORMANCE_SKIP_REASON, PURE, conformance_dir
 
 
 def pytest_report_header(config):
@@ -36,7 +35,7 @@ def pytest_sessionstart(session):
 
 
 @pytest.fixture(scope="session")
-def corpus() -> Path:
+def corpus():
     d = conformance_dir()
     if d is None:
         pytest.skip(CONFORMANCE_SKIP_REASON)

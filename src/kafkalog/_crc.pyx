@@ -54,8 +54,8 @@ cdef int _acquire(object data, Py_buffer *view) except -1:
     return 0
 
 
-def crc32c(data, value=0):
-    """CRC-32C of ``data`` continuing from ``value`` (hardware instruction when available)."""
+cdef uint32_t _crc32c_of(object data, object value, bint software) except? 0:
+    """CRC-32C of ``data`` from ``value``: hardware path, or the portable tables."""
     cdef uint32_t crc = <uint32_t>(value & 0xFFFFFFFF)
     cdef Py_buffer view
     cdef const unsigned char *buf
@@ -66,32 +66,22 @@ def crc32c(data, value=0):
         n = <size_t>view.len
         if n >= _NOGIL_MIN:
             with nogil:
-                crc = kl_crc32c(crc, buf, n)
+                crc = kl_crc32c_sw(crc, buf, n) if software else kl_crc32c(crc, buf, n)
         else:
-            crc = kl_crc32c(crc, buf, n)
+            crc = kl_crc32c_sw(crc, buf, n) if software else kl_crc32c(crc, buf, n)
     finally:
         PyBuffer_Release(&view)
     return crc
+
+
+def crc32c(data, value=0):
+    """CRC-32C of ``data`` continuing from ``value`` (hardware instruction when available)."""
+    return _crc32c_of(data, value, False)
 
 
 def crc32c_sw(data, value=0):
     """CRC-32C of ``data`` continuing from ``value``, always from the portable tables."""
-    cdef uint32_t crc = <uint32_t>(value & 0xFFFFFFFF)
-    cdef Py_buffer view
-    cdef const unsigned char *buf
-    cdef size_t n
-    _acquire(data, &view)
-    try:
-        buf = <const unsigned char *>view.buf
-        n = <size_t>view.len
-        if n >= _NOGIL_MIN:
-            with nogil:
-                crc = kl_crc32c_sw(crc, buf, n)
-        else:
-            crc = kl_crc32c_sw(crc, buf, n)
-    finally:
-        PyBuffer_Release(&view)
-    return crc
+    return _crc32c_of(data, value, True)
 
 
 cdef bint _after_buffer_error(object data) except -1:

@@ -185,10 +185,14 @@ def _add_verify(sub) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="print only the summary line")
     p.add_argument("--max-problems", type=_int_arg, default=1000, metavar="N",
                    help="stop listing problems after N (they are still counted; default 1000)")
+    _add_progress(p)
+    p.set_defaults(func=_run_verify)
+
+
+def _add_progress(p) -> None:
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-    p.set_defaults(func=_run_verify)
 
 
 def _add_salvage(sub) -> None:
@@ -211,9 +215,7 @@ def _add_salvage(sub) -> None:
     p.add_argument("--segment-bytes", type=_int_arg, default=1024 ** 3, metavar="BYTES",
                    help="segment size of the output log (default 1 GiB)")
     p.add_argument("--json", action="store_true", help="report as JSON objects")
-    p.add_argument("--progress", dest="progress", action="store_true", default=None,
-                   help="progress bar on stderr (default: when stderr is a terminal)")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    _add_progress(p)
     p.set_defaults(func=_run_salvage)
 
 
@@ -235,9 +237,7 @@ def _add_stats(sub) -> None:
                         "entries, no compression ratio, no key cardinality")
     p.add_argument("--segments", action=argparse.BooleanOptionalAction, default=True,
                    help="print a line per segment as well as per partition (default: yes)")
-    p.add_argument("--progress", dest="progress", action="store_true", default=None,
-                   help="progress bar on stderr (default: when stderr is a terminal)")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    _add_progress(p)
     p.set_defaults(func=_run_stats)
 
 
