@@ -41,8 +41,11 @@ def _load_twins(name: str) -> list[tuple[str, object]]:
     if os.environ.get("KAFKALOG_FUZZ_PURE_ONLY", "") not in ("1", "true", "yes", "on"):
         try:
             out.append(("cython", importlib.import_module(f"kafkalog.{name}")))
-        except ImportError:
-            pass
+        except ImportError as e:
+            # A build meant to be fuzzed (scripts/fuzz-native.sh sets this) must not quietly
+            # fall back to comparing the pure twin with itself.
+            if os.environ.get("KAFKALOG_FUZZ_REQUIRE_COMPILED", "") in ("1", "true", "yes", "on"):
+                raise SystemExit(f"compiled twin kafkalog.{name} does not import: {e}")
     out.append(("python", importlib.import_module(f"kafkalog.{name}_py")))
     return out
 
@@ -603,6 +606,167 @@ def seeds_decoders() -> Iterator[bytes]:
 
 
 # ------------------------------------------------------------------------------------------------
+# Arrow columnar decoder (kafkalog._arrow / _arrow_py) and encoder
+# ------------------------------------------------------------------------------------------------
+ARROW = _load_twins("_arrow")
+_ARROW_COLUMN_SETS = (
+    None,
+    ["offset", "value"],
+    ["key", "headers"],
+    ["timestamp", "timestampType", "offset"],
+)
+
+
+def _arrow_run(mod, fn):
+    """``fn()`` with ``kafkalog.arrow`` switched to the columnar core ``mod``."""
+    import kafkalog.arrow as ka
+
+    saved = ka._core
+    ka._core = mod
+    try:
+        return _outcome(fn)
+    finally:
+        ka._core = saved
+
+
+def _arrow_reference(body: bytes, check_crcs: bool, include_control: bool, max_dec: int):
+    """The record decoder's rows, as to_arrow lays them out (header keys decoded as Java does)."""
+    mod = BATCH[-1][1]
+    rows = []
+    for batch in mod.MemoryRecords(body, check_crcs=check_crcs,
+                                   max_decompressed_size=max_dec).batches():
+        if batch.is_control_batch and not include_control:
+            if check_crcs:
+                batch.ensure_valid()
+            continue
+        tt = int(batch.timestamp_type)
+        for r in batch.records():
+            heads = [
+                {"key": k.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+                 "value": v}
+                for k, v in r.headers
+            ]
+            rows.append({"key": r.key, "value": r.value, "offset": r.offset,
+                         "timestamp": r.timestamp, "timestampType": tt,
+                         "headers": heads or None})
+    return rows
+
+
+def check_arrow(data: bytes) -> None:
+    """``kafkalog.arrow.to_arrow`` over the bytes after a 1-byte flag, on both columnar twins.
+
+    Flag bits: 0 check CRCs; 1 fix up the CRCs first; 2 keep control batches; 3 a 4 KiB
+    decompression limit; 4 batch metadata columns; 5-6 a column projection; 7 decode in
+    bounded chunks (``iter_batches`` with 3 rows / 64 bytes per chunk).
+    Invariants: only KafkaLogError escapes; the twins give equal tables or the same error class
+    and message; with every default column the table equals the record decoder's records (or
+    both fail); a decoded table re-encodes (``from_arrow``) to the same bytes in both twins, and
+    those bytes decode to the same rows.
+    """
+    if not data:
+        return
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - the harness needs the [arrow] extra
+        return
+    import kafkalog.arrow as ka
+
+    flags, body = data[0], bytearray(data[1:])
+    if flags & 2:
+        _fix_crcs(body)
+    body = bytes(body)
+    cols = _ARROW_COLUMN_SETS[(flags >> 5) & 3]
+    kw = dict(
+        check_crcs=bool(flags & 1),
+        include_control=bool(flags & 4),
+        max_decompressed_size=4096 if flags & 8 else 1 << 20,
+        batch_metadata=bool(flags & 16),
+        timestamp_unit=None,
+    )
+    if flags & 128:
+        def decode():
+            chunks = list(ka.iter_batches(body, cols, max_rows=3, max_bytes=64, **kw))
+            return pa.Table.from_batches(chunks, schema=ka.schema(cols, **_schema_kw(kw)))
+    else:
+        def decode():
+            return ka.to_arrow(body, cols, **kw)
+
+    outs = [(label, _arrow_run(mod, decode)) for label, mod in ARROW]
+    first_label, first = outs[0]
+    for label, out in outs[1:]:
+        if out[0] != first[0] or (out[0] == "err" and out[1] != first[1]) or (
+            out[0] == "ok" and not out[1].equals(first[1])
+        ):
+            raise InvariantError(
+                f"to_arrow: {first_label} and {label} differ on {_short(body)}:\n"
+                f"  {_short(first)}\n  {_short(out)}"
+            )
+    if cols is None and not kw["batch_metadata"]:
+        ref = _outcome(lambda: _arrow_reference(body, kw["check_crcs"], kw["include_control"],
+                                                kw["max_decompressed_size"]))
+        if ref[0] != first[0]:
+            raise InvariantError(
+                f"to_arrow and the record decoder disagree on {_short(body)}:\n"
+                f"  {_short(ref)}\n  {_short(first)}"
+            )
+        if ref[0] == "ok" and first[1].to_pylist() != ref[1]:
+            raise InvariantError(
+                f"to_arrow rows differ from the records on {_short(body)}:\n"
+                f"  {_short(ref[1])}\n  {_short(first[1].to_pylist())}"
+            )
+    if first[0] != "ok" or first[1].num_rows == 0 or cols is not None:
+        return
+    table = first[1]
+    # re-encode: both twins write the same bytes, and they decode to the same rows
+    def encode():
+        try:
+            return ("ok", ka.from_arrow(table))
+        except (ValueError, TypeError, OverflowError) as e:  # a table it rightly refuses
+            return ("err", type(e).__name__, str(e))
+
+    enc = [(label, _arrow_run(mod, encode)[1]) for label, mod in ARROW]
+    if len({repr(e) for _l, e in enc}) != 1:
+        raise InvariantError(f"from_arrow: the twins differ: {_short(enc)}")
+    if enc[0][1][0] != "ok":
+        return  # e.g. a negative timestamp, which from_arrow rightly refuses
+    encoded = enc[0][1][1]
+    again = ka.to_arrow(encoded, timestamp_unit=None, include_control=True)
+    want = table.select(["key", "value", "offset", "timestamp", "headers"]).to_pylist()
+    got = again.select(["key", "value", "offset", "timestamp", "headers"]).to_pylist()
+    if got != want:
+        raise InvariantError(f"from_arrow/to_arrow round trip differs:\n  {_short(want)}\n"
+                             f"  {_short(got)}")
+
+
+def _schema_kw(kw: dict) -> dict:
+    return {"timestamp_unit": kw["timestamp_unit"], "batch_metadata": kw["batch_metadata"]}
+
+
+def seeds_arrow() -> Iterator[bytes]:
+    mod = BATCH[-1][1]
+    for magic in (0, 1, 2):
+        for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+            try:
+                b = mod.MemoryRecordsBuilder(magic=magic, compression_type=codec, base_offset=7)
+                b.append(1000, b"k", b"v" * 30)
+                b.append(1001, None, b"value", [("h\xff", b"x"), ("k", None)] if magic == 2 else ())
+                b.append(1002, b"key2", None)
+                raw = b.build()
+            except (KafkaLogError, ValueError):
+                continue
+            yield b"\x03" + raw
+            yield b"\x83" + raw
+            yield b"\x13" + raw
+    for blob in _conformance_blobs(("v2_batch", "message_set", "records_blob", "segment_log")):
+        yield b"\x03" + blob
+        yield b"\x07" + blob
+    for path in _conformance_files(".log"):
+        raw = path.read_bytes()
+        if len(raw) <= 64 * 1024:
+            yield b"\x03" + raw
+
+
+# ------------------------------------------------------------------------------------------------
 # conformance corpus
 # ------------------------------------------------------------------------------------------------
 def _conf_root() -> Path | None:
@@ -645,6 +809,7 @@ HARNESSES: dict[str, tuple[Callable[[bytes], None], Callable[[], Iterator[bytes]
     "snapshot": (check_snapshot, seeds_snapshot),
     "segment": (check_segment, seeds_segment),
     "decoders": (check_decoders, seeds_decoders),
+    "arrow": (check_arrow, seeds_arrow),
 }
 
 

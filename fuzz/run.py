@@ -141,11 +141,15 @@ def main() -> int:
             import atheris
         except ImportError:
             use_atheris = False
-    if use_atheris:
         with atheris.instrument_imports(include=["kafkalog"]):
             for mod in _INSTRUMENTED:
                 importlib.import_module(mod)
     import harnesses
+    import kafkalog
+
+    compiled = [label for label, _m in harnesses.BATCH if label == "cython"]
+    print(f"kafkalog from {os.path.dirname(kafkalog.__file__)}: twins compared: "
+          f"{'compiled + pure' if compiled else 'pure only'}", file=sys.stderr)
 
     if args.harness not in harnesses.HARNESSES:
         ap.error(f"unknown harness {args.harness!r} (choose from {', '.join(harnesses.HARNESSES)})")

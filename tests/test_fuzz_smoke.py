@@ -35,6 +35,7 @@ MUTATIONS = {
     "snapshot": 3000,
     "segment": 1500,
     "decoders": 3000,
+    "arrow": 1500,
 }
 
 
@@ -149,3 +150,26 @@ def test_kb4_negative_base_offset_leader_epoch(tmp_path, read_only):
     except KafkaLogError:
         return  # rejecting the segment as corrupt is fine
     log.close()
+
+
+# KB5: an entry header of exactly 17 bytes (offset, size, epoch/CRC, a bad magic byte) at the
+# end of a buffer.  MemoryRecords reports a partial tail there (Kafka's FileLogInputStream reads
+# nothing unless more than 17 bytes remain), but the Arrow decoder read the magic byte and
+# raised CorruptRecordError, so to_arrow and the record decoder disagreed on a truncated buffer.
+_KB5_TAIL = bytes.fromhex("000000000000000900000086" "2ec7d2c1" "af")
+
+
+@pytest.mark.parametrize("twin", [label for label, _mod in harnesses.ARROW])
+def test_kb5_arrow_17_byte_tail_is_a_partial_entry(twin, monkeypatch):
+    pytest.importorskip("pyarrow")
+    import kafkalog.arrow as ka
+    from kafkalog import MemoryRecords
+
+    monkeypatch.setattr(ka, "_core", dict(harnesses.ARROW)[twin])
+    assert list(MemoryRecords(_KB5_TAIL).batches()) == []
+    assert ka.to_arrow(_KB5_TAIL).num_rows == 0
+    # one byte more and the bad magic is read, by both decoders
+    with pytest.raises(KafkaLogError, match="magic"):
+        list(MemoryRecords(_KB5_TAIL + b"\0").batches())
+    with pytest.raises(KafkaLogError, match="magic"):
+        ka.to_arrow(_KB5_TAIL + b"\0")

@@ -1730,7 +1730,7 @@ cdef int walk(Walk* w, Out* o, Err* e) noexcept nogil:
         if pos >= w.stop:
             return R_DONE
         remaining = w.n - pos
-        if remaining < HEADER_SIZE_UP_TO_MAGIC:
+        if remaining <= HEADER_SIZE_UP_TO_MAGIC:  # as MemoryRecords: no entry fits
             return R_TRUNC
         b = buf + pos
         offset = <int64_t>be64(b)

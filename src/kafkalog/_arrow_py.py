@@ -771,7 +771,7 @@ class Decoder:
                 done = True
                 break
             remaining = n - pos
-            if remaining < HEADER_SIZE_UP_TO_MAGIC:
+            if remaining <= HEADER_SIZE_UP_TO_MAGIC:  # as MemoryRecords: no entry fits
                 truncated = done = True
                 break
             offset, size = _ENTRY.unpack_from(buf, pos)
