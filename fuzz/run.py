@@ -31,7 +31,7 @@ _INSTRUMENTED = (
     "kafkalog", "kafkalog._batch_py", "kafkalog._legacy_py", "kafkalog._varint_py",
     "kafkalog._crc_py", "kafkalog.compression", "kafkalog.control", "kafkalog.decoders",
     "kafkalog.files", "kafkalog.index", "kafkalog.log", "kafkalog.producer_state",
-    "kafkalog.segment",
+    "kafkalog.segment", "kafkalog._arrow_py", "kafkalog.arrow",
 )
 
 
@@ -143,7 +143,10 @@ def main() -> int:
             use_atheris = False
         with atheris.instrument_imports(include=["kafkalog"]):
             for mod in _INSTRUMENTED:
-                importlib.import_module(mod)
+                try:
+                    importlib.import_module(mod)
+                except ImportError:  # kafkalog.arrow without pyarrow
+                    pass
     import harnesses
     import kafkalog
 

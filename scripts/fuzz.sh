@@ -3,7 +3,7 @@
 #
 #   scripts/fuzz.sh [HARNESS|all] [SECONDS] [-- libFuzzer flags]
 #
-# HARNESS: varint, records, index, checkpoint, snapshot, segment, decoders, or all (default).
+# HARNESS: varint, records, arrow, index, checkpoint, snapshot, segment, decoders, or all (default).
 # SECONDS: per harness (default 30).  With atheris installed (pip install atheris) the run is
 # coverage-guided (libFuzzer); without it, fuzz/run.py's random mutator runs instead.
 # Corpora and crash files go to $KAFKALOG_FUZZ_DIR (default /tmp/kafkalog-fuzz): corpus/<harness>/
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-HARNESSES=(varint records index checkpoint snapshot segment decoders)
+HARNESSES=(varint records arrow index checkpoint snapshot segment decoders)
 which="${1:-all}"
 seconds="${2:-30}"
 shift $(( $# > 2 ? 2 : $# )) || true

@@ -77,7 +77,7 @@ if [[ -n "${KAFKALOG_ASAN_PURE:-}" ]]; then
 fi
 
 echo "== fuzz corpora + ${FUZZ_SECONDS}s of mutations per harness (no atheris under ASan)"
-for h in varint records index checkpoint snapshot segment decoders; do
+for h in varint records arrow index checkpoint snapshot segment decoders; do
     KAFKALOG_FUZZ_NO_ATHERIS=1 "$PY" fuzz/run.py "$h" --no-atheris --seconds "$FUZZ_SECONDS" \
         > "$LOGDIR/fuzz-$h.log" 2>&1 || { status=1; echo "   $h: FAILED (see $LOGDIR/fuzz-$h.log)"; }
     tail -1 "$LOGDIR/fuzz-$h.log"

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: install kafkalog with its test dependencies (this
-# builds the compiled twins), then run the suite twice - compiled twins, then pure Python.
+# builds the compiled twins), then run the suite twice - compiled twins, then pure Python -
+# and, when no arguments are given, a 10-second fuzz smoke run of every fuzz harness.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k conformance).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 
-"$PY" -m pip install --quiet --disable-pip-version-check --upgrade ".[test]"
+"$PY" -m pip install --quiet --disable-pip-version-check --upgrade ".[test,fuzz]"
 
 # Run from a directory where ./src is not importable, so the installed build is what loads.
 status=0
@@ -14,4 +15,15 @@ echo "== kafkalog test suite: compiled twins"
 "$PY" -m pytest -p no:cacheprovider "$@" || status=$?
 echo "== kafkalog test suite: pure-Python twins (KAFKALOG_PURE_PYTHON=1)"
 KAFKALOG_PURE_PYTHON=1 "$PY" -m pytest -p no:cacheprovider "$@" || status=$?
+# A short coverage-guided run of every fuzz harness (atheris where it installs, else the
+# built-in mutator), on fresh corpora seeded from the conformance corpus and built inputs.
+# Each harness checks its invariants (twins agree, round trips, only kafkalog errors).
+if [[ $# -eq 0 ]]; then
+    echo "== fuzz smoke: every harness for ${KAFKALOG_FUZZ_SMOKE_SECONDS:-10}s"
+    fuzz_dir="$(mktemp -d)"
+    KAFKALOG_FUZZ_DIR="$fuzz_dir" bash scripts/fuzz.sh all "${KAFKALOG_FUZZ_SMOKE_SECONDS:-10}" \
+        > "$fuzz_dir/fuzz.log" 2>&1 || { status=1; tail -60 "$fuzz_dir/fuzz.log"; }
+    grep -E "^== fuzz harness|DONE|FAILED" "$fuzz_dir/fuzz.log" || true
+    rm -rf "$fuzz_dir"
+fi
 exit $status
