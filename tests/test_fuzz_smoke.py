@@ -68,7 +68,7 @@ def test_invariant_error_is_raised_on_disagreement():
 
 
 # ------------------------------------------------------------------------------------------------
-# Regressions for bugs the fuzzers found (KB1-KB4 in fuzz/README.md, all fixed).  KB1 runs in
+# Regressions for bugs the fuzzers found (KB1-KB5 in fuzz/README.md, all fixed).  KB1 runs in
 # a child process: before its fix the compiled twin crashed the interpreter.
 # ------------------------------------------------------------------------------------------------
 _EMPTY_WRAPPER = r"""
