@@ -22,6 +22,8 @@ from .errors import (
     UnsupportedCompressionError,
 )
 from .errors import CorruptCheckpointError, CorruptSnapshotError, LogLockedError
+from .errors import KafkaStorageError
+from .errors import InvalidTopicError, UnsafePathError
 from .records import (
     LegacyRecord,
     LegacyRecordBatch,
@@ -57,6 +59,9 @@ __all__ = (
     "CorruptCheckpointError",
     "CorruptSnapshotError",
     "LogLockedError",
+    "KafkaStorageError",
+    "InvalidTopicError",
+    "UnsafePathError",
     # storage engine (imported on first use)
     "Log",
     "LogConfig",

@@ -538,33 +538,36 @@ class Cleaner:
         stats = CleanerStats()
         with log._lock:
             log._check_writable()
-            first_dirty, upper, _ = cleanable_offsets(log, log.cleaner_checkpoint(), now)
-            if upper <= first_dirty:
-                stats.end = time.monotonic()
-                return first_dirty, stats
-            segs = list(log._segments)
-            # legacy (v0/v1) tombstone horizon: mtime of the last clean segment - retention
-            clean_segs = [s for s in segs if s.base_offset < first_dirty and _seg_end(log, s) <= first_dirty]
-            legacy_horizon = clean_segs[-1].last_modified - log.config.delete_retention_ms if clean_segs else 0
-            m = self.offset_map
-            m.clear()
-            self._build_offset_map(log, first_dirty, upper, m, stats)
-            end = m.latest_offset + 1
-            if end <= first_dirty:
-                raise KafkaLogError(
-                    f"the offset map ({m.slots} slots) cannot hold the keys of one batch at "
-                    f"offset {first_dirty} of {log.dir}; raise dedupe_buffer_size"
-                )
-            stats.map_complete = time.monotonic()
-            to_clean = [s for s in log._segments if s.base_offset < end]
-            active_producers = {
-                pid: (e.last_offset if e.last_offset >= 0 else None, e.producer_epoch)
-                for pid, e in log.producer_state.producers.items()
-            }
-            for group in self._group_segments(log, to_clean, upper):
-                self._clean_segments(log, group, m, now, legacy_horizon, active_producers, stats, end)
-            log._set_cleaner_checkpoint(end)
-            stats.passes = 1
+            try:
+                first_dirty, upper, _ = cleanable_offsets(log, log.cleaner_checkpoint(), now)
+                if upper <= first_dirty:
+                    stats.end = time.monotonic()
+                    return first_dirty, stats
+                segs = list(log._segments)
+                # legacy (v0/v1) tombstone horizon: mtime of the last clean segment - retention
+                clean_segs = [s for s in segs if s.base_offset < first_dirty and _seg_end(log, s) <= first_dirty]
+                legacy_horizon = clean_segs[-1].last_modified - log.config.delete_retention_ms if clean_segs else 0
+                m = self.offset_map
+                m.clear()
+                self._build_offset_map(log, first_dirty, upper, m, stats)
+                end = m.latest_offset + 1
+                if end <= first_dirty:
+                    raise KafkaLogError(
+                        f"the offset map ({m.slots} slots) cannot hold the keys of one batch at "
+                        f"offset {first_dirty} of {log.dir}; raise dedupe_buffer_size"
+                    )
+                stats.map_complete = time.monotonic()
+                to_clean = [s for s in log._segments if s.base_offset < end]
+                active_producers = {
+                    pid: (e.last_offset if e.last_offset >= 0 else None, e.producer_epoch)
+                    for pid, e in log.producer_state.producers.items()
+                }
+                for group in self._group_segments(log, to_clean, upper):
+                    self._clean_segments(log, group, m, now, legacy_horizon, active_producers, stats, end)
+                log._set_cleaner_checkpoint(end)
+                stats.passes = 1
+            except OSError as e:
+                log._io_error(e, "compacting")  # the log goes offline, as Kafka's does
         stats.end = time.monotonic()
         return end, stats
 
@@ -683,7 +686,10 @@ class Cleaner:
             mtime = group[-1].last_modified / 1000.0
             os.utime(cleaned.log_path, (mtime, mtime))
         except BaseException:
-            cleaned.delete()
+            try:
+                cleaned.delete()
+            except OSError:
+                pass  # the loader deletes a .cleaned file that stays
             raise
         from . import log as _log_mod
 

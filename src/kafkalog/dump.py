@@ -19,7 +19,9 @@ to stderr in Kafka's words.  See ``docs/cli.md`` for the JSON output and every d
 difference from Kafka's tool.
 
 The files are memory-mapped and walked batch by batch; pages already dumped are dropped from
-the mapping as the walk advances, so memory does not grow with the file.
+the mapping as the walk advances, so memory does not grow with the file.  Nothing is ever
+written: files are opened read-only, and a directory that was not shut down cleanly is dumped as
+it is (tests/cli/test_readonly.py checks every mode).
 """
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ is known, the offset.  Bad *arguments* from the caller raise plain ``TypeError``
 """
 from __future__ import annotations
 
+import os as _os
 from typing import Optional
 
 __all__ = [
@@ -25,6 +26,9 @@ __all__ = [
     "CorruptCheckpointError",
     "CorruptSnapshotError",
     "LogLockedError",
+    "KafkaStorageError",
+    "InvalidTopicError",
+    "UnsafePathError",
 ]
 
 
@@ -131,3 +135,81 @@ class CorruptSnapshotError(KafkaLogError, ValueError):
 
 class LogLockedError(KafkaLogError):
     """A partition directory is already open for writing (by this or another process)."""
+
+
+class KafkaStorageError(KafkaLogError, OSError):
+    """The operating system failed a read or write of a log file (disk full, I/O error, ...);
+    Kafka's KafkaStorageException.  Also an ``OSError`` with the system's ``errno`` and
+    ``strerror``; ``path`` (= ``filename``) is the file, ``position`` the byte position when
+    known, ``operation`` what kafkalog was doing, and the original ``OSError`` is chained as
+    ``__cause__``.  A :class:`~kafkalog.log.Log` that meets one goes offline: every later call
+    but ``close()`` raises a KafkaStorageError until the directory is opened again."""
+
+    def __init__(
+        self,
+        message: str,
+        position: Optional[int] = None,
+        offset: Optional[int] = None,
+        path: Optional[str] = None,
+        errno: Optional[int] = None,
+        operation: Optional[str] = None,
+    ) -> None:
+        KafkaLogError.__init__(self, message, position, offset, path)
+        self.errno = errno
+        self.strerror = _os.strerror(errno) if errno is not None else None
+        self.filename = path
+        self.operation = operation
+
+    def __reduce__(self):
+        return (
+            type(self),
+            (self.message, self.position, self.offset, self.path, self.errno, self.operation),
+        )
+
+    @classmethod
+    def from_os_error(
+        cls,
+        err: BaseException,
+        operation: str,
+        path: Optional[str] = None,
+        position: Optional[int] = None,
+        offset: Optional[int] = None,
+    ) -> "KafkaStorageError":
+        """The error to raise for an OSError met while ``operation`` (e.g. ``"writing
+        segment"``), with ``err`` as its ``__cause__``; ``path`` defaults to the OSError's file
+        name.  A KafkaStorageError is returned as it is."""
+        if isinstance(err, KafkaStorageError):
+            return err
+        code = getattr(err, "errno", None)
+        if path is None:
+            path = getattr(err, "filename", None)
+            if path is not None:
+                path = _os.fsdecode(path)
+        reason = getattr(err, "strerror", None) or str(err) or type(err).__name__
+        if code is not None:
+            reason = f"[Errno {code}] {reason}"
+        new = cls(f"I/O error while {operation}: {reason}", position, offset, path, code, operation)
+        new.__cause__ = err
+        return new
+
+
+class InvalidTopicError(KafkaLogError, ValueError):
+    """A topic name Kafka would not accept (Kafka's InvalidTopicException): empty, ``.`` or
+    ``..``, longer than 249 characters, or holding a character other than ASCII letters,
+    digits, ``.``, ``_`` and ``-``.  Raised before kafkalog builds a path from the name;
+    ``topic`` is the rejected name."""
+
+    def __init__(
+        self, message: str, topic: Optional[str] = None, path: Optional[str] = None
+    ) -> None:
+        super().__init__(message, path=path)
+        self.topic = topic
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.topic, self.path))
+
+
+class UnsafePathError(KafkaLogError):
+    """kafkalog refused to write a file because doing so would leave the directory it belongs
+    in: the name is a symbolic link leading elsewhere (or dangling), or a directory kafkalog
+    creates resolves outside the directory it should be in.  ``path`` is the refused name."""

@@ -21,19 +21,32 @@ Layout of a broker's log directory (``log.dirs`` entry)::
 Any segment file may carry a ``.deleted``, ``.cleaned`` or ``.swap`` suffix after its extension.
 Every writer here is atomic: it writes ``<file>.tmp``, fsyncs it, renames it over the target and
 fsyncs the directory, as Kafka's ``CheckpointFile`` does.
+
+Filesystem safety.  Topic names are checked as Kafka's ``Topic.validate`` checks them
+(:func:`validate_topic`) before a partition directory name is built from one
+(:func:`partition_dir_name`); *parsing* existing names stays lenient, as Kafka's is.  Files are
+written without following a symbolic link planted inside a directory out of it: new files (and
+the ``.tmp`` files of :func:`atomic_write`) are created with ``O_CREAT|O_EXCL|O_NOFOLLOW`` after
+a stale one is unlinked (unlinking a link removes the link, not its target), and
+:func:`open_for_write` refuses, with :class:`~kafkalog.errors.UnsafePathError`, to open an
+existing file through a link that leads outside the file's directory or dangles.  The directory
+itself (a partition directory or a log-dir root) may be a symbolic link: operators link whole
+data directories, and that link is followed.
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import re
+import sys
 import threading
 import uuid
 from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
 
-from .errors import CorruptCheckpointError
+from .errors import CorruptCheckpointError, InvalidTopicError, UnsafePathError
 
 __all__ = [
     "LOG_FILE_SUFFIX",
@@ -70,6 +83,11 @@ __all__ = [
     "is_log_file",
     "is_index_file",
     "parse_segment_file_name",
+    "MAX_TOPIC_NAME_LENGTH",
+    "INTERNAL_TOPICS",
+    "validate_topic",
+    "is_valid_topic",
+    "validate_partition",
     "partition_dir_name",
     "parse_topic_partition_name",
     "parse_partition_dir",
@@ -85,7 +103,12 @@ __all__ = [
     "read_clean_shutdown_file",
     "write_clean_shutdown_file",
     "atomic_write",
+    "atomic_copy",
+    "exchange_paths",
     "fsync_dir",
+    "open_for_write",
+    "create_new_file",
+    "check_inside",
 ]
 
 # -- LogFileUtils -------------------------------------------------------------------------------
@@ -228,12 +251,72 @@ _FUTURE_DIR_RE = re.compile(r"^(\S+)-(\S+)\.(\S+)" + re.escape(FUTURE_DIR_SUFFIX
 _STRAY_DIR_RE = re.compile(r"^(\S+)-(\S+)\.(\S+)" + re.escape(STRAY_DIR_SUFFIX) + "$")
 
 
-def partition_dir_name(topic: str, partition: int) -> str:
-    """``<topic>-<partition>``."""
+# -- topic names (Kafka's org.apache.kafka.common.internals.Topic) -------------------------------
+MAX_TOPIC_NAME_LENGTH = 249
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__cluster_metadata")
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+", re.ASCII)
+_INT32_MAX = 2**31 - 1
+
+
+def validate_topic(topic: str) -> str:
+    """Return ``topic`` if Kafka would accept it as a topic name, else raise
+    :class:`~kafkalog.errors.InvalidTopicError` (also a ValueError) naming it.
+
+    The rules of Kafka's ``Topic.validate``: not empty, not ``.`` or ``..``, at most 249
+    characters, only ASCII letters, digits, ``.``, ``_`` and ``-``.  kafkalog checks them before
+    it builds a path from a topic name (new partition directories of the Spark writer, salvage
+    and :meth:`Log.open <kafkalog.log.Log.open>`); existing directories are read whatever their
+    names."""
+    if not isinstance(topic, str):
+        raise InvalidTopicError(
+            f"topic name must be a str, not {type(topic).__name__}", topic=None
+        )
     if not topic:
-        raise ValueError("topic must not be empty")
-    if not isinstance(partition, int) or partition < 0:
+        raise InvalidTopicError("invalid topic name '': a topic name must not be empty", topic)
+    if topic in (".", ".."):
+        raise InvalidTopicError(
+            f"invalid topic name {topic!r}: a topic must not be named '.' or '..'", topic
+        )
+    if len(topic) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"invalid topic name {topic!r}: {len(topic)} characters, at most "
+            f"{MAX_TOPIC_NAME_LENGTH} are allowed",
+            topic,
+        )
+    if _LEGAL_TOPIC.fullmatch(topic) is None:
+        bad = next(c for c in topic if _LEGAL_TOPIC.fullmatch(c) is None)
+        raise InvalidTopicError(
+            f"invalid topic name {topic!r}: it holds {bad!r}; only ASCII letters, digits, '.', "
+            "'_' and '-' are allowed",
+            topic,
+        )
+    return topic
+
+
+def is_valid_topic(topic: object) -> bool:
+    """Whether :func:`validate_topic` accepts ``topic``."""
+    try:
+        validate_topic(topic)  # type: ignore[arg-type]
+    except InvalidTopicError:
+        return False
+    return True
+
+
+def validate_partition(partition: int) -> int:
+    """Return ``partition`` if it is a partition number (an int in ``[0, 2**31 - 1]``, not a
+    bool), else raise ValueError."""
+    if isinstance(partition, bool) or not isinstance(partition, int):
         raise ValueError(f"partition must be a non-negative int, not {partition!r}")
+    if partition < 0 or partition > _INT32_MAX:
+        raise ValueError(f"partition must be in [0, {_INT32_MAX}], not {partition}")
+    return partition
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>``, after checking both (:func:`validate_topic`,
+    :func:`validate_partition`): a topic such as ``../x`` never becomes a path."""
+    validate_topic(topic)
+    validate_partition(partition)
     return f"{topic}-{partition}"
 
 
@@ -285,36 +368,238 @@ def parse_partition_dir(name: str) -> PartitionDir:
 # -- atomic writes ---------------------------------------------------------------------------------
 def fsync_dir(directory: PathLike) -> None:
     """fsync a directory so that renames and creations in it are durable (a no-op where
-    directories cannot be opened)."""
+    directories cannot be opened or synced).  An I/O error of the sync itself (EIO, ENOSPC...)
+    is raised: the renames it should make durable may be lost."""
     try:
         fd = os.open(os.fspath(directory), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
         return
     try:
         os.fsync(fd)
-    except OSError:
-        pass
+    except OSError as e:
+        if e.errno not in _DIR_SYNC_UNSUPPORTED:
+            raise
     finally:
         os.close(fd)
+
+
+# errno of fsync on a directory where the platform or file system cannot sync one
+_DIR_SYNC_UNSUPPORTED = {
+    e
+    for e in (errno.EINVAL, errno.EBADF, getattr(errno, "ENOTSUP", None), errno.EOPNOTSUPP)
+    if e is not None
+}
+
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# errno of open(O_NOFOLLOW) on a symbolic link: ELOOP (Linux, macOS), EMLINK (FreeBSD),
+# EFTYPE (NetBSD)
+_NOFOLLOW_ERRNOS = {e for e in (errno.ELOOP, errno.EMLINK, getattr(errno, "EFTYPE", None)) if e}
+
+
+def _inside(path: str, directory: str) -> bool:
+    """Whether real path ``path`` is ``directory`` or below it (both already resolved)."""
+    try:
+        return os.path.commonpath([path, directory]) == directory
+    except ValueError:  # different drives
+        return False
+
+
+def check_inside(path: PathLike, root: PathLike) -> str:
+    """Return ``path`` if its real path (symbolic links resolved) is ``root``'s real path or
+    below it, else raise :class:`~kafkalog.errors.UnsafePathError`: a directory kafkalog
+    creates or writes in must not lead out of the tree it belongs to through a planted link."""
+    path = os.fspath(path)
+    real = os.path.realpath(path)
+    real_root = os.path.realpath(os.fspath(root))
+    if not _inside(real, real_root):
+        raise UnsafePathError(
+            f"refusing to write in {path}: it resolves to {real}, outside {real_root} "
+            "(a symbolic link leads out of it)",
+            path=path,
+        )
+    return path
+
+
+def _refuse_link(path: str) -> str:
+    """The real path of the symbolic link ``path`` when it leads to a regular file inside the
+    link's own directory; UnsafePathError otherwise."""
+    directory = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    real = os.path.realpath(path)
+    if not os.path.isfile(real):
+        raise UnsafePathError(
+            f"refusing to write through the symbolic link {path}: it leads to {real}, which is "
+            "not an existing regular file",
+            path=path,
+        )
+    if not _inside(real, directory) or real == directory:
+        raise UnsafePathError(
+            f"refusing to write through the symbolic link {path}: it leads to {real}, outside "
+            f"{directory}",
+            path=path,
+        )
+    return real
+
+
+def open_for_write(path: PathLike, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` for writing a file inside a log directory without following a planted
+    symbolic link out of it.
+
+    ``flags`` holds the access mode (``O_RDWR``/``O_WRONLY``) and maybe ``O_CREAT``,
+    ``O_APPEND``, ``O_TRUNC``.  A file that does not exist is created with
+    ``O_CREAT|O_EXCL|O_NOFOLLOW``; an existing regular file is opened with ``O_NOFOLLOW``; an
+    existing symbolic link is followed only when it leads to a regular file inside the link's
+    own directory (a dangling link or one leading out raises
+    :class:`~kafkalog.errors.UnsafePathError` naming ``path``)."""
+    path = os.fspath(path)
+    create = bool(flags & os.O_CREAT)
+    base = (flags & ~(os.O_CREAT | os.O_EXCL)) | _O_CLOEXEC
+    for _ in range(4):  # a file that appears or vanishes between the two opens: try again
+        if create:
+            if not _O_NOFOLLOW and os.path.islink(path):
+                return os.open(_refuse_link(path), base)
+            try:
+                return os.open(path, base | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, mode)
+            except FileExistsError:
+                pass  # exists (a link, even a dangling one, counts): open it as it is
+        if not _O_NOFOLLOW and os.path.islink(path):
+            return os.open(_refuse_link(path), base)
+        try:
+            return os.open(path, base | _O_NOFOLLOW)
+        except FileNotFoundError:
+            if not create:
+                raise
+        except OSError as e:
+            if e.errno not in _NOFOLLOW_ERRNOS or not os.path.islink(path):
+                raise
+            return os.open(_refuse_link(path), base)
+    raise FileNotFoundError(errno.ENOENT, "file keeps appearing and vanishing", path)
+
+
+def create_new_file(path: PathLike, mode: int = 0o644) -> int:
+    """Create ``path`` afresh for writing and return the descriptor: whatever is at the name (a
+    stale temp file, a symbolic link) is unlinked first (which never touches a link's target),
+    then the file is created with ``O_CREAT|O_EXCL|O_NOFOLLOW``, so nothing is written through a
+    link."""
+    path = os.fspath(path)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return os.open(
+        path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, mode
+    )
+
+
+def _write_all(fd: int, data) -> None:
+    view = memoryview(data)
+    while view:  # a short write is continued
+        n = os.write(fd, view)
+        if n <= 0:  # pragma: no cover - a full disk raises instead
+            raise OSError(errno.EIO, "the system wrote nothing")
+        view = view[n:]
 
 
 def atomic_write(path: PathLike, data: bytes, fsync: bool = True) -> None:
-    """Write ``data`` to ``<path>.tmp``, fsync it, rename it to ``path`` and fsync the directory."""
+    """Write ``data`` to ``<path>.tmp``, fsync it, rename it to ``path`` and fsync the directory.
+
+    The temp file is created afresh (:func:`create_new_file`), so a symbolic link planted at
+    ``<path>.tmp`` is replaced, not written through; a link at ``path`` is replaced by the
+    rename.  On an error the temp file is removed and ``path`` keeps its old content."""
     path = os.fspath(path)
     tmp = path + TEMP_FILE_SUFFIX
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = create_new_file(tmp)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            _write_all(fd, data)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     if fsync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_renameat2 = None
+
+
+def exchange_paths(a: PathLike, b: PathLike) -> bool:
+    """Atomically swap two existing names (directories or files) on one filesystem, with
+    Linux's ``renameat2(RENAME_EXCHANGE)``: a reader sees one or the other at each name, never
+    neither.  Returns False, changing nothing, where that is not available (another system, an
+    old kernel or C library, a filesystem without it); the caller then falls back to two
+    renames."""
+    global _renameat2
+    if not sys.platform.startswith("linux"):
+        return False
+    if _renameat2 is None:
+        try:
+            import ctypes
+
+            fn = ctypes.CDLL(None, use_errno=True).renameat2
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                           ctypes.c_uint]
+            fn.restype = ctypes.c_int
+            _renameat2 = fn
+        except (OSError, AttributeError, ImportError):
+            _renameat2 = False
+    if not _renameat2:
+        return False
+    import ctypes
+
+    at_fdcwd = -100
+    rc = _renameat2(at_fdcwd, os.fsencode(os.fspath(a)), at_fdcwd, os.fsencode(os.fspath(b)),
+                    _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), os.fspath(a), None, os.fspath(b))
+
+
+def atomic_copy(src: PathLike, dst: PathLike, fsync: bool = True) -> None:
+    """Copy ``src`` to ``dst`` the way :func:`atomic_write` writes (``<dst>.tmp``, fsync, rename,
+    fsync of the directory), streaming, with ``src``'s permission bits and times."""
+    src = os.fspath(src)
+    dst = os.fspath(dst)
+    tmp = dst + TEMP_FILE_SUFFIX
+    with open(src, "rb") as f:
+        fd = create_new_file(tmp)
+        try:
+            try:
+                while True:
+                    chunk = f.read(1 << 20)
+                    if not chunk:
+                        break
+                    _write_all(fd, chunk)
+                st = os.fstat(f.fileno())
+                if hasattr(os, "fchmod"):
+                    os.fchmod(fd, st.st_mode & 0o777)
+                if os.utime in os.supports_fd:
+                    os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+                if fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, dst)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    if fsync:
+        fsync_dir(os.path.dirname(os.path.abspath(dst)))
 
 
 # -- CheckpointFile --------------------------------------------------------------------------------
@@ -423,12 +708,13 @@ def update_offset_checkpoint(
     """Read-modify-write a log-dir checkpoint: set each given partition's offset (``None``
     removes it) and keep every other entry.  Serialised per file within this process (a broker
     owns its files alone; two *processes* updating one root at once are not supported).
-    An unreadable existing file is replaced.  Returns the entries written."""
+    A malformed existing file is replaced; one that cannot be read (an I/O error) raises, so the
+    other partitions' entries are never lost.  Returns the entries written."""
     path = os.fspath(path)
     with _checkpoint_lock(path):
         try:
             current = read_offset_checkpoint(path)
-        except (CorruptCheckpointError, OSError):
+        except (CorruptCheckpointError, FileNotFoundError):
             current = {}
         for (topic, partition), offset in updates.items():
             tp = TopicPartition(topic, int(partition))

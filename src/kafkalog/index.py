@@ -23,12 +23,14 @@ read-only :class:`~kafkalog.log.Log` rebuilds an index it may not write.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
 from typing import Iterator, List, NamedTuple, Optional
 
-from .errors import CorruptIndexError, InvalidOffsetError
+from .errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError
+from .files import open_for_write as _open_for_write
 
 __all__ = [
     "OffsetPosition",
@@ -130,7 +132,7 @@ class _Index:
             return
         if writable:
             created = not os.path.exists(self.path)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = _open_for_write(self.path, os.O_RDWR | os.O_CREAT)  # no planted link out
             try:
                 if created:
                     if max_index_size < es:
@@ -143,6 +145,8 @@ class _Index:
                 else:
                     size = os.fstat(fd).st_size
                 self._map(fd, size)
+            except OSError as e:
+                raise KafkaStorageError.from_os_error(e, "opening an index", path=self.path)
             finally:
                 os.close(fd)  # the mapping keeps its own handle
             self._entries = 0 if created else self._count_entries(size // es)
@@ -160,12 +164,31 @@ class _Index:
 
     # -- mapping ------------------------------------------------------------------------------
     def _map(self, fd: int, size: int) -> None:
-        self._length = size
         if size == 0:
             self._buf = None
+            self._length = 0
             return
         access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
         self._buf = mmap.mmap(fd, size, access=access)
+        self._length = size
+
+    def _remap_after_failure(self) -> None:
+        """After a failed resize: map the file again at the length it has now, so the entries
+        stay readable; an index that cannot be mapped again is closed."""
+        self._unmap()
+        try:
+            fd = _open_for_write(self.path, os.O_RDWR)  # mapped writable: no planted link out
+            try:
+                size = _round_down(os.fstat(fd).st_size, self.ENTRY_SIZE)
+                self._map(fd, size)
+            finally:
+                os.close(fd)
+            self._entries = min(self._entries, size // self.ENTRY_SIZE)
+        except Exception:
+            self._buf = None
+            self._length = 0
+            self._entries = 0
+            self._closed = True
 
     def _unmap(self) -> None:
         buf = self._buf
@@ -304,12 +327,20 @@ class _Index:
             self._length = rounded
         else:
             self._unmap()
-            fd = os.open(self.path, os.O_RDWR)
             try:
-                os.ftruncate(fd, rounded)
-                self._map(fd, rounded)
-            finally:
-                os.close(fd)
+                fd = _open_for_write(self.path, os.O_RDWR)
+                try:
+                    os.ftruncate(fd, rounded)
+                    self._map(fd, rounded)
+                finally:
+                    os.close(fd)
+            except BaseException as e:
+                self._remap_after_failure()
+                if isinstance(e, OSError):
+                    raise KafkaStorageError.from_os_error(
+                        e, "resizing an index", path=self.path, position=rounded
+                    )
+                raise
             self._resized = True
         self._entries = min(self._entries, rounded // self.ENTRY_SIZE)
         return True
@@ -347,7 +378,10 @@ class _Index:
         if self._closed or self._in_memory:
             return
         if isinstance(self._buf, mmap.mmap) and self._writable:
-            self._buf.flush()
+            try:
+                self._buf.flush()
+            except OSError as e:
+                raise KafkaStorageError.from_os_error(e, "syncing an index", path=self.path)
         # Like Kafka, a changed file length (preallocation, trim) is not fsynced: a length lost
         # in a crash leaves a zero-filled tail, which is not counted as entries on open.
         self._resized = False
@@ -837,9 +871,24 @@ class TransactionIndex:
         if self._mem is not None:
             self._mem += data
         else:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = _open_for_write(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
             try:
-                os.write(fd, data)
+                start = os.fstat(fd).st_size
+                view = memoryview(data)
+                try:
+                    while view:  # a short write is continued, never left as a torn entry
+                        n = os.write(fd, view)
+                        if n <= 0:  # pragma: no cover - a full disk raises instead
+                            raise OSError(errno.EIO, "the system wrote nothing")
+                        view = view[n:]
+                except OSError as e:
+                    try:
+                        os.ftruncate(fd, start)  # no torn entry stays (best effort)
+                    except OSError:
+                        pass
+                    raise KafkaStorageError.from_os_error(
+                        e, "writing a transaction index", path=self.path, position=start
+                    )
             finally:
                 os.close(fd)
             self._dirty = True
@@ -894,7 +943,15 @@ class TransactionIndex:
             return
         if not self._writable:
             raise ValueError(f"transaction index {self.path} is read-only")
-        os.truncate(self.path, size)
+        fd = _open_for_write(self.path, os.O_WRONLY)  # os.truncate(path) would follow a link
+        try:
+            os.ftruncate(fd, size)
+        except OSError as e:
+            raise KafkaStorageError.from_os_error(
+                e, "truncating a transaction index", path=self.path, position=size
+            )
+        finally:
+            os.close(fd)
         self._dirty = True
 
     def truncate_to(self, offset: int) -> None:
@@ -936,6 +993,10 @@ class TransactionIndex:
             fd = os.open(self.path, os.O_RDONLY)
             try:
                 os.fsync(fd)
+            except OSError as e:
+                raise KafkaStorageError.from_os_error(
+                    e, "syncing a transaction index", path=self.path
+                )
             finally:
                 os.close(fd)
         self._dirty = False

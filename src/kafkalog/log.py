@@ -32,6 +32,16 @@ unflushed, ``flush.ms`` from a background thread once the oldest unflushed appen
 :meth:`Log.flush` on demand, and a roll fsyncs the segment it closes (Kafka flushes it
 asynchronously).  Everything flushed survives a crash; recovery truncates the rest at the
 first torn or invalid batch.
+
+I/O errors.  An OSError from the system (a full disk, EIO, ...) while a Log reads or writes
+raises :class:`~kafkalog.errors.KafkaStorageError` (an OSError too: same ``errno``, the file in
+``path``, the OSError as ``__cause__``) and takes the Log offline, as a broker takes a log dir
+offline: every later call but :meth:`Log.close` raises KafkaStorageError, and ``close()`` then
+only closes the files (bytes already accepted are handed to the OS when it can, no
+clean-shutdown marker is written).  Opening the directory again recovers it: every record whose
+append returned is there when the system accepted the bytes by the close (always, for records a
+:meth:`Log.flush` covered), and a call that failed is there entirely or not at all (a call of
+several batches whose clean-up also failed may leave a prefix of them, as a crash may).
 """
 
 from __future__ import annotations
@@ -55,6 +65,7 @@ from .errors import (
     InvalidRecordError,
     InvalidTimestampError,
     KafkaLogError,
+    KafkaStorageError,
     LogClosedError,
     LogLockedError,
     OffsetOutOfRangeError,
@@ -403,7 +414,12 @@ class LeaderEpochCache:
 
     def flush(self, fsync: bool = True) -> None:
         if not self.read_only and self.path is not None:
-            _files.write_leader_epoch_checkpoint(self.path, self._entries, fsync=fsync)
+            try:
+                _files.write_leader_epoch_checkpoint(self.path, self._entries, fsync=fsync)
+            except OSError as e:
+                raise KafkaStorageError.from_os_error(
+                    e, "writing the leader-epoch checkpoint", path=self.path
+                )
 
     def assign(self, epoch: int, start_offset: int, flush: bool = True) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; entries with a larger or equal
@@ -563,6 +579,17 @@ def _hook(step: str) -> None:
         _CRASH_HOOK(step)
 
 
+def _update_root_checkpoint(
+    path: str, updates: Mapping[Any, Optional[int]], fsync: bool = True
+) -> None:
+    """``files.update_offset_checkpoint`` with an I/O error raised as KafkaStorageError naming
+    the checkpoint file."""
+    try:
+        _files.update_offset_checkpoint(path, updates, fsync=fsync)
+    except OSError as e:
+        raise KafkaStorageError.from_os_error(e, "writing a checkpoint", path=path)
+
+
 def _floor_index(bases: List[int], offset: int) -> int:
     """Index of the segment with the largest base offset <= offset, or -1."""
     return bisect_right(bases, offset) - 1
@@ -606,6 +633,12 @@ class Log:
         codec/format conversion; the batch header's max timestamp, covered by the CRC, is
         trusted otherwise).  ``checkpoint_interval_ms``: how often a flush also rewrites the
         recovery-point checkpoint (Kafka's ``log.flush.offset.checkpoint.interval.ms``).
+
+        Creating ``directory`` when its name has the ``<topic>-<partition>`` form requires a
+        topic name Kafka accepts (:class:`~kafkalog.errors.InvalidTopicError` otherwise);
+        existing directories open whatever their names.  Files are never written through a
+        symbolic link inside ``directory`` that leads out of it
+        (:class:`~kafkalog.errors.UnsafePathError`); ``directory`` itself may be a link.
         """
         self = object.__new__(cls)
         self._init(
@@ -649,6 +682,7 @@ class Log:
         self._checkpointed: Dict[str, Any] = {}  # values last written to the root checkpoints
         self._dir_dirty = False
         self._flusher_error: Optional[BaseException] = None
+        self._offline: Optional[KafkaStorageError] = None  # the I/O error that took it offline
         self.root = os.path.dirname(directory)
         try:
             parsed = _files.parse_partition_dir(os.path.basename(directory))
@@ -661,12 +695,23 @@ class Log:
         if not os.path.isdir(directory):
             if read_only or not create:
                 raise FileNotFoundError(errno.ENOENT, "log directory does not exist", directory)
+            if self.topic_partition is not None:
+                # a new <topic>-<partition> directory: only a topic name Kafka accepts
+                _files.validate_topic(self.topic_partition.topic)
+                _files.validate_partition(self.topic_partition.partition)
             os.makedirs(directory, exist_ok=True)
             _files.fsync_dir(self.root)
-        if not read_only:
-            self._acquire_dir_lock()
         try:
-            self._load(topic_id)
+            try:
+                if not read_only:
+                    self._acquire_dir_lock()
+                self._load(topic_id)
+            except OSError as e:
+                if isinstance(e, (KafkaStorageError, FileNotFoundError)):
+                    raise
+                raise KafkaStorageError.from_os_error(
+                    e, f"opening log {self._tp_name()}", path=e.filename or directory
+                ) from e
         except BaseException:
             for seg in self._segments:
                 try:
@@ -1015,6 +1060,13 @@ class Log:
             seg.change_file_suffixes("", _files.DELETED_FILE_SUFFIX)
         except FileNotFoundError:
             pass
+        except BaseException:
+            seg._wlen = 0  # the segment is leaving the log: close its files, keep the error
+            try:
+                seg.close_handlers()
+            except OSError:
+                pass
+            raise
         seg.delete()
         self._dir_dirty = True
 
@@ -1101,7 +1153,7 @@ class Log:
         self._cleaner_ckpt = offset
         if self.topic_partition is not None and not self.read_only:
             tp = self.topic_partition
-            _files.update_offset_checkpoint(
+            _update_root_checkpoint(
                 os.path.join(self.root, _files.CLEANER_OFFSET_CHECKPOINT_FILE),
                 {(tp.topic, tp.partition): offset},
             )
@@ -1118,18 +1170,21 @@ class Log:
         total = CleanerStats()
         with self._lock:
             self._check_writable()
-            if not self.config.compact:
-                raise ValueError(f"log {self.dir} does not have cleanup.policy=compact")
-            if not force and not cleaner.needs_cleaning(self, now):
-                total.end = time.monotonic()
-                return total
-            while True:
-                before = self.cleaner_checkpoint()
-                end, stats = cleaner.clean(self, now)
-                total.merge(stats)
-                ltc = cleaner.log_to_clean(self, now)
-                if end <= before or ltc.first_uncleanable_offset <= ltc.first_dirty_offset:
-                    break
+            try:
+                if not self.config.compact:
+                    raise ValueError(f"log {self.dir} does not have cleanup.policy=compact")
+                if not force and not cleaner.needs_cleaning(self, now):
+                    total.end = time.monotonic()
+                    return total
+                while True:
+                    before = self.cleaner_checkpoint()
+                    end, stats = cleaner.clean(self, now)
+                    total.merge(stats)
+                    ltc = cleaner.log_to_clean(self, now)
+                    if end <= before or ltc.first_uncleanable_offset <= ltc.first_dirty_offset:
+                        break
+            except OSError as e:
+                self._io_error(e, "compacting")
         total.end = time.monotonic()
         return total
 
@@ -1141,29 +1196,44 @@ class Log:
         segments (the loader drops ``.cleaned`` and incomplete swaps and completes the rest)."""
         with self._lock:
             self._check_writable()
-            new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
-            for seg in reversed(new_sorted):
-                if seg.file_suffix == _files.CLEANED_FILE_SUFFIX:
-                    seg.change_file_suffixes(_files.CLEANED_FILE_SUFFIX, _files.SWAP_FILE_SUFFIX)
-            _files.fsync_dir(self.dir)
-            _hook("swapped")
-            old_ids = {id(s) for s in old_segments}
-            keep = [s for s in self._segments if id(s) not in old_ids]
-            self._segments = []
-            self._bases = []
-            for s in keep:
-                self._add_segment(s)
-            for s in new_sorted:
-                self._add_segment(s)
-            # Every old file goes (a stale .txnindex under a reused name included); the swap
-            # files are complete, so the loader would finish this from any point on.
-            for old in sorted(old_segments, key=lambda s: s.base_offset, reverse=True):
-                self._delete_segment_files(old)
-                _hook("old-removed")
-            for seg in new_sorted:
-                seg.change_file_suffixes(_files.SWAP_FILE_SUFFIX, "")
-                _hook("renamed")
-            _files.fsync_dir(self.dir)
+            swapped_in = False
+            try:
+                new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+                for seg in reversed(new_sorted):
+                    if seg.file_suffix == _files.CLEANED_FILE_SUFFIX:
+                        seg.change_file_suffixes(
+                            _files.CLEANED_FILE_SUFFIX, _files.SWAP_FILE_SUFFIX
+                        )
+                _files.fsync_dir(self.dir)
+                _hook("swapped")
+                old_ids = {id(s) for s in old_segments}
+                keep = [s for s in self._segments if id(s) not in old_ids]
+                self._segments = []
+                self._bases = []
+                for s in keep:
+                    self._add_segment(s)
+                for s in new_sorted:
+                    self._add_segment(s)
+                swapped_in = True
+                # Every old file goes (a stale .txnindex under a reused name included); the swap
+                # files are complete, so the loader would finish this from any point on.
+                for old in sorted(old_segments, key=lambda s: s.base_offset, reverse=True):
+                    self._delete_segment_files(old)
+                    _hook("old-removed")
+                for seg in new_sorted:
+                    seg.change_file_suffixes(_files.SWAP_FILE_SUFFIX, "")
+                    _hook("renamed")
+                _files.fsync_dir(self.dir)
+            except OSError as e:
+                if not swapped_in:
+                    # the new segments never joined the log: close their files (the loader
+                    # deletes or completes what is on disk)
+                    for seg in new_segments:
+                        try:
+                            seg.close_handlers()
+                        except OSError:
+                            pass
+                self._io_error(e, "replacing segments of")
 
     @property
     def recovery_point(self) -> int:
@@ -1202,6 +1272,38 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"log {self.dir} is closed", path=self.dir)
+        if self._offline is not None:
+            self._raise_offline()
+
+    # -- I/O errors (Kafka's LogDirFailureChannel) ------------------------------------------------
+    @property
+    def offline(self) -> bool:
+        """Whether an I/O error took this log offline (see :meth:`_io_error`)."""
+        return self._offline is not None
+
+    def _raise_offline(self):
+        first = self._offline
+        raise KafkaStorageError(
+            f"log {self._tp_name()} is offline since an I/O error ({first}); close it and open "
+            "the directory again, which recovers it",
+            path=first.path,
+            errno=first.errno,
+            operation=first.operation,
+        ) from first
+
+    def _io_error(self, e: OSError, operation: str):
+        """Raise the KafkaStorageError for an OSError met while ``operation`` and take the log
+        offline, as a broker takes a log dir offline: the in-memory state may no longer match
+        the files, so every later call but :meth:`close` (which then only closes the files,
+        writing no clean-shutdown marker) raises, and the next open recovers the directory."""
+        err = KafkaStorageError.from_os_error(
+            e, f"{operation} log {self._tp_name()}", path=getattr(e, "filename", None) or self.dir
+        )
+        if self._offline is None:
+            self._offline = err
+        if err is e:
+            raise err
+        raise err from e
 
     def _check_writable(self) -> None:
         self._check_open()
@@ -1259,85 +1361,95 @@ class Log:
             else _as_buffer(records)
         )
         with self._lock:
-            if self._closed or self.read_only or self._flusher_error is not None:
+            if (
+                self._closed
+                or self.read_only
+                or self._flusher_error is not None
+                or self._offline is not None
+            ):
                 self._check_writable()
-            if origin != "client" and origin != "coordinator":
-                raise ValueError(f"origin must be 'client' or 'coordinator', not {origin!r}")
-            if leader_epoch is None:
-                leader_epoch = self._latest_epoch if self._latest_epoch is not None else 0
-            n = len(mv)
-            if self._fast_ok and origin == "client" and n >= 61 and mv[16] == 2:
-                # Fast path: one v2 batch from a client whose codec is kept and that needs no
-                # record-level check - validate the header and CRC, patch the offsets in place.
-                (base, length, _e, _m, crc, attrs, delta, _bt, max_ts, pid, _pe, bseq, count) = (
-                    _V2.unpack_from(mv, 0)
+            try:
+                if origin != "client" and origin != "coordinator":
+                    raise ValueError(f"origin must be 'client' or 'coordinator', not {origin!r}")
+                if leader_epoch is None:
+                    leader_epoch = self._latest_epoch if self._latest_epoch is not None else 0
+                n = len(mv)
+                if self._fast_ok and origin == "client" and n >= 61 and mv[16] == 2:
+                    # Fast path: one v2 batch from a client whose codec is kept and that needs no
+                    # record-level check - validate the header and CRC, patch the offsets in place.
+                    (
+                        base, length, _e, _m, crc, attrs, delta, _bt, max_ts, pid, _pe, bseq, count
+                    ) = _V2.unpack_from(mv, 0)
+                    target = self._target_codec
+                    if (
+                        length + 12 == n
+                        and not attrs & 0x28  # neither LogAppendTime nor control
+                        and (target < 0 or (attrs & 7) == target)
+                        and base == 0
+                        and n <= self._max_message_bytes
+                        and delta >= 0
+                        and delta + 1 == count
+                        and (pid < 0 or bseq >= 0)
+                        and _crc.crc32c(mv[21:]) == crc
+                    ):
+                        first = self._log_end_offset
+                        last = first + delta
+                        seg = self._segments[-1]
+                        if n > self._segment_bytes:
+                            self._raise_too_large_for_segment(n)
+                        done = seg._append_if_fits(
+                            mv,
+                            n,
+                            last,
+                            max_ts,
+                            first,
+                            leader_epoch,
+                            self._segment_bytes,
+                            self._segment_ms,
+                        )
+                        if not done:
+                            if done is False or seg.should_roll(
+                                self._segment_ms, self._segment_bytes, max_ts, last, n, None
+                            ):
+                                seg = self._roll(first)
+                            seg._append(mv, last, max_ts, last, first, leader_epoch)
+                        self._log_end_offset = last + 1
+                        if leader_epoch != self._latest_epoch and leader_epoch >= 0:
+                            self.leader_epoch_cache.assign(leader_epoch, first)
+                            self._latest_epoch = self.leader_epoch_cache.latest_epoch
+                        if pid >= 0:
+                            facts = [
+                                _BatchFacts(RecordBatch(mv, 0, check_crc=False), first, max_ts)
+                            ]
+                            self._update_producer_state(facts, seg)
+                        self.producer_state.map_end_offset = last + 1
+                        if last + 1 - self._recovery_point >= self._flush_messages:
+                            self._flush_upto(last + 1, skip_active_indexes=True)
+                        elif self._flusher is not None and self._unflushed_since is None:
+                            self._unflushed_since = time.monotonic()
+                            self._cond.notify_all()
+                        return _tuple_new(
+                            LogAppendInfo,
+                            (first, last, max_ts, last, -1, self._log_start_offset, n, count),
+                        )
+                # The general path (also reports every error the fast path left to it).
+                now = self._clock()
+                prepared = self._prepare_leader_append(mv, leader_epoch, origin, now)
+                if prepared is None:
+                    return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0)
+                self._append_prepared(prepared, now, leader_epoch)
+                return LogAppendInfo(
+                    prepared.first_offset,
+                    prepared.last_offset,
+                    prepared.max_timestamp,
+                    prepared.shallow_offset,
+                    prepared.log_append_time,
+                    self._log_start_offset,
+                    len(prepared.data),
+                    prepared.records_count,
                 )
-                target = self._target_codec
-                if (
-                    length + 12 == n
-                    and not attrs & 0x28  # neither LogAppendTime nor control
-                    and (target < 0 or (attrs & 7) == target)
-                    and base == 0
-                    and n <= self._max_message_bytes
-                    and delta >= 0
-                    and delta + 1 == count
-                    and (pid < 0 or bseq >= 0)
-                    and _crc.crc32c(mv[21:]) == crc
-                ):
-                    first = self._log_end_offset
-                    last = first + delta
-                    seg = self._segments[-1]
-                    if n > self._segment_bytes:
-                        self._raise_too_large_for_segment(n)
-                    done = seg._append_if_fits(
-                        mv,
-                        n,
-                        last,
-                        max_ts,
-                        first,
-                        leader_epoch,
-                        self._segment_bytes,
-                        self._segment_ms,
-                    )
-                    if not done:
-                        if done is False or seg.should_roll(
-                            self._segment_ms, self._segment_bytes, max_ts, last, n, None
-                        ):
-                            seg = self._roll(first)
-                        seg._append(mv, last, max_ts, last, first, leader_epoch)
-                    self._log_end_offset = last + 1
-                    if leader_epoch != self._latest_epoch and leader_epoch >= 0:
-                        self.leader_epoch_cache.assign(leader_epoch, first)
-                        self._latest_epoch = self.leader_epoch_cache.latest_epoch
-                    if pid >= 0:
-                        facts = [_BatchFacts(RecordBatch(mv, 0, check_crc=False), first, max_ts)]
-                        self._update_producer_state(facts, seg)
-                    self.producer_state.map_end_offset = last + 1
-                    if last + 1 - self._recovery_point >= self._flush_messages:
-                        self._flush_upto(last + 1, skip_active_indexes=True)
-                    elif self._flusher is not None and self._unflushed_since is None:
-                        self._unflushed_since = time.monotonic()
-                        self._cond.notify_all()
-                    return _tuple_new(
-                        LogAppendInfo,
-                        (first, last, max_ts, last, -1, self._log_start_offset, n, count),
-                    )
-            # The general path (also reports every error the fast path left to it).
-            now = self._clock()
-            prepared = self._prepare_leader_append(mv, leader_epoch, origin, now)
-            if prepared is None:
-                return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0)
-            self._append_prepared(prepared, now, leader_epoch)
-            return LogAppendInfo(
-                prepared.first_offset,
-                prepared.last_offset,
-                prepared.max_timestamp,
-                prepared.shallow_offset,
-                prepared.log_append_time,
-                self._log_start_offset,
-                len(prepared.data),
-                prepared.records_count,
-            )
+            except OSError as e:
+                self._io_error(e, "appending to")
 
     def _raise_too_large_for_segment(self, size: int) -> None:
         raise RecordTooLargeError(
@@ -1611,76 +1723,85 @@ class Log:
         mv = _as_buffer(records)
         with self._lock:
             self._check_writable()
-            tp = self._tp_name()
-            now = self._clock()
-            mr = MemoryRecords(mv)
-            batches = list(mr)
-            if not batches:
-                return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0)
-            valid = mr.valid_bytes
-            prev_last = -1
-            max_ts = -1
-            shallow = -1
-            count = 0
-            facts = []
-            first_is_exact = batches[0].magic >= 2
-            first = batches[0].base_offset if first_is_exact else batches[0].last_offset
-            for b in batches:
-                if b.last_offset <= prev_last or (b.magic >= 2 and b.base_offset <= prev_last):
+            mark = None
+            try:
+                tp = self._tp_name()
+                now = self._clock()
+                mr = MemoryRecords(mv)
+                batches = list(mr)
+                if not batches:
+                    return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0)
+                valid = mr.valid_bytes
+                prev_last = -1
+                max_ts = -1
+                shallow = -1
+                count = 0
+                facts = []
+                first_is_exact = batches[0].magic >= 2
+                first = batches[0].base_offset if first_is_exact else batches[0].last_offset
+                for b in batches:
+                    if b.last_offset <= prev_last or (b.magic >= 2 and b.base_offset <= prev_last):
+                        raise InvalidOffsetError(
+                            f"Out of order offsets found in append to {tp}: "
+                            f"{[x.last_offset for x in batches][:10]}"
+                        )
+                    prev_last = b.last_offset
+                    if b.size_in_bytes > self.config.max_message_bytes:
+                        raise RecordTooLargeError(
+                            f"The record batch size in the append to {tp} is "
+                            f"{b.size_in_bytes} bytes which exceeds the maximum configured value "
+                            f"of {self.config.max_message_bytes}."
+                        )
+                    if not b.is_valid():
+                        raise CorruptRecordError(
+                            f"Record is corrupt (stored crc = {b.crc}) in topic partition {tp}."
+                        )
+                    if b.max_timestamp > max_ts:
+                        max_ts = b.max_timestamp
+                        shallow = b.last_offset
+                    count += b.records_count if b.magic >= 2 else 1
+                    if b.magic >= 2 and b.producer_id >= 0:
+                        facts.append(b)
+                if first < self._log_end_offset:
                     raise InvalidOffsetError(
-                        f"Out of order offsets found in append to {tp}: "
-                        f"{[x.last_offset for x in batches][:10]}"
+                        f"Unexpected offset in append to {tp}. First offset {first} is less than "
+                        "the next "
+                        f"offset {self._log_end_offset}. First 10 offsets in append: "
+                        f"{[x.last_offset for x in batches][:10]}, last offset in append: "
+                        f"{prev_last}. "
+                        f"Log start offset = {self._log_start_offset}",
+                        offset=first,
                     )
-                prev_last = b.last_offset
-                if b.size_in_bytes > self.config.max_message_bytes:
+                data = mv[:valid]
+                if len(data) > self._segment_bytes:
                     raise RecordTooLargeError(
-                        f"The record batch size in the append to {tp} is {b.size_in_bytes} bytes "
-                        "which exceeds the maximum configured value of "
-                        f"{self.config.max_message_bytes}."
+                        f"Message batch size is {len(data)} bytes in append to partition {tp} "
+                        f"which exceeds the maximum configured segment size of "
+                        f"{self._segment_bytes}."
                     )
-                if not b.is_valid():
-                    raise CorruptRecordError(
-                        f"Record is corrupt (stored crc = {b.crc}) in topic partition {tp}."
-                    )
-                if b.max_timestamp > max_ts:
-                    max_ts = b.max_timestamp
-                    shallow = b.last_offset
-                count += b.records_count if b.magic >= 2 else 1
-                if b.magic >= 2 and b.producer_id >= 0:
-                    facts.append(b)
-            if first < self._log_end_offset:
-                raise InvalidOffsetError(
-                    f"Unexpected offset in append to {tp}. First offset {first} is less than "
-                    "the next "
-                    f"offset {self._log_end_offset}. First 10 offsets in append: "
-                    f"{[x.last_offset for x in batches][:10]}, last offset in append: {prev_last}. "
-                    f"Log start offset = {self._log_start_offset}",
-                    offset=first,
+                seg = self._segments[-1]
+                if seg.should_roll(
+                    self._segment_ms, self._segment_bytes, max_ts, prev_last, len(data), now
+                ):
+                    seg = self._roll(first if first_is_exact else prev_last - _INT32_MAX)
+                mark = (seg, seg.size)
+                seg._append(data, prev_last, max_ts, shallow)
+                self._log_end_offset = prev_last + 1
+                for b in batches:
+                    if b.magic >= 2 and b.partition_leader_epoch >= 0:
+                        if self.leader_epoch_cache.assign(b.partition_leader_epoch, b.base_offset):
+                            self._latest_epoch = self.leader_epoch_cache.latest_epoch
+                if facts:
+                    self._update_producer_state(facts, seg)
+                self.producer_state.map_end_offset = self._log_end_offset
+                self._after_append()
+                return LogAppendInfo(
+                    first, prev_last, max_ts, shallow, -1, self._log_start_offset, valid, count
                 )
-            data = mv[:valid]
-            if len(data) > self._segment_bytes:
-                raise RecordTooLargeError(
-                    f"Message batch size is {len(data)} bytes in append to partition {tp} which "
-                    f"exceeds the maximum configured segment size of {self._segment_bytes}."
-                )
-            seg = self._segments[-1]
-            if seg.should_roll(
-                self._segment_ms, self._segment_bytes, max_ts, prev_last, len(data), now
-            ):
-                seg = self._roll(first if first_is_exact else prev_last - _INT32_MAX)
-            seg._append(data, prev_last, max_ts, shallow)
-            self._log_end_offset = prev_last + 1
-            for b in batches:
-                if b.magic >= 2 and b.partition_leader_epoch >= 0:
-                    if self.leader_epoch_cache.assign(b.partition_leader_epoch, b.base_offset):
-                        self._latest_epoch = self.leader_epoch_cache.latest_epoch
-            if facts:
-                self._update_producer_state(facts, seg)
-            self.producer_state.map_end_offset = self._log_end_offset
-            self._after_append()
-            return LogAppendInfo(
-                first, prev_last, max_ts, shallow, -1, self._log_start_offset, valid, count
-            )
+            except OSError as e:
+                if mark is not None:
+                    mark[0]._discard_from(mark[1])  # none of a failed call's batches stay
+                self._io_error(e, "appending to")
 
     # -- roll --------------------------------------------------------------------------------------
     def roll(self) -> Segment:
@@ -1688,7 +1809,10 @@ class Log:
         empty); the old one gets its final time-index entry, is trimmed and flushed."""
         with self._lock:
             self._check_writable()
-            return self._roll(None)
+            try:
+                return self._roll(None)
+            except OSError as e:
+                self._io_error(e, "rolling")
 
     def _roll(self, expected_next_offset: Optional[int]) -> Segment:
         new_offset = max(expected_next_offset or 0, self._log_end_offset)
@@ -1736,8 +1860,11 @@ class Log:
             self._check_open()
             if self.read_only:
                 return
-            self._flush_upto(self._log_end_offset, force=True)
-            self._write_checkpoints()
+            try:
+                self._flush_upto(self._log_end_offset, force=True)
+                self._write_checkpoints()
+            except OSError as e:
+                self._io_error(e, "flushing")
 
     def _flush_upto(
         self, offset: int, force: bool = False, skip_active_indexes: bool = False
@@ -1783,6 +1910,12 @@ class Log:
                     self._unflushed_since = None
                     if self._log_end_offset > self._recovery_point:
                         self._flush_upto(self._log_end_offset, skip_active_indexes=True)
+                except OSError as e:  # the log goes offline: the next call raises
+                    try:
+                        self._io_error(e, "flushing")
+                    except KafkaStorageError:
+                        pass
+                    return
                 except BaseException as e:  # surfaced by the next append
                     self._flusher_error = e
                     return
@@ -1799,7 +1932,7 @@ class Log:
             # A recovery point that moves forward need not be durable (losing it only means
             # recovering more); one that moves back (truncation) must be, before data follows.
             lowered = written.get("rp") is not None and self._recovery_point < written["rp"]
-            _files.update_offset_checkpoint(
+            _update_root_checkpoint(
                 os.path.join(self.root, _files.RECOVERY_POINT_CHECKPOINT_FILE),
                 {tp: self._recovery_point},
                 fsync=lowered,
@@ -1810,7 +1943,7 @@ class Log:
         if written.get("start", -1) != start:
             path = os.path.join(self.root, _files.LOG_START_OFFSET_CHECKPOINT_FILE)
             if start is not None or os.path.exists(path):
-                _files.update_offset_checkpoint(path, {tp: start})
+                _update_root_checkpoint(path, {tp: start})
             written["start"] = start
 
     # -- read --------------------------------------------------------------------------------------
@@ -1836,51 +1969,55 @@ class Log:
             raise ValueError(f"max_bytes must be non-negative, not {max_bytes}")
         with self._lock:
             self._check_open()
-            leo = self._log_end_offset
-            if offset < self._log_start_offset or offset > leo:
-                if offset > leo:
-                    msg = (
+            try:
+                leo = self._log_end_offset
+                if offset < self._log_start_offset or offset > leo:
+                    if offset > leo:
+                        msg = (
+                            f"Received request for offset {offset} for partition "
+                            f"{self._tp_name()}, but we "
+                            f"only have log segments upto {leo}."
+                        )
+                    else:
+                        msg = (
+                            f"Received request for offset {offset} for partition "
+                            f"{self._tp_name()}, but we "
+                            "only have log segments starting from offset: "
+                            f"{self._log_start_offset}."
+                        )
+                    raise OffsetOutOfRangeError(msg, offset=offset)
+                i = _floor_index(self._bases, offset)
+                if i < 0:
+                    raise OffsetOutOfRangeError(
                         f"Received request for offset {offset} for partition "
-                        f"{self._tp_name()}, but we "
-                        f"only have log segments upto {leo}."
+                        f"{self._tp_name()}, but we only "
+                        f"have log segments starting from offset: {self._bases[0]}.",
+                        offset=offset,
                     )
-                else:
-                    msg = (
-                        f"Received request for offset {offset} for partition "
-                        f"{self._tp_name()}, but we "
-                        f"only have log segments starting from offset: {self._log_start_offset}."
-                    )
-                raise OffsetOutOfRangeError(msg, offset=offset)
-            i = _floor_index(self._bases, offset)
-            if i < 0:
-                raise OffsetOutOfRangeError(
-                    f"Received request for offset {offset} for partition "
-                    f"{self._tp_name()}, but we only "
-                    f"have log segments starting from offset: {self._bases[0]}.",
-                    offset=offset,
-                )
-            limit = leo if max_offset is None else min(max_offset, leo)
-            if isolation == "read_committed":
-                limit = min(limit, self.last_stable_offset)
-            if offset >= limit:
+                limit = leo if max_offset is None else min(max_offset, leo)
+                if isolation == "read_committed":
+                    limit = min(limit, self.last_stable_offset)
+                if offset >= limit:
+                    return MemoryRecords(b"")
+                limit_seg = None
+                limit_pos = None
+                if limit < leo:
+                    j = _floor_index(self._bases, limit)
+                    limit_seg = self._segments[j]
+                    found = limit_seg.translate_offset(limit)
+                    limit_pos = found.position if found is not None else limit_seg.size
+                while i < len(self._segments):
+                    seg = self._segments[i]
+                    if limit_seg is not None and seg.base_offset > limit_seg.base_offset:
+                        break
+                    max_position = limit_pos if seg is limit_seg else None
+                    result = seg.read(offset, max_bytes, max_position, min_one_message)
+                    if result is not None:
+                        return result
+                    i += 1
                 return MemoryRecords(b"")
-            limit_seg = None
-            limit_pos = None
-            if limit < leo:
-                j = _floor_index(self._bases, limit)
-                limit_seg = self._segments[j]
-                found = limit_seg.translate_offset(limit)
-                limit_pos = found.position if found is not None else limit_seg.size
-            while i < len(self._segments):
-                seg = self._segments[i]
-                if limit_seg is not None and seg.base_offset > limit_seg.base_offset:
-                    break
-                max_position = limit_pos if seg is limit_seg else None
-                result = seg.read(offset, max_bytes, max_position, min_one_message)
-                if result is not None:
-                    return result
-                i += 1
-            return MemoryRecords(b"")
+            except OSError as e:
+                self._io_error(e, "reading")
 
     def iter_batches(self, start_offset: Optional[int] = None) -> Iterator[Any]:
         """Every batch from the one holding ``start_offset`` (default: the log start) to the
@@ -1899,7 +2036,10 @@ class Log:
                     continue
                 pos = 0
                 if start > seg.base_offset:
-                    found = seg.translate_offset(start)
+                    try:
+                        found = seg.translate_offset(start)
+                    except OSError as e:
+                        self._io_error(e, "reading")
                     if found is None:
                         continue
                     pos = found.position
@@ -1908,10 +2048,15 @@ class Log:
                 with self._lock:
                     if seg.closed:
                         break
+                    if self._offline is not None:
+                        self._raise_offline()
                     end = seg.size
                     if pos >= end:
                         break
-                    chunk = seg._read_at(pos, min(want, end - pos))
+                    try:
+                        chunk = seg._read_at(pos, min(want, end - pos))
+                    except OSError as e:
+                        self._io_error(e, "reading")
                 records = MemoryRecords(chunk)
                 consumed = 0
                 for b in records:
@@ -1981,14 +2126,17 @@ class Log:
         transaction indexes (what a read_committed fetch returns)."""
         with self._lock:
             self._check_open()
-            out: List[Any] = []
-            i = max(_floor_index(self._bases, start_offset), 0)
-            for seg in self._segments[i:]:
-                result = seg.collect_aborted_txns(start_offset, upper_bound_offset)
-                out.extend(result.aborted_transactions)
-                if result.is_complete:
-                    break
-            return out
+            try:
+                out: List[Any] = []
+                i = max(_floor_index(self._bases, start_offset), 0)
+                for seg in self._segments[i:]:
+                    result = seg.collect_aborted_txns(start_offset, upper_bound_offset)
+                    out.extend(result.aborted_transactions)
+                    if result.is_complete:
+                        break
+                return out
+            except OSError as e:
+                self._io_error(e, "reading the transaction indexes of")
 
     def offset_for_timestamp(self, timestamp: int) -> Optional[TimestampAndOffset]:
         """Kafka's ``fetchOffsetByTimestamp`` (ListOffsets): the first record with a timestamp
@@ -2001,39 +2149,42 @@ class Log:
         kafkalog goes on to the next segments instead."""
         with self._lock:
             self._check_open()
-            cache = self.leader_epoch_cache
-            if timestamp == LATEST_TIMESTAMP:
-                return TimestampAndOffset(-1, self._log_end_offset, cache.latest_epoch)
-            if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-                first = cache.entries[0] if cache.entries else None
-                epoch = (
-                    first.epoch
-                    if first is not None and first.start_offset <= self._log_start_offset
-                    else None
-                )
-                return TimestampAndOffset(-1, self._log_start_offset, epoch)
-            if timestamp == LATEST_TIERED_TIMESTAMP:
-                return TimestampAndOffset(-1, -1, -1)
-            if timestamp == MAX_TIMESTAMP:
-                best = None
-                for seg in self._segments:
-                    if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
-                        best = seg
-                if best is None or best.max_timestamp_so_far < 0:
-                    return None
-                return best.offset_of_max_timestamp()
-            if timestamp < 0:
-                raise ValueError(f"unsupported special timestamp {timestamp}")
-            start = self._log_start_offset
-            segs = self._segments
-            for i, seg in enumerate(segs):
-                if i + 1 < len(segs) and segs[i + 1].base_offset <= start:
-                    continue  # wholly below the log start offset
-                if seg.largest_timestamp >= timestamp:
-                    found = seg.find_offset_by_timestamp(timestamp, start)
-                    if found is not None:
-                        return found
-            return None
+            try:
+                cache = self.leader_epoch_cache
+                if timestamp == LATEST_TIMESTAMP:
+                    return TimestampAndOffset(-1, self._log_end_offset, cache.latest_epoch)
+                if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                    first = cache.entries[0] if cache.entries else None
+                    epoch = (
+                        first.epoch
+                        if first is not None and first.start_offset <= self._log_start_offset
+                        else None
+                    )
+                    return TimestampAndOffset(-1, self._log_start_offset, epoch)
+                if timestamp == LATEST_TIERED_TIMESTAMP:
+                    return TimestampAndOffset(-1, -1, -1)
+                if timestamp == MAX_TIMESTAMP:
+                    best = None
+                    for seg in self._segments:
+                        if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
+                            best = seg
+                    if best is None or best.max_timestamp_so_far < 0:
+                        return None
+                    return best.offset_of_max_timestamp()
+                if timestamp < 0:
+                    raise ValueError(f"unsupported special timestamp {timestamp}")
+                start = self._log_start_offset
+                segs = self._segments
+                for i, seg in enumerate(segs):
+                    if i + 1 < len(segs) and segs[i + 1].base_offset <= start:
+                        continue  # wholly below the log start offset
+                    if seg.largest_timestamp >= timestamp:
+                        found = seg.find_offset_by_timestamp(timestamp, start)
+                        if found is not None:
+                            return found
+                return None
+            except OSError as e:
+                self._io_error(e, "looking up a timestamp in")
 
     # -- retention ---------------------------------------------------------------------------------
     def delete_retention(self) -> int:
@@ -2044,11 +2195,14 @@ class Log:
         never deleted.  Returns the number of segments deleted."""
         with self._lock:
             self._check_writable()
-            n = self._delete_log_start_offset_breached()
-            if self.config.delete:
-                n += self._delete_retention_size_breached()
-                n += self._delete_retention_ms_breached()
-            return n
+            try:
+                n = self._delete_log_start_offset_breached()
+                if self.config.delete:
+                    n += self._delete_retention_size_breached()
+                    n += self._delete_retention_ms_breached()
+                return n
+            except OSError as e:
+                self._io_error(e, "deleting old segments of")
 
     def _deletable_segments(self, predicate) -> List[Segment]:
         hw = self.high_watermark
@@ -2130,17 +2284,20 @@ class Log:
         high watermark.  Returns whether it moved."""
         with self._lock:
             self._check_writable()
-            if new_start > self.high_watermark:
-                raise OffsetOutOfRangeError(
-                    f"Cannot increment the log start offset to {new_start} of partition "
-                    f"{self._tp_name()} since it is larger than the high watermark "
-                    f"{self.high_watermark}",
-                    offset=new_start,
-                )
-            moved = self._maybe_increment_log_start_offset(new_start)
-            if moved:
-                self._write_checkpoints()
-            return moved
+            try:
+                if new_start > self.high_watermark:
+                    raise OffsetOutOfRangeError(
+                        f"Cannot increment the log start offset to {new_start} of partition "
+                        f"{self._tp_name()} since it is larger than the high watermark "
+                        f"{self.high_watermark}",
+                        offset=new_start,
+                    )
+                moved = self._maybe_increment_log_start_offset(new_start)
+                if moved:
+                    self._write_checkpoints()
+                return moved
+            except OSError as e:
+                self._io_error(e, "moving the log start offset of")
 
     # -- truncation --------------------------------------------------------------------------------
     def truncate_to(self, target_offset: int) -> bool:
@@ -2154,34 +2311,37 @@ class Log:
             )
         with self._lock:
             self._check_writable()
-            if target_offset >= self._log_end_offset:
-                return False
-            if self._segments[0].base_offset > target_offset:
-                self._truncate_fully_and_start_at(target_offset)
-                return True
-            # Lower the durable recovery point first, so a crash mid-way recovers enough.
-            if self._recovery_point > target_offset:
-                self._recovery_point = target_offset
+            try:
+                if target_offset >= self._log_end_offset:
+                    return False
+                if self._segments[0].base_offset > target_offset:
+                    self._truncate_fully_and_start_at(target_offset)
+                    return True
+                # Lower the durable recovery point first, so a crash mid-way recovers enough.
+                if self._recovery_point > target_offset:
+                    self._recovery_point = target_offset
+                    self._write_checkpoints()
+                i = _floor_index(self._bases, target_offset)
+                doomed = self._segments[i + 1 :]
+                del self._segments[i + 1 :]
+                del self._bases[i + 1 :]
+                # Newest first: a crash part-way leaves a contiguous prefix of segments.
+                for seg in reversed(doomed):
+                    self._delete_segment_files(seg)
+                active = self._segments[-1]
+                active.truncate_to(target_offset)
+                self._log_end_offset = active.read_next_offset()
+                self._recovery_point = min(self._recovery_point, self._log_end_offset)
+                self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+                self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+                self._latest_epoch = self.leader_epoch_cache.latest_epoch
+                self._rebuild_producer_state(self._log_end_offset)
+                active.flush()
+                _files.fsync_dir(self.dir)
                 self._write_checkpoints()
-            i = _floor_index(self._bases, target_offset)
-            doomed = self._segments[i + 1 :]
-            del self._segments[i + 1 :]
-            del self._bases[i + 1 :]
-            # Newest first: a crash part-way leaves a contiguous prefix of segments.
-            for seg in reversed(doomed):
-                self._delete_segment_files(seg)
-            active = self._segments[-1]
-            active.truncate_to(target_offset)
-            self._log_end_offset = active.read_next_offset()
-            self._recovery_point = min(self._recovery_point, self._log_end_offset)
-            self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
-            self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
-            self._latest_epoch = self.leader_epoch_cache.latest_epoch
-            self._rebuild_producer_state(self._log_end_offset)
-            active.flush()
-            _files.fsync_dir(self.dir)
-            self._write_checkpoints()
-            return True
+                return True
+            except OSError as e:
+                self._io_error(e, "truncating")
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
@@ -2189,7 +2349,10 @@ class Log:
             raise ValueError(f"offset must be non-negative, not {new_offset}")
         with self._lock:
             self._check_writable()
-            self._truncate_fully_and_start_at(new_offset)
+            try:
+                self._truncate_fully_and_start_at(new_offset)
+            except OSError as e:
+                self._io_error(e, "truncating")
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         self._recovery_point = min(self._recovery_point, new_offset)
@@ -2214,13 +2377,26 @@ class Log:
         """Run :meth:`Segment.verify_indexes` on every segment (raises CorruptIndexError)."""
         with self._lock:
             self._check_open()
-            for seg in self._segments:
-                seg.verify_indexes()
+            try:
+                for seg in self._segments:
+                    seg.verify_indexes()
+            except OSError as e:
+                self._io_error(e, "verifying the indexes of")
 
     # -- close -------------------------------------------------------------------------------------
     def close(self) -> None:
         """Flush everything, write the producer snapshot, the checkpoints and finally the
-        clean-shutdown marker, then close every file (Kafka's clean shutdown)."""
+        clean-shutdown marker, then close every file (Kafka's clean shutdown).  An offline log
+        (see :attr:`offline`) only has its files closed, as :meth:`close_handlers` does; an I/O
+        error while closing raises KafkaStorageError after every file is closed, without the
+        marker, so the next open recovers."""
+        with self._lock:
+            if self._closed:
+                return
+            offline = self._offline is not None
+        if offline:
+            self.close_handlers()
+            return
         with self._lock:
             if self._closed:
                 return
@@ -2236,7 +2412,7 @@ class Log:
                         self.topic_partition is not None
                         and self._checkpointed.get("hw") != self.high_watermark
                     ):
-                        _files.update_offset_checkpoint(
+                        _update_root_checkpoint(
                             os.path.join(self.root, _files.REPLICATION_OFFSET_CHECKPOINT_FILE),
                             {self.topic_partition: self.high_watermark},
                         )
@@ -2248,6 +2424,8 @@ class Log:
                 else:
                     for seg in self._segments:
                         seg.close()
+            except OSError as e:
+                self._io_error(e, "closing")
             finally:
                 self._closed = True
                 self._cond.notify_all()

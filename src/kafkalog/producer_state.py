@@ -27,7 +27,7 @@ from typing import Dict, Iterable, List, NamedTuple, Optional
 
 from . import files as _files
 from ._speedups import crc as _crc
-from .errors import CorruptSnapshotError
+from .errors import CorruptSnapshotError, KafkaStorageError
 
 __all__ = [
     "ProducerStateEntry",
@@ -192,8 +192,12 @@ def read_snapshot(path: str) -> List[ProducerStateEntry]:
 
 
 def write_snapshot(path: str, entries: Iterable[ProducerStateEntry], fsync: bool = True) -> None:
-    """Write a ``.snapshot`` file atomically (temp file, fsync, rename)."""
-    _files.atomic_write(path, encode_snapshot(entries), fsync=fsync)
+    """Write a ``.snapshot`` file atomically (temp file, fsync, rename); an I/O error raises
+    KafkaStorageError naming the file."""
+    try:
+        _files.atomic_write(path, encode_snapshot(entries), fsync=fsync)
+    except OSError as e:
+        raise KafkaStorageError.from_os_error(e, "writing a producer snapshot", path=path)
 
 
 def list_snapshot_offsets(directory: str) -> List[int]:

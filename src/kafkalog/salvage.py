@@ -13,14 +13,19 @@ follower append path: offsets, producer ids, sequences, timestamps and leader ep
 which writes fresh segments, offset/time/transaction indexes, producer snapshots,
 ``leader-epoch-checkpoint``, ``partition.metadata`` (the source's topic id when it has one) and
 the offset checkpoints.  Other files of a partition directory (``quorum-state``, KRaft
-``.checkpoint`` snapshots) are copied as they are.  SRC is never written.
+``.checkpoint`` snapshots) are copied as they are (temp file, fsync, rename).  SRC is never
+written.
+
+Destination names are checked before anything is created: a partition directory of DST named
+``<topic>-<partition>`` must carry a topic name Kafka accepts
+(:func:`kafkalog.files.validate_topic`; :class:`~kafkalog.errors.InvalidTopicError` names it), and
+nothing is written through a symbolic link planted inside DST that leads out of it.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-import shutil
 import struct
 import sys
 import time
@@ -29,7 +34,7 @@ from typing import IO, Any, Dict, List, Optional, Tuple
 from . import files as _files
 from ._speedups import crc as _crc
 from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, classify_dir
-from .errors import KafkaLogError
+from .errors import InvalidTopicError, KafkaLogError
 from .records import LegacyRecordBatch, RecordBatch
 
 __all__ = ["SalvageError", "LostRegion", "scan_segment", "run_salvage"]
@@ -234,6 +239,24 @@ def _plan(src: str, dst: str) -> List[_PartitionJob]:
     raise SalvageError(f"{src}: no such file or directory")
 
 
+def _check_destination_names(jobs: List[_PartitionJob]) -> None:
+    """Every destination partition directory named ``<topic>-<partition>`` must carry a topic
+    name Kafka accepts (checked before any directory is made)."""
+    for job in jobs:
+        name = os.path.basename(os.path.normpath(job.dst))
+        try:
+            tp = _files.parse_partition_dir(name).topic_partition
+        except ValueError:
+            continue  # not a <topic>-<partition> name: a free-form destination directory
+        try:
+            _files.validate_topic(tp.topic)
+            _files.validate_partition(tp.partition)
+        except InvalidTopicError as e:
+            raise InvalidTopicError(
+                f"cannot salvage into {job.dst}: {e.message}", e.topic, job.dst
+            ) from None
+
+
 def _check_destination(src: str, dst: str) -> None:
     rs = os.path.realpath(src)
     rd = os.path.realpath(dst)
@@ -262,11 +285,13 @@ class SalvageReport:
         return sum(r.size for r in self.lost)
 
 
-def _salvage_partition(job: _PartitionJob, deep: bool, segment_bytes: int, report: SalvageReport,
-                       progress_enabled: bool) -> Dict[str, Any]:
+def _salvage_partition(job: _PartitionJob, dst_root: str, deep: bool, segment_bytes: int,
+                       report: SalvageReport, progress_enabled: bool) -> Dict[str, Any]:
     from .log import Log
 
-    os.makedirs(job.dst, exist_ok=True)
+    if not os.path.isdir(job.dst):
+        os.mkdir(job.dst)  # a partition directory of a root: DST itself exists (and is empty)
+    _files.check_inside(job.dst, dst_root)
     config = {"segment.bytes": segment_bytes, "max.message.bytes": INT_MAX}
     log = Log.open(job.dst, config, topic_id=job.topic_id)
     part = {"source": [os.fspath(s) for s in job.sources], "destination": job.dst, "batches": 0,
@@ -348,7 +373,7 @@ def _salvage_partition(job: _PartitionJob, deep: bool, segment_bytes: int, repor
         log.close()
     for extra in job.extra_files:
         target = os.path.join(job.dst, os.path.basename(extra))
-        shutil.copy2(extra, target)
+        _files.atomic_copy(extra, target)  # never through a link planted at the name
         report.copied_files.append(target)
     return part
 
@@ -359,12 +384,13 @@ def run_salvage(src: str, dst: str, *, deep: bool = False, segment_bytes: int = 
     """The ``salvage`` command.  Exit status 0 once DST is written (losses are reported)."""
     _check_destination(src, dst)
     jobs = _plan(src, dst)
+    _check_destination_names(jobs)
     report = SalvageReport()
     t0 = time.monotonic()
     if not os.path.exists(dst):
         os.makedirs(dst)
     for job in jobs:
-        report.partitions.append(_salvage_partition(job, deep, segment_bytes, report, progress))
+        report.partitions.append(_salvage_partition(job, dst, deep, segment_bytes, report, progress))
     elapsed = time.monotonic() - t0
     if json_output:
         for p in report.partitions:

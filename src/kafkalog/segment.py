@@ -21,6 +21,7 @@ deleted while callers still hold what they read.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import struct
@@ -35,6 +36,7 @@ from .errors import (
     InvalidOffsetError,
     InvalidRecordError,
     KafkaLogError,
+    KafkaStorageError,
     LogClosedError,
 )
 from .index import (
@@ -150,7 +152,8 @@ class Segment:
         if read_only:
             self._fd = os.open(self._log_path, os.O_RDONLY)
         else:
-            self._fd = os.open(self._log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            # never through a link planted in the directory that leads out of it
+            self._fd = _files.open_for_write(self._log_path, os.O_RDWR | os.O_CREAT)
         self._preallocated = bool(preallocate)
         self._offset_index: Optional[OffsetIndex] = None
         self._time_index: Optional[TimeIndex] = None
@@ -339,15 +342,51 @@ class Segment:
         self._wlen = 0
 
     def _pwrite_all(self, data, position: int) -> None:
+        """Write all of ``data`` at ``position`` (short writes are continued); an I/O error
+        raises KafkaStorageError naming the file and the position that failed."""
         self._unsynced = True
         view = data if isinstance(data, memoryview) else memoryview(data)
         fd = self._fd
         while view:
-            written = os.pwrite(fd, view, position)
+            try:
+                written = os.pwrite(fd, view, position)
+            except OSError as e:
+                raise KafkaStorageError.from_os_error(
+                    e, "writing a segment", path=self._log_path, position=position
+                )
             if written <= 0:  # pragma: no cover - a full disk raises instead
-                raise OSError(f"short write to {self._log_path}")
+                raise KafkaStorageError(
+                    f"I/O error while writing a segment: the system wrote nothing of "
+                    f"{len(view)} bytes",
+                    position,
+                    path=self._log_path,
+                    errno=errno.EIO,
+                    operation="writing a segment",
+                )
             position += written
             view = view[written:]
+
+    def _cut_torn_tail(self) -> None:
+        """After a failed write: cut whatever part of it reached the file past the written
+        size (best effort; recovery cuts a torn tail that stays)."""
+        try:
+            if os.fstat(self._fd).st_size > self._file_size:
+                os.ftruncate(self._fd, self._file_size)
+        except OSError:
+            pass
+
+    def _discard_from(self, position: int) -> None:
+        """Forget every byte from ``position`` on: the bytes of an append that failed.  Bytes
+        still buffered are dropped; bytes already written are cut off the file (best effort:
+        a Log is offline by then and its next open recovers).  Earlier bytes are kept."""
+        if self._closed or self.read_only:
+            return
+        if position >= self._file_size:
+            self._wlen = min(self._wlen, position - self._file_size)
+        else:
+            self._wlen = 0
+            self._file_size = position
+        self._cut_torn_tail()
 
     def _write(
         self, data, base_offset_patch: Optional[int] = None, epoch_patch: Optional[int] = None
@@ -364,18 +403,35 @@ class Segment:
                 self._drain()
                 w = 0
             if n > WRITE_BUFFER_BYTES:
-                if base_offset_patch is not None or epoch_patch is not None:
-                    head = bytearray(data[:_V2_OVERHEAD])
-                    if base_offset_patch is not None:
-                        _Q.pack_into(head, 0, base_offset_patch)
-                    if epoch_patch is not None:
-                        _I.pack_into(head, 12, epoch_patch)
-                    self._pwrite_all(head, self._file_size)
-                    self._pwrite_all(
-                        memoryview(data)[_V2_OVERHEAD:], self._file_size + _V2_OVERHEAD
-                    )
-                else:
-                    self._pwrite_all(data, self._file_size)
+                try:
+                    if base_offset_patch is not None or epoch_patch is not None:
+                        head = bytearray(data[:_V2_OVERHEAD])
+                        if base_offset_patch is not None:
+                            _Q.pack_into(head, 0, base_offset_patch)
+                        if epoch_patch is not None:
+                            _I.pack_into(head, 12, epoch_patch)
+                        self._pwrite_all(head, self._file_size)
+                        self._pwrite_all(
+                            memoryview(data)[_V2_OVERHEAD:], self._file_size + _V2_OVERHEAD
+                        )
+                    elif n > _ENTRY.unpack_from(data, 0)[1] + _LOG_OVERHEAD:
+                        # Several batches: the first one's size field is written as more than
+                        # a segment can hold and fixed last.  Until then - and for good should
+                        # a write fail part-way, even when the cut below fails too - every
+                        # reader (recovery included) sees one incomplete batch at the end,
+                        # never a shorter run of complete ones.
+                        mv = memoryview(data)
+                        pos = self._file_size
+                        head = bytearray(mv[:_LOG_OVERHEAD])
+                        _I.pack_into(head, 8, _INT32_MAX)
+                        self._pwrite_all(head, pos)
+                        self._pwrite_all(mv[_LOG_OVERHEAD:], pos + _LOG_OVERHEAD)
+                        self._pwrite_all(mv[8:_LOG_OVERHEAD], pos + 8)
+                    else:
+                        self._pwrite_all(data, self._file_size)
+                except OSError:
+                    self._cut_torn_tail()  # none of a failed append's batches may stay
+                    raise
                 self._file_size += n
                 return
         wbuf[w : w + n] = data
@@ -715,7 +771,12 @@ class Segment:
 
     def _trim_log(self) -> None:
         if not self.read_only and os.fstat(self._fd).st_size != self._file_size:
-            os.ftruncate(self._fd, self._file_size)
+            try:
+                os.ftruncate(self._fd, self._file_size)
+            except OSError as e:
+                raise KafkaStorageError.from_os_error(
+                    e, "trimming a segment", path=self._log_path, position=self._file_size
+                )
 
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
@@ -956,7 +1017,12 @@ class Segment:
                 f"size of this log segment is {self._file_size} bytes."
             )
         if size < self._file_size or os.fstat(self._fd).st_size != size:
-            os.ftruncate(self._fd, size)
+            try:
+                os.ftruncate(self._fd, size)
+            except OSError as e:
+                raise KafkaStorageError.from_os_error(
+                    e, "truncating a segment", path=self._log_path, position=size
+                )
             self._unsynced = True
         self._file_size = size
 
@@ -1087,7 +1153,10 @@ class Segment:
             return
         self._drain()
         if self._unsynced:
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as e:
+                raise KafkaStorageError.from_os_error(e, "syncing a segment", path=self._log_path)
             self._unsynced = False
         if indexes:
             for idx in (self._offset_index, self._time_index, self._txn_index):

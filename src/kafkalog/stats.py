@@ -7,7 +7,7 @@ markers), null keys and tombstones, and the number of distinct keys: exact up to
 a HyperLogLog estimate (16384 registers, ~0.8% standard error).
 
 ``deep=False`` reads batch headers only: records are then counted from the headers, and the
-compression ratio and key figures are not computed.
+compression ratio and key figures are not computed.  Files are only read.
 """
 from __future__ import annotations
 

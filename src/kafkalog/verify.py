@@ -23,7 +23,8 @@ checkpoints; a single file is checked on its own):
 
 Each problem is located by file, byte position (when it has one) and offset (when known).
 Errors make the exit status 1; warnings (left-over ``.swap``/``.cleaned``/``.deleted`` files, a
-missing index that a broker would rebuild, ...) only with ``--strict``.
+missing index that a broker would rebuild, ...) only with ``--strict``.  Verification is
+read-only: what it finds is reported, never repaired, and no file is created, changed or deleted.
 """
 from __future__ import annotations
 

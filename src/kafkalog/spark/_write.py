@@ -12,10 +12,32 @@ Protocol (one Spark write job):
    (from several tasks) are accepted when their offsets are preserved and do not overlap: their
    segments are put side by side.  Each partition's final directory is assembled inside the
    staging area (hard links to the segments of an existing partition when appending) and then
-   renamed into place, so a partition directory is always either the old one or the complete
-   new one.  Root checkpoints (recovery point, log start offset, high watermark) are updated
+   renamed into place (an existing one is swapped with it in one atomic
+   ``renameat2(RENAME_EXCHANGE)`` on Linux; elsewhere two renames leave a moment without it), so
+   a partition directory is always either the old one or the complete new one.  Root checkpoints (recovery point, log start offset, high watermark) are updated
    last, and the staging area is removed.
 3. ``abort`` (driver, failed job) deletes the staging area; the target is untouched.
+
+A commit that fails (an I/O error, a full disk) puts back, before it raises
+:class:`~kafkalog.errors.KafkaStorageError`, every partition directory it had already swapped
+and every checkpoint entry it had changed, so the target is as it was before the job; the
+previous directories are only deleted once the whole job is in place.  The error says whether
+putting back worked, and if not where a previous directory is (``<topic>-<partition>.<id>-delete``
+in ``<path>``).  Spark then aborts the job, which removes the staging area; a staging
+directory left behind because that removal failed too is never read by kafkalog and can be
+deleted, and so can a ``-delete`` directory whose removal after a successful commit failed.
+A log-start-offset entry above where a new partition directory starts is lowered before any
+swap, so a commit that stops half-way (a crash) never hides the new records, nor lets a
+writable open delete them; at worst records below an old log start show again.
+
+Filesystem safety: every topic name is checked as Kafka checks it
+(:func:`kafkalog.files.validate_topic`) before a directory is made for it, on the driver for
+the ``topic`` option and in each task for the ``topic`` column (the :class:`WriteError` names
+the topic); a staging directory that resolves outside ``<path>`` (a planted symbolic link) is
+refused; the files of an existing partition that are symbolic links leading out of it are
+refused rather than linked into the new directory; and a partition directory that is itself a
+symbolic link is replaced by a real directory on commit (the link is removed, the directory it
+pointed to is left as it was).
 """
 
 from __future__ import annotations
@@ -28,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import files as _files
+from ..errors import CorruptCheckpointError, KafkaStorageError
 
 STAGING_DIR = ".kafkalog-staging"
 GiB = 1024 * 1024 * 1024
@@ -38,6 +61,14 @@ _ENTRY = struct.Struct(">qi")
 
 class WriteError(ValueError):
     """The rows cannot be written as asked (raised in a task or at commit)."""
+
+
+def _check_topic(topic: str) -> None:
+    """WriteError naming ``topic`` unless Kafka accepts it as a topic name."""
+    try:
+        _files.validate_topic(topic)
+    except ValueError as e:
+        raise WriteError(f"cannot write topic {topic!r}: {e}") from e
 
 
 def _lower(options: Mapping[str, Any]) -> Dict[str, Any]:
@@ -146,6 +177,8 @@ def check_columns(names: Sequence[str], opts: WriteOptions) -> None:
         )
     if opts.preserve_offsets and "offset" not in names:
         raise WriteError("preserveOffsets=true needs an 'offset' column")
+    if opts.topic is not None:
+        _check_topic(opts.topic)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -258,6 +291,7 @@ class TaskWriter:
         self.tps: Dict[Tuple[str, int], _TPState] = {}
         self.total_pending = 0
         self._rr = 0
+        self._valid_topics: set = set()
 
     # -- input ------------------------------------------------------------------------------------
     def write_batch(self, rb) -> None:
@@ -288,6 +322,15 @@ class TaskWriter:
             if mm["min"].as_py() == mm["max"].as_py():
                 topic_const = mm["min"].as_py()
                 topics = None
+            else:
+                # every topic of the batch is checked before any directory is made for one
+                for t in pc.unique(topics).to_pylist():
+                    if t not in self._valid_topics:
+                        _check_topic(t)
+                        self._valid_topics.add(t)
+        if topic_const not in self._valid_topics and topic_const is not None:
+            _check_topic(topic_const)
+            self._valid_topics.add(topic_const)
         parts = rb.column("partition") if "partition" in names else None
         if parts is not None and not pa.types.is_int32(parts.type):
             parts = parts.cast(pa.int32())
@@ -336,18 +379,18 @@ class TaskWriter:
         st = self.tps.get(key)
         if st is not None:
             return st
+        _check_topic(topic)
         try:
             name = _files.partition_dir_name(topic, partition)
         except ValueError as e:
             raise WriteError(str(e)) from None
-        if "/" in topic or topic in (".", "..") or any(c.isspace() for c in topic):
-            raise WriteError(f"invalid topic name {topic!r}")
         d = os.path.join(self.stage, name)
         # mkdir, not makedirs: once abort_job has removed the job's directory a straggling
         # task must fail here instead of re-creating the staging tree
         try:
             if not os.path.isdir(self.stage):
                 os.mkdir(self.stage)
+            _files.check_inside(self.stage, self.opts.path)  # no planted link out of <path>
             os.mkdir(d)
         except FileNotFoundError:
             raise WriteError(
@@ -524,6 +567,69 @@ def _write_epochs(d: str, entries: List[Tuple[int, int]], fsync: bool) -> None:
     )
 
 
+class _Swap:
+    """One partition directory being put in place by a commit: ``placed`` once the new
+    directory is at ``target``, ``old`` where the previous directory is (None: there was
+    none), ``back`` where the new one came from (in the staging area)."""
+
+    __slots__ = ("target", "back", "placed", "old")
+
+    def __init__(self, target: str, back: str) -> None:
+        self.target = target
+        self.back = back
+        self.placed = False
+        self.old: Optional[str] = None
+
+
+def _checkpoint_entries(
+    path: str, updates: Mapping[Tuple[str, int], Optional[int]]
+) -> Dict[Tuple[str, int], Optional[int]]:
+    """The current entries of ``updates``' partitions in a root checkpoint (None: absent)."""
+    try:
+        current = _files.read_offset_checkpoint(path)
+    except CorruptCheckpointError:
+        current = {}
+    return {tp: current.get(_files.TopicPartition(*tp)) for tp in updates}
+
+
+def _undo_commit(
+    swaps: List[_Swap], ckpt_old: Mapping[str, Mapping[Tuple[str, int], Optional[int]]],
+    fsync: bool,
+) -> str:
+    """Put back what a failed commit changed, newest first: each new partition directory goes
+    back into the staging area (removed with it) and the previous one returns to its name; the
+    checkpoint entries are restored.  Returns a sentence for the error message: every step
+    is tried, and one that fails names where the previous data is."""
+    problems = []
+    for path, entries in ckpt_old.items():
+        try:
+            _files.update_offset_checkpoint(path, dict(entries), fsync=fsync)
+        except OSError as e:
+            problems.append(f"could not restore {path} ({e})")
+    for sw in reversed(swaps):
+        try:
+            if sw.placed:
+                away = sw.back
+                if os.path.lexists(away):
+                    away = f"{sw.back}.{uuid.uuid4().hex}"
+                os.rename(sw.target, away)
+                sw.placed = False
+            if sw.old is not None:
+                os.rename(sw.old, sw.target)
+                sw.old = None
+        except OSError as e:
+            where = f"; the previous directory is at {sw.old}" if sw.old is not None else ""
+            problems.append(f"could not put back {sw.target} ({e}){where}")
+    if not problems and swaps and fsync:
+        try:
+            _files.fsync_dir(os.path.dirname(swaps[0].target))
+        except OSError as e:
+            problems.append(f"could not sync {os.path.dirname(swaps[0].target)} ({e})")
+    if problems:
+        return "putting the target back failed: " + "; ".join(problems)
+    return "the target was left as it was before the job"
+
+
 def commit_job(
     opts: WriteOptions, job_id: str, staged: Sequence[StagedPartition], overwrite: bool
 ) -> Dict[str, Any]:
@@ -566,86 +672,159 @@ def commit_job(
                 )
         plans.append((topic, partition, pieces, target, exists))
 
-    merged_root = os.path.join(job_dir, "_merged")
-    os.makedirs(merged_root, exist_ok=True)
-    records = 0
-    nbytes = 0
-    ckpt_updates: Dict[str, Dict[Tuple[str, int], Optional[int]]] = {
-        _files.RECOVERY_POINT_CHECKPOINT_FILE: {},
-        _files.LOG_START_OFFSET_CHECKPOINT_FILE: {},
-        _files.REPLICATION_OFFSET_CHECKPOINT_FILE: {},
-    }
-    for topic, partition, pieces, target, exists in plans:
-        name = _files.partition_dir_name(topic, partition)
-        merged = os.path.join(merged_root, name)
-        os.makedirs(merged)
-        epochs: List[Tuple[int, int]] = []
-        log_start = pieces[0].first_offset
-        if exists and not overwrite:
-            # close the existing log cleanly (trimmed indexes), then link its files
-            existing = Log.open(target, read_only=False)
-            log_start = existing.log_start_offset
-            existing.close()
-            for fname in os.listdir(target):
-                src = os.path.join(target, fname)
-                sf = _files.parse_segment_file_name(fname)
-                if (
-                    sf is not None
-                    and sf.kind in _SEGMENT_KINDS
-                    and sf.base_offset >= pieces[0].first_offset
-                ):
-                    continue  # an empty active segment at the old log end: the new data replaces it
-                if os.path.isfile(src):
-                    _link_or_copy(src, os.path.join(merged, fname))
-            epochs.extend(_epoch_entries(target))
-            try:
-                os.unlink(os.path.join(merged, _files.LEADER_EPOCH_CHECKPOINT_FILE))
-            except FileNotFoundError:
-                pass
-        for p in pieces:
-            for fname in _segment_files(p.directory):
-                dst = os.path.join(merged, fname)
-                if os.path.exists(dst):
-                    if os.path.getsize(
-                        os.path.join(p.directory, fname)
-                    ) == 0 and not fname.endswith(".log"):
+    # what a failure must undo: the partition directories swapped so far and the checkpoint
+    # entries as they were
+    swaps: List[_Swap] = []
+    ckpt_old: Dict[str, Dict[Tuple[str, int], Optional[int]]] = {}
+    records = nbytes = 0
+    try:
+        merged_root = os.path.join(job_dir, "_merged")
+        os.makedirs(merged_root, exist_ok=True)
+        _files.check_inside(merged_root, root)  # no planted link out of the target root
+        records = 0
+        nbytes = 0
+        ckpt_updates: Dict[str, Dict[Tuple[str, int], Optional[int]]] = {
+            _files.RECOVERY_POINT_CHECKPOINT_FILE: {},
+            _files.LOG_START_OFFSET_CHECKPOINT_FILE: {},
+            _files.REPLICATION_OFFSET_CHECKPOINT_FILE: {},
+        }
+        # A log-start entry above where a new directory starts would hide its first records
+        # (and make a writable open delete them all) should the commit stop between a swap and
+        # the checkpoint update below: such entries are lowered before any swap.
+        start_path = os.path.join(root, _files.LOG_START_OFFSET_CHECKPOINT_FILE)
+        starts = {(t, p): pieces[0].first_offset for t, p, pieces, _d, _e in plans}
+        current = _checkpoint_entries(start_path, starts)
+        lower = {tp: s for tp, s in starts.items() if current[tp] is not None and current[tp] > s}
+        if lower:
+            ckpt_old[start_path] = {tp: current[tp] for tp in lower}
+            _files.update_offset_checkpoint(start_path, lower, fsync=opts.fsync)
+        for topic, partition, pieces, target, exists in plans:
+            name = _files.partition_dir_name(topic, partition)
+            merged = os.path.join(merged_root, name)
+            os.makedirs(merged)
+            epochs: List[Tuple[int, int]] = []
+            log_start = pieces[0].first_offset
+            if exists and not overwrite:
+                # close the existing log cleanly (trimmed indexes), then link its files
+                existing = Log.open(target, read_only=False)
+                log_start = existing.log_start_offset
+                existing.close()
+                for fname in os.listdir(target):
+                    src = os.path.join(target, fname)
+                    sf = _files.parse_segment_file_name(fname)
+                    if (
+                        sf is not None
+                        and sf.kind in _SEGMENT_KINDS
+                        and sf.base_offset >= pieces[0].first_offset
+                    ):
+                        # an empty active segment at the old log end: the new data replaces it
                         continue
-                    raise WriteError(f"segment file {fname} of {name} written twice")
-                os.rename(os.path.join(p.directory, fname), dst)
-            epochs.extend(_epoch_entries(p.directory))
-            meta = os.path.join(p.directory, _files.PARTITION_METADATA_FILE)
-            if os.path.isfile(meta) and not os.path.exists(
-                os.path.join(merged, _files.PARTITION_METADATA_FILE)
-            ):
-                os.rename(meta, os.path.join(merged, _files.PARTITION_METADATA_FILE))
-            records += p.records
-            nbytes += p.nbytes
-        merged_epochs = _merge_epochs(epochs)
-        if merged_epochs:
-            _write_epochs(merged, merged_epochs, opts.fsync)
-        _files.write_clean_shutdown_file(
-            os.path.join(merged, _files.CLEAN_SHUTDOWN_FILE), fsync=opts.fsync
-        )
-        _fsync_tree(merged, opts.fsync)
-        end = pieces[-1].end_offset
-        # swap into place
-        if exists:
-            trash = os.path.join(root, f"{name}.{uuid.uuid4().hex}{_files.DELETE_DIR_SUFFIX}")
-            os.rename(target, trash)
-            os.rename(merged, target)
-            shutil.rmtree(trash, ignore_errors=True)
+                    if os.path.islink(src):
+                        # a link leading out of the partition is never carried into the new one
+                        _refuse_outside_link(src, target)
+                    if os.path.isfile(src):
+                        _link_or_copy(src, os.path.join(merged, fname))
+                epochs.extend(_epoch_entries(target))
+                try:
+                    os.unlink(os.path.join(merged, _files.LEADER_EPOCH_CHECKPOINT_FILE))
+                except FileNotFoundError:
+                    pass
+            for p in pieces:
+                for fname in _segment_files(p.directory):
+                    dst = os.path.join(merged, fname)
+                    if os.path.exists(dst):
+                        if os.path.getsize(
+                            os.path.join(p.directory, fname)
+                        ) == 0 and not fname.endswith(".log"):
+                            continue
+                        raise WriteError(f"segment file {fname} of {name} written twice")
+                    os.rename(os.path.join(p.directory, fname), dst)
+                epochs.extend(_epoch_entries(p.directory))
+                meta = os.path.join(p.directory, _files.PARTITION_METADATA_FILE)
+                if os.path.isfile(meta) and not os.path.exists(
+                    os.path.join(merged, _files.PARTITION_METADATA_FILE)
+                ):
+                    os.rename(meta, os.path.join(merged, _files.PARTITION_METADATA_FILE))
+                records += p.records
+                nbytes += p.nbytes
+            merged_epochs = _merge_epochs(epochs)
+            if merged_epochs:
+                _write_epochs(merged, merged_epochs, opts.fsync)
+            _files.write_clean_shutdown_file(
+                os.path.join(merged, _files.CLEAN_SHUTDOWN_FILE), fsync=opts.fsync
+            )
+            _fsync_tree(merged, opts.fsync)
+            end = pieces[-1].end_offset
+            # swap into place; the old directory is kept, outside the staging area, until the
+            # whole job is in place (a failure puts every partition back)
+            swap = _Swap(target, merged)
+            swaps.append(swap)
+            if exists:
+                trash = os.path.join(root, f"{name}.{uuid.uuid4().hex}{_files.DELETE_DIR_SUFFIX}")
+                if _files.exchange_paths(merged, target):
+                    # one atomic swap: the old directory (or link) is now at `merged`
+                    swap.placed, swap.old = True, merged
+                    os.rename(merged, trash)
+                    swap.old = trash
+                else:  # two renames: for a moment there is no partition directory
+                    os.rename(target, trash)
+                    swap.old = trash
+                    os.rename(merged, target)
+                    swap.placed = True
+            else:
+                os.rename(merged, target)
+                swap.placed = True
+            if opts.fsync:
+                _files.fsync_dir(root)  # the new directory is durably in place first
+            ckpt_updates[_files.RECOVERY_POINT_CHECKPOINT_FILE][(topic, partition)] = end
+            ckpt_updates[_files.REPLICATION_OFFSET_CHECKPOINT_FILE][(topic, partition)] = end
+            ckpt_updates[_files.LOG_START_OFFSET_CHECKPOINT_FILE][(topic, partition)] = log_start
+        for fname, updates in ckpt_updates.items():
+            if updates:
+                path = os.path.join(root, fname)
+                old = ckpt_old.setdefault(path, {})
+                for tp, value in _checkpoint_entries(path, updates).items():
+                    old.setdefault(tp, value)
+                _files.update_offset_checkpoint(path, updates, fsync=opts.fsync)
+    except BaseException as e:
+        undone = _undo_commit(swaps, ckpt_old, opts.fsync)
+        if isinstance(e, OSError):
+            path = getattr(e, "path", None) or getattr(e, "filename", None)
+            why = e if isinstance(e, KafkaStorageError) else KafkaStorageError.from_os_error(
+                e, "committing"
+            )
+            raise KafkaStorageError(
+                f"write job {job_id} could not be committed to {root}: {why}; {undone}",
+                path=os.fsdecode(path) if path is not None else root,
+                errno=e.errno,
+                operation="committing a write job",
+            ) from e
+        raise
+    # committed: the old directories go
+    for swap in swaps:
+        if swap.old is None:
+            continue
+        if os.path.islink(swap.old):
+            os.unlink(swap.old)  # a linked partition directory: drop the link, not its target
         else:
-            os.rename(merged, target)
-        if opts.fsync:
-            _files.fsync_dir(root)
-        ckpt_updates[_files.RECOVERY_POINT_CHECKPOINT_FILE][(topic, partition)] = end
-        ckpt_updates[_files.REPLICATION_OFFSET_CHECKPOINT_FILE][(topic, partition)] = end
-        ckpt_updates[_files.LOG_START_OFFSET_CHECKPOINT_FILE][(topic, partition)] = log_start
-    for fname, updates in ckpt_updates.items():
-        if updates:
-            _files.update_offset_checkpoint(os.path.join(root, fname), updates, fsync=opts.fsync)
+            shutil.rmtree(swap.old, ignore_errors=True)
     abort_job(opts, job_id)
     return {"partitions": len(plans), "records": records, "bytes": nbytes}
+
+
+def _refuse_outside_link(path: str, directory: str) -> None:
+    """UnsafePathError unless the symbolic link ``path`` leads to a regular file inside
+    ``directory``."""
+    from ..errors import UnsafePathError
+
+    real = os.path.realpath(path)
+    real_dir = os.path.realpath(directory)
+    if not os.path.isfile(real) or os.path.commonpath([real, real_dir]) != real_dir:
+        raise UnsafePathError(
+            f"refusing to carry {path} into the new partition directory: it is a symbolic link "
+            f"to {real}, not a file inside {real_dir}",
+            path=path,
+        )
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -671,8 +850,18 @@ def _fsync_tree(d: str, fsync: bool) -> None:
 
 def prepare_job(opts: WriteOptions, job_id: str) -> str:
     """Create a job's staging directory (on the driver, before any task runs)."""
-    job_dir = os.path.join(opts.path, STAGING_DIR, job_id)
+    from ..errors import UnsafePathError
+
+    staging = os.path.join(opts.path, STAGING_DIR)
+    if os.path.islink(staging):
+        raise UnsafePathError(
+            f"refusing to stage in {staging}: it is a symbolic link (to "
+            f"{os.path.realpath(staging)}); remove it",
+            path=staging,
+        )
+    job_dir = os.path.join(staging, job_id)
     os.makedirs(job_dir, exist_ok=True)
+    _files.check_inside(job_dir, opts.path)
     return job_dir
 
 
