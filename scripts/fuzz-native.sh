@@ -16,7 +16,8 @@
 #    broken invariant stops the run and leaves the input as $KAFKALOG_FUZZ_DIR/corpus/../<h>-crash-*.
 #
 # Needs clang (with its compiler-rt: Debian's clang + libclang-rt-dev) and atheris.
-# Env: KAFKALOG_NATIVE_REUSE=1 keeps an existing build; KAFKALOG_FUZZ_DIR (default
+# Env: KAFKALOG_NATIVE_REUSE=1 keeps an existing build of the .pyx files (Python files are
+# copied afresh); KAFKALOG_FUZZ_DIR (default
 # /tmp/kafkalog-fuzz-native): corpora, seeded on first use and grown across runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +42,9 @@ RT="$("$CLANG" -print-resource-dir)/lib/linux"
 mkdir -p "$OUT"
 if [[ -n "${KAFKALOG_NATIVE_REUSE:-}" ]] && ls "$OUT"/tree/src/kafkalog/_batch*.so >/dev/null 2>&1 \
         && [[ -f "$OUT/asan_with_fuzzer.so" ]]; then
-    echo "== reusing the build in $OUT"
+    echo "== reusing the build in $OUT (Python files refreshed from src/)"
+    tar -C src --exclude='__pycache__' --exclude='*.so' --exclude='*.c' --exclude='*.pyx' \
+        --exclude='*.pxd' -cf - kafkalog | tar -C "$OUT/tree/src" -xf -
 else
     rm -rf "$OUT/tree" "$OUT/rt"
     mkdir -p "$OUT/tree/src" "$OUT/rt"
