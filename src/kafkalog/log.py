@@ -70,10 +70,15 @@ from .errors import (
     LogLockedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    UnsafePathError,
 )
 from .producer_state import ProducerStateManager
 from .records import MemoryRecords, MemoryRecordsBuilder, RecordBatch
 from .segment import Segment, TimestampAndOffset
+
+# What takes a Log offline: an operating-system failure, or a write refused because it would go
+# through a planted link (either may leave the in-memory state ahead of the files).
+_STORAGE_ERRORS = (OSError, UnsafePathError)
 
 try:  # POSIX only: a writable open locks the partition directory.
     import fcntl as _fcntl
@@ -1183,7 +1188,7 @@ class Log:
                     ltc = cleaner.log_to_clean(self, now)
                     if end <= before or ltc.first_uncleanable_offset <= ltc.first_dirty_offset:
                         break
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 self._io_error(e, "compacting")
         total.end = time.monotonic()
         return total
@@ -1287,8 +1292,8 @@ class Log:
             f"log {self._tp_name()} is offline since an I/O error ({first}); close it and open "
             "the directory again, which recovers it",
             path=first.path,
-            errno=first.errno,
-            operation=first.operation,
+            errno=getattr(first, "errno", None),  # None after an UnsafePathError
+            operation=getattr(first, "operation", None),
         ) from first
 
     def _io_error(self, e: OSError, operation: str):
@@ -1296,6 +1301,11 @@ class Log:
         offline, as a broker takes a log dir offline: the in-memory state may no longer match
         the files, so every later call but :meth:`close` (which then only closes the files,
         writing no clean-shutdown marker) raises, and the next open recovers the directory."""
+        if isinstance(e, UnsafePathError):
+            # a refused write (a planted link) may also leave the state half-changed
+            if self._offline is None:
+                self._offline = e
+            raise e
         err = KafkaStorageError.from_os_error(
             e, f"{operation} log {self._tp_name()}", path=getattr(e, "filename", None) or self.dir
         )
@@ -1448,7 +1458,7 @@ class Log:
                     len(prepared.data),
                     prepared.records_count,
                 )
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 self._io_error(e, "appending to")
 
     def _raise_too_large_for_segment(self, size: int) -> None:
@@ -1798,7 +1808,7 @@ class Log:
                 return LogAppendInfo(
                     first, prev_last, max_ts, shallow, -1, self._log_start_offset, valid, count
                 )
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 if mark is not None:
                     mark[0]._discard_from(mark[1])  # none of a failed call's batches stay
                 self._io_error(e, "appending to")
@@ -1811,7 +1821,7 @@ class Log:
             self._check_writable()
             try:
                 return self._roll(None)
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 self._io_error(e, "rolling")
 
     def _roll(self, expected_next_offset: Optional[int]) -> Segment:
@@ -1837,7 +1847,7 @@ class Log:
             _files.transaction_index_file,
         ):
             path = fn(self.dir, new_offset)
-            if os.path.exists(path):
+            if os.path.lexists(path):  # a dangling link too
                 os.unlink(
                     path
                 )  # Kafka: "Newly rolled segment file ... already exists; deleting it first"
@@ -1863,7 +1873,7 @@ class Log:
             try:
                 self._flush_upto(self._log_end_offset, force=True)
                 self._write_checkpoints()
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 self._io_error(e, "flushing")
 
     def _flush_upto(
@@ -1897,7 +1907,7 @@ class Log:
     def _flusher_loop(self) -> None:
         flush_ms = self.config.flush_ms
         with self._cond:
-            while not self._closed:
+            while not self._closed and self._offline is None:  # offline: nothing more is written
                 since = self._unflushed_since
                 if since is None:
                     self._cond.wait()
@@ -1910,7 +1920,7 @@ class Log:
                     self._unflushed_since = None
                     if self._log_end_offset > self._recovery_point:
                         self._flush_upto(self._log_end_offset, skip_active_indexes=True)
-                except OSError as e:  # the log goes offline: the next call raises
+                except _STORAGE_ERRORS as e:  # the log goes offline: the next call raises
                     try:
                         self._io_error(e, "flushing")
                     except KafkaStorageError:
@@ -2016,7 +2026,7 @@ class Log:
                         return result
                     i += 1
                 return MemoryRecords(b"")
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 self._io_error(e, "reading")
 
     def iter_batches(self, start_offset: Optional[int] = None) -> Iterator[Any]:
@@ -2038,7 +2048,7 @@ class Log:
                 if start > seg.base_offset:
                     try:
                         found = seg.translate_offset(start)
-                    except OSError as e:
+                    except _STORAGE_ERRORS as e:
                         self._io_error(e, "reading")
                     if found is None:
                         continue
@@ -2055,7 +2065,7 @@ class Log:
                         break
                     try:
                         chunk = seg._read_at(pos, min(want, end - pos))
-                    except OSError as e:
+                    except _STORAGE_ERRORS as e:
                         self._io_error(e, "reading")
                 records = MemoryRecords(chunk)
                 consumed = 0
@@ -2135,7 +2145,7 @@ class Log:
                     if result.is_complete:
                         break
                 return out
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 self._io_error(e, "reading the transaction indexes of")
 
     def offset_for_timestamp(self, timestamp: int) -> Optional[TimestampAndOffset]:
@@ -2183,7 +2193,7 @@ class Log:
                         if found is not None:
                             return found
                 return None
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 self._io_error(e, "looking up a timestamp in")
 
     # -- retention ---------------------------------------------------------------------------------
@@ -2201,7 +2211,7 @@ class Log:
                     n += self._delete_retention_size_breached()
                     n += self._delete_retention_ms_breached()
                 return n
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 self._io_error(e, "deleting old segments of")
 
     def _deletable_segments(self, predicate) -> List[Segment]:
@@ -2296,7 +2306,7 @@ class Log:
                 if moved:
                     self._write_checkpoints()
                 return moved
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 self._io_error(e, "moving the log start offset of")
 
     # -- truncation --------------------------------------------------------------------------------
@@ -2340,7 +2350,7 @@ class Log:
                 _files.fsync_dir(self.dir)
                 self._write_checkpoints()
                 return True
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 self._io_error(e, "truncating")
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -2351,7 +2361,7 @@ class Log:
             self._check_writable()
             try:
                 self._truncate_fully_and_start_at(new_offset)
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 self._io_error(e, "truncating")
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -2380,7 +2390,7 @@ class Log:
             try:
                 for seg in self._segments:
                     seg.verify_indexes()
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 self._io_error(e, "verifying the indexes of")
 
     # -- close -------------------------------------------------------------------------------------
@@ -2424,7 +2434,7 @@ class Log:
                 else:
                     for seg in self._segments:
                         seg.close()
-            except OSError as e:
+            except _STORAGE_ERRORS as e:
                 self._io_error(e, "closing")
             finally:
                 self._closed = True

@@ -419,7 +419,10 @@ class Segment:
                         # a segment can hold and fixed last.  Until then - and for good should
                         # a write fail part-way, even when the cut below fails too - every
                         # reader (recovery included) sees one incomplete batch at the end,
-                        # never a shorter run of complete ones.
+                        # never a shorter run of complete ones.  (A lock-free reader in another
+                        # process could in principle see the 4-byte fix-up half done where it
+                        # straddles a page; it then reports a corrupt batch at the tail, which
+                        # a second read resolves. Recovery and in-process readers cannot.)
                         mv = memoryview(data)
                         pos = self._file_size
                         head = bytearray(mv[:_LOG_OVERHEAD])

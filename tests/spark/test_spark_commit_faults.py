@@ -311,3 +311,50 @@ def test_commit_stopped_after_swap_keeps_new_records(scratch, monkeypatch):
         assert [r.value for r in log.iter_records()] == [b"new-0", b"new-1", b"new-2"]
     finally:
         log.close()
+
+
+def test_undo_restores_directories_before_checkpoints(tmp_path, monkeypatch):
+    """Regression (review): the undo restored the root checkpoint entries first and the
+    directories second, so a stop in between (or a directory that could not be put back) paired
+    a new partition directory with the old, higher log-start entry, hiding its first records.
+    Directories now go back first, and a partition whose directory stays keeps its entries."""
+    root = tmp_path / "root"
+    (root / w.STAGING_DIR).mkdir(parents=True)
+    ckpt = str(root / files.LOG_START_OFFSET_CHECKPOINT_FILE)
+    files.write_offset_checkpoint(ckpt, {(TOPIC, 0): 0, (TOPIC, 1): 0})  # the lowered entries
+    swaps = []
+    for p in (0, 1):
+        target = root / f"{TOPIC}-{p}"
+        old = root / f"{TOPIC}-{p}.old-delete"
+        old.mkdir()
+        (old / "marker").write_text("old")
+        target.mkdir()
+        (target / "marker").write_text("new")
+        sw = w._Swap(str(target), str(root / w.STAGING_DIR / f"{TOPIC}-{p}"))
+        sw.placed, sw.old = True, str(old)
+        swaps.append(sw)
+    order = []
+    real_rename, real_update = os.rename, files.update_offset_checkpoint
+
+    def rename(a, b):
+        order.append(("rename", os.path.basename(str(b))))
+        if str(b) == swaps[1].target:  # partition 1's old directory cannot go back
+            raise OSError(5, "Input/output error", str(a))
+        return real_rename(a, b)
+
+    def update(path, entries, fsync=True):
+        order.append(("checkpoint", tuple(sorted(entries))))
+        return real_update(path, entries, fsync=fsync)
+
+    monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.setattr(files, "update_offset_checkpoint", update)
+    msg = w._undo_commit(swaps, {ckpt: {(TOPIC, 0): 6, (TOPIC, 1): 6}}, fsync=False)
+    monkeypatch.undo()
+    assert "could not put back" in msg and swaps[1].old in msg
+    first_checkpoint = next(i for i, (kind, _) in enumerate(order) if kind == "checkpoint")
+    assert all(kind == "rename" for kind, _ in order[:first_checkpoint])
+    assert (root / f"{TOPIC}-0" / "marker").read_text() == "old"
+    # partition 0 is back to its old directory and entry; partition 1 keeps the new directory
+    # and the lowered entry that does not hide its records
+    assert files.read_offset_checkpoint(ckpt) == {
+        files.TopicPartition(TOPIC, 0): 6, files.TopicPartition(TOPIC, 1): 0}

@@ -130,13 +130,21 @@ def test_thread_and_process_readers_see_only_complete_batches(tmp_path, big):
     log.flush()
 
     child = subprocess.Popen(
-        [sys.executable, CHILD, str(d)],
+        [sys.executable, "-X", "faulthandler", CHILD, str(d)],  # a crash prints its stack
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=_env(),
     )
     try:
-        assert child.stdout.readline().strip() == b"READY", child.stderr.read().decode()
+        ready: list = []  # the READY line, read with a bound on the wait
+        t = threading.Thread(target=lambda: ready.append(child.stdout.readline()), daemon=True)
+        t.start()
+        t.join(60)
+        if not ready or ready[0].strip() != b"READY":
+            child.kill()
+            _, err = child.communicate()
+            raise AssertionError(f"reader child not ready (exit {child.returncode}, got "
+                                 f"{ready!r}): {err.decode()[-3000:]}")
         writer = Writer(log, big_every=25 if big else 0)
 
         def fetch_loop():
@@ -178,7 +186,7 @@ def test_thread_and_process_readers_see_only_complete_batches(tmp_path, big):
         if child.poll() is None:
             child.kill()
             child.wait()
-    assert child.returncode == 0, err.decode()
+    assert child.returncode == 0, f"reader child exited {child.returncode}: {err.decode()[-3000:]}"
     report = json.loads(out.decode().strip().splitlines()[-1])
     assert report["errors"] == [], report["errors"]
     assert report["passes"] >= 1 and report["files"] >= 1 and report["batches"] >= 1, report

@@ -872,3 +872,60 @@ def test_injector_counts_every_kind_of_call(tmp_path, faults):
     assert any(n.endswith(".index") for n in names) and any(n.endswith(".snapshot.tmp")
                                                             for n in names)
     assert _faults.PARTIAL and _faults.SHORT
+
+
+def _tree_state(root: Path) -> dict:
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def test_flusher_writes_nothing_once_the_log_is_offline(tmp_path, faults):
+    """Regression (review): the background flusher kept fsyncing segments and writing the root
+    recovery-point checkpoint after another call had taken the log offline, from an in-memory
+    state known to be ahead of the files."""
+    d = tmp_path / f"{TOPIC}-0"
+    log = Log.open(d, dict(CFG, **{"flush.ms": 200}), checkpoint_interval_ms=0)
+    log.append(batch([b"one"]))
+    log.flush()
+    # a follower append in a new leader epoch: its batches reach the file, then the
+    # leader-epoch checkpoint cannot be written, so the call fails and is undone
+    data = batch([b"f1", b"f2"], base_offset=1, leader_epoch=7)
+    with faults.armed(1, ENOSPC, ops=("write",), match="*leader-epoch-checkpoint*"):
+        with pytest.raises(KafkaStorageError):
+            log.append_as_follower(data)
+    assert log.offline
+    before = _tree_state(tmp_path)
+    # whatever was pending when the log went offline: the flusher is woken with a flush due
+    with log._cond:
+        log._unflushed_since = time.monotonic() - 10
+        log._cond.notify_all()
+    time.sleep(0.7)  # three flush intervals
+    assert _tree_state(tmp_path) == before
+    log.close()
+    log = Log.open(d, CFG)
+    assert [r.value for r in log.iter_records()] == [b"one"]
+    log.close()
+
+
+def test_roll_replaces_a_dangling_link_at_the_new_segment_name(tmp_path):
+    """Regression (review): roll checked for stale files at the new segment's names with
+    os.path.exists, which is False for a dangling link, so the link stayed and the safe open
+    refused it on every later append."""
+    if not hasattr(os, "symlink"):
+        pytest.skip("no symbolic links here")
+    d = tmp_path / f"{TOPIC}-0"
+    log = Log.open(d, CFG)
+    log.append(batch([b"a"]))
+    nxt = log.log_end_offset
+    try:
+        os.symlink(tmp_path / "nowhere", d / f"{nxt:020d}.log")
+    except OSError:
+        pytest.skip("cannot create symbolic links here")
+    log.roll()
+    log.append(batch([b"b"]))
+    assert not os.path.islink(d / f"{nxt:020d}.log")
+    assert not (tmp_path / "nowhere").exists()
+    assert [r.value for r in log.iter_records()] == [b"a", b"b"]
+    log.close()

@@ -15,7 +15,7 @@ import pytest
 from kafkalog import files
 from kafkalog.cleaner import Cleaner, CleanerConfig
 from kafkalog.control import build_end_txn_marker
-from kafkalog.errors import InvalidTopicError, KafkaLogError, UnsafePathError
+from kafkalog.errors import InvalidTopicError, KafkaLogError, KafkaStorageError, UnsafePathError
 from kafkalog.log import Log
 
 from .conftest import BASE_TS, make_batch, values_batch
@@ -368,7 +368,12 @@ def test_txn_index_refuses_a_link(tmp_path, outside):
     planted = outside.plant(d / f"{0:020d}.txnindex")
     with pytest.raises(UnsafePathError):
         log.append(build_end_txn_marker(False, 5, 0, 0, timestamp=BASE_TS), origin="coordinator")
-    log.close_handlers()
+    # the marker reached the segment but not the index: like an I/O error, the refusal takes the
+    # log offline until it is opened again (and recovered)
+    assert log.offline
+    with pytest.raises(KafkaStorageError, match="offline"):
+        log.append(make_batch([b"c"]))
+    log.close()
     assert planted.is_symlink()
     assert outside.untouched()
 

@@ -597,15 +597,13 @@ def _undo_commit(
     fsync: bool,
 ) -> str:
     """Put back what a failed commit changed, newest first: each new partition directory goes
-    back into the staging area (removed with it) and the previous one returns to its name; the
-    checkpoint entries are restored.  Returns a sentence for the error message: every step
-    is tried, and one that fails names where the previous data is."""
+    back into the staging area (removed with it) and the previous one returns to its name; then
+    the checkpoint entries are restored - directories first, so that no moment pairs a new
+    directory with an old (higher) log-start entry that would hide its first records, and only
+    for the partitions whose directory did go back.  Returns a sentence for the error message:
+    every step is tried, and one that fails names where the previous data is."""
     problems = []
-    for path, entries in ckpt_old.items():
-        try:
-            _files.update_offset_checkpoint(path, dict(entries), fsync=fsync)
-        except OSError as e:
-            problems.append(f"could not restore {path} ({e})")
+    stuck = set()  # targets whose previous directory could not be put back
     for sw in reversed(swaps):
         try:
             if sw.placed:
@@ -618,8 +616,21 @@ def _undo_commit(
                 os.rename(sw.old, sw.target)
                 sw.old = None
         except OSError as e:
+            stuck.add(sw.target)
             where = f"; the previous directory is at {sw.old}" if sw.old is not None else ""
             problems.append(f"could not put back {sw.target} ({e}){where}")
+    for path, entries in ckpt_old.items():
+        root = os.path.dirname(path)
+        keep = {
+            tp: v for tp, v in entries.items()
+            if os.path.join(root, f"{tp[0]}-{tp[1]}") not in stuck
+        }
+        if not keep:
+            continue
+        try:
+            _files.update_offset_checkpoint(path, keep, fsync=fsync)
+        except OSError as e:
+            problems.append(f"could not restore {path} ({e})")
     if not problems and swaps and fsync:
         try:
             _files.fsync_dir(os.path.dirname(swaps[0].target))
