@@ -247,28 +247,39 @@ def check_records(data: bytes) -> None:
                 )
 
 
-def seeds_records() -> Iterator[bytes]:
+def _built_logs(base_offset: int, value_tail: bytes, headers) -> Iterator[bytes]:
+    """Three records built with MemoryRecordsBuilder for every magic and codec (the pure twin)."""
     mod = BATCH[-1][1]
     for magic in (0, 1, 2):
         for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
             try:
-                b = mod.MemoryRecordsBuilder(magic=magic, compression_type=codec, base_offset=5)
+                b = mod.MemoryRecordsBuilder(magic=magic, compression_type=codec,
+                                             base_offset=base_offset)
                 b.append(1000, b"k", b"v" * 40)
-                b.append(1001, None, b"hello world " * 3,
-                         [("h", b"x")] if magic == 2 else ())
+                b.append(1001, None, value_tail, headers if magic == 2 else ())
                 b.append(1002, b"key2", None)
-                raw = b.build()
+                yield b.build()
             except (KafkaLogError, ValueError):  # e.g. zstd needs magic 2
                 continue
-            yield b"\x03" + raw
-            yield b"\x02" + raw
+
+
+def _corpus_logs(blob_flags: bytes, file_flag: bytes) -> Iterator[bytes]:
+    """The conformance corpus's batches, message sets and small segment files, each behind
+    each of ``blob_flags`` (files behind ``file_flag``)."""
     for blob in _conformance_blobs(("v2_batch", "message_set", "records_blob", "segment_log")):
-        yield b"\x03" + blob
-        yield b"\x02" + blob
+        for flag in blob_flags:
+            yield bytes([flag]) + blob
     for path in _conformance_files(".log"):
         raw = path.read_bytes()
         if len(raw) <= 64 * 1024:
-            yield b"\x03" + raw
+            yield file_flag + raw
+
+
+def seeds_records() -> Iterator[bytes]:
+    for raw in _built_logs(5, b"hello world " * 3, [("h", b"x")]):
+        yield b"\x03" + raw
+        yield b"\x02" + raw
+    yield from _corpus_logs(b"\x03\x02", b"\x03")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -743,27 +754,11 @@ def _schema_kw(kw: dict) -> dict:
 
 
 def seeds_arrow() -> Iterator[bytes]:
-    mod = BATCH[-1][1]
-    for magic in (0, 1, 2):
-        for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
-            try:
-                b = mod.MemoryRecordsBuilder(magic=magic, compression_type=codec, base_offset=7)
-                b.append(1000, b"k", b"v" * 30)
-                b.append(1001, None, b"value", [("h\xff", b"x"), ("k", None)] if magic == 2 else ())
-                b.append(1002, b"key2", None)
-                raw = b.build()
-            except (KafkaLogError, ValueError):
-                continue
-            yield b"\x03" + raw
-            yield b"\x83" + raw
-            yield b"\x13" + raw
-    for blob in _conformance_blobs(("v2_batch", "message_set", "records_blob", "segment_log")):
-        yield b"\x03" + blob
-        yield b"\x07" + blob
-    for path in _conformance_files(".log"):
-        raw = path.read_bytes()
-        if len(raw) <= 64 * 1024:
-            yield b"\x03" + raw
+    for raw in _built_logs(7, b"value", [("h\xff", b"x"), ("k", None)]):
+        yield b"\x03" + raw
+        yield b"\x83" + raw
+        yield b"\x13" + raw
+    yield from _corpus_logs(b"\x03\x07", b"\x03")
 
 
 # ------------------------------------------------------------------------------------------------

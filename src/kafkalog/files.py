@@ -501,18 +501,15 @@ def _write_all(fd: int, data) -> None:
         view = view[n:]
 
 
-def atomic_write(path: PathLike, data: bytes, fsync: bool = True) -> None:
-    """Write ``data`` to ``<path>.tmp``, fsync it, rename it to ``path`` and fsync the directory.
-
-    The temp file is created afresh (:func:`create_new_file`), so a symbolic link planted at
-    ``<path>.tmp`` is replaced, not written through; a link at ``path`` is replaced by the
-    rename.  On an error the temp file is removed and ``path`` keeps its old content."""
-    path = os.fspath(path)
+def _replace_atomically(path: str, fill, fsync: bool) -> None:
+    """Create ``<path>.tmp`` afresh, let ``fill(fd)`` write it, fsync it, rename it over
+    ``path`` and fsync the directory; on any error the temp file is removed and ``path`` keeps
+    its old content."""
     tmp = path + TEMP_FILE_SUFFIX
     fd = create_new_file(tmp)
     try:
         try:
-            _write_all(fd, data)
+            fill(fd)
             if fsync:
                 os.fsync(fd)
         finally:
@@ -526,6 +523,15 @@ def atomic_write(path: PathLike, data: bytes, fsync: bool = True) -> None:
         raise
     if fsync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def atomic_write(path: PathLike, data: bytes, fsync: bool = True) -> None:
+    """Write ``data`` to ``<path>.tmp``, fsync it, rename it to ``path`` and fsync the directory.
+
+    The temp file is created afresh (:func:`create_new_file`), so a symbolic link planted at
+    ``<path>.tmp`` is replaced, not written through; a link at ``path`` is replaced by the
+    rename.  On an error the temp file is removed and ``path`` keeps its old content."""
+    _replace_atomically(os.fspath(path), lambda fd: _write_all(fd, data), fsync)
 
 
 _RENAME_EXCHANGE = 2  # linux/fs.h
@@ -570,36 +576,21 @@ def exchange_paths(a: PathLike, b: PathLike) -> bool:
 def atomic_copy(src: PathLike, dst: PathLike, fsync: bool = True) -> None:
     """Copy ``src`` to ``dst`` the way :func:`atomic_write` writes (``<dst>.tmp``, fsync, rename,
     fsync of the directory), streaming, with ``src``'s permission bits and times."""
-    src = os.fspath(src)
-    dst = os.fspath(dst)
-    tmp = dst + TEMP_FILE_SUFFIX
-    with open(src, "rb") as f:
-        fd = create_new_file(tmp)
-        try:
-            try:
-                while True:
-                    chunk = f.read(1 << 20)
-                    if not chunk:
-                        break
-                    _write_all(fd, chunk)
-                st = os.fstat(f.fileno())
-                if hasattr(os, "fchmod"):
-                    os.fchmod(fd, st.st_mode & 0o777)
-                if os.utime in os.supports_fd:
-                    os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
-                if fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, dst)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    if fsync:
-        fsync_dir(os.path.dirname(os.path.abspath(dst)))
+    with open(os.fspath(src), "rb") as f:
+
+        def fill(fd: int) -> None:
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    break
+                _write_all(fd, chunk)
+            st = os.fstat(f.fileno())
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, st.st_mode & 0o777)
+            if os.utime in os.supports_fd:
+                os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+        _replace_atomically(os.fspath(dst), fill, fsync)
 
 
 # -- CheckpointFile --------------------------------------------------------------------------------

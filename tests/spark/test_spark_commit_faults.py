@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -30,7 +29,7 @@ from kafkalog.errors import KafkaStorageError  # noqa: E402
 from kafkalog.log import Log  # noqa: E402
 from kafkalog.records import MemoryRecordsBuilder  # noqa: E402
 from kafkalog.spark import _write as w  # noqa: E402
-from storage._faults import ENOSPC, ERROR, PARTIAL, FaultInjector  # noqa: E402
+from storage._faults import ENOSPC, ERROR, PARTIAL, FaultInjector, scratch_dir  # noqa: E402
 
 TOPIC = "t"
 CKPTS = (
@@ -50,15 +49,7 @@ def faults(monkeypatch):
 
 @pytest.fixture
 def scratch(tmp_path):
-    shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK):
-        d = tempfile.mkdtemp(prefix="kafkalog-commit-faults-", dir=shm)
-        try:
-            yield Path(d)
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
-    else:
-        yield tmp_path
+    yield from scratch_dir(tmp_path, "kafkalog-commit-faults-")
 
 
 def _existing(root: Path) -> None:

@@ -32,7 +32,10 @@ import errno as _errno
 import fnmatch
 import mmap
 import os
+import shutil
+import tempfile
 import threading
+from pathlib import Path
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 ENOSPC = _errno.ENOSPC
@@ -272,3 +275,18 @@ class FaultInjector:
             op, path = self.calls[n - 1]
             return f"call {n}: {op} {_name(path) if path else '?'}"
         return f"call {n}"
+
+
+def scratch_dir(tmp_path: Path, prefix: str):
+    """A generator for a fixture: where fault sweeps work - in memory (``/dev/shm``) where there
+    is such a directory, since they create, rename and delete thousands of small files - else
+    ``tmp_path``."""
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK):
+        d = tempfile.mkdtemp(prefix=prefix, dir=shm)
+        try:
+            yield Path(d)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    else:
+        yield tmp_path

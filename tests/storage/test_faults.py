@@ -27,7 +27,6 @@ import errno
 import os
 import pickle
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, List, NamedTuple, Optional
@@ -43,7 +42,7 @@ from kafkalog.producer_state import read_snapshot
 from kafkalog.records import MemoryRecordsBuilder
 
 from . import _faults
-from ._faults import EIO, ENOSPC, ERROR, PARTIAL, SHORT, FaultInjector
+from ._faults import EIO, ENOSPC, ERROR, PARTIAL, SHORT, FaultInjector, scratch_dir
 from .conftest import BASE_TS, FakeClock
 
 TOPIC = "topic"
@@ -58,17 +57,7 @@ def faults(monkeypatch):
 
 @pytest.fixture
 def scratch(tmp_path):
-    """Where the sweeps work: in memory (``/dev/shm``) where there is such a directory - they
-    create, rename and delete thousands of small files - else ``tmp_path``."""
-    shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK):
-        d = tempfile.mkdtemp(prefix="kafkalog-faults-", dir=shm)
-        try:
-            yield Path(d)
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
-    else:
-        yield tmp_path
+    yield from scratch_dir(tmp_path, "kafkalog-faults-")
 
 
 def slow(fault):
