@@ -13,9 +13,11 @@ Protocol (one Spark write job):
    segments are put side by side.  Each partition's final directory is assembled inside the
    staging area (hard links to the segments of an existing partition when appending) and then
    renamed into place (an existing one is swapped with it in one atomic
-   ``renameat2(RENAME_EXCHANGE)`` on Linux; elsewhere two renames leave a moment without it), so
-   a partition directory is always either the old one or the complete new one.  Root checkpoints (recovery point, log start offset, high watermark) are updated
-   last, and the staging area is removed.
+   ``renameat2(RENAME_EXCHANGE)`` on Linux; elsewhere two renames leave a moment without it),
+   so a partition directory is always either the old one or the complete new one.  Root
+   checkpoints (recovery point, log start offset, high watermark) are updated last (a
+   log-start entry that would hide new records is lowered before the swap), and the staging
+   area is removed.
 3. ``abort`` (driver, failed job) deletes the staging area; the target is untouched.
 
 A commit that fails (an I/O error, a full disk) puts back, before it raises
