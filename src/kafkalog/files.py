@@ -492,7 +492,8 @@ def create_new_file(path: PathLike, mode: int = 0o644) -> int:
     )
 
 
-def _write_all(fd: int, data) -> None:
+def write_all(fd: int, data) -> None:
+    """``os.write`` all of ``data`` to ``fd``, continuing short writes."""
     view = memoryview(data)
     while view:  # a short write is continued
         n = os.write(fd, view)
@@ -531,7 +532,7 @@ def atomic_write(path: PathLike, data: bytes, fsync: bool = True) -> None:
     The temp file is created afresh (:func:`create_new_file`), so a symbolic link planted at
     ``<path>.tmp`` is replaced, not written through; a link at ``path`` is replaced by the
     rename.  On an error the temp file is removed and ``path`` keeps its old content."""
-    _replace_atomically(os.fspath(path), lambda fd: _write_all(fd, data), fsync)
+    _replace_atomically(os.fspath(path), lambda fd: write_all(fd, data), fsync)
 
 
 _RENAME_EXCHANGE = 2  # linux/fs.h
@@ -583,7 +584,7 @@ def atomic_copy(src: PathLike, dst: PathLike, fsync: bool = True) -> None:
                 chunk = f.read(1 << 20)
                 if not chunk:
                     break
-                _write_all(fd, chunk)
+                write_all(fd, chunk)
             st = os.fstat(f.fileno())
             if hasattr(os, "fchmod"):
                 os.fchmod(fd, st.st_mode & 0o777)

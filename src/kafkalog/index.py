@@ -23,7 +23,6 @@ read-only :class:`~kafkalog.log.Log` rebuilds an index it may not write.
 
 from __future__ import annotations
 
-import errno
 import mmap
 import os
 import struct
@@ -31,6 +30,7 @@ from typing import Iterator, List, NamedTuple, Optional
 
 from .errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError
 from .files import open_for_write as _open_for_write
+from .files import write_all as _write_all
 
 __all__ = [
     "OffsetPosition",
@@ -874,13 +874,8 @@ class TransactionIndex:
             fd = _open_for_write(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
             try:
                 start = os.fstat(fd).st_size
-                view = memoryview(data)
                 try:
-                    while view:  # a short write is continued, never left as a torn entry
-                        n = os.write(fd, view)
-                        if n <= 0:  # pragma: no cover - a full disk raises instead
-                            raise OSError(errno.EIO, "the system wrote nothing")
-                        view = view[n:]
+                    _write_all(fd, data)  # a short write is continued, never left torn
                 except OSError as e:
                     try:
                         os.ftruncate(fd, start)  # no torn entry stays (best effort)
