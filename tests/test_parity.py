@@ -439,3 +439,34 @@ def test_has_room_for_then_append_parity(steps, write_limit):
         assert arg_outcome(lambda: bp.append(*args)) == arg_outcome(lambda: bc.append(*args))
         assert bp.estimated_size_in_bytes() == bc.estimated_size_in_bytes()
     assert bp.build() == bc.build()
+
+
+LEGACY_VALUES = st.sampled_from([None, b"", b"k", b"v" * 300, bytearray(b"ba"), "str", 7])
+LEGACY_INTS = st.sampled_from([0, 1, 5, -1, -2, 2**31, 2**63 - 1, 2**63, -(2**63) - 1, True, 1.5, "1"])
+
+
+@FUZZ
+@given(st.sampled_from([0, 1]), st.sampled_from(["none", "gzip"]),
+       st.sampled_from([None, 0, 40, 200, 2**63, -5]), st.integers(0, 3),
+       st.lists(st.tuples(st.sampled_from(["try", "append", "at"]), LEGACY_INTS | st.integers(0, 10**6),
+                          LEGACY_INTS, LEGACY_VALUES, LEGACY_VALUES,
+                          st.sampled_from([(), None, [("h", b"v")]])), max_size=25))
+def test_legacy_try_append_parity(magic, codec, write_limit, base, steps):
+    # the compiled MemoryRecordsBuilder.try_append on magic 0/1 takes a fused path in the legacy
+    # builder: it must behave as has_room_for then append (the pure twin), value for value and
+    # error for error, and build the same bytes
+    bp = P.MemoryRecordsBuilder(magic, codec, base, write_limit=write_limit) \
+        if write_limit is None or write_limit >= 0 else None
+    if bp is None:
+        return
+    bc = C.MemoryRecordsBuilder(magic, codec, base, write_limit=write_limit)
+    for op, offset, ts, key, value, headers in steps:
+        if op == "try":
+            call = lambda b: b.try_append(ts, key, value, headers)  # noqa: E731
+        elif op == "append":
+            call = lambda b: b.append(ts, key, value, headers)  # noqa: E731
+        else:
+            call = lambda b: b.append_with_offset(offset, ts, key, value, headers)  # noqa: E731
+        assert arg_outcome(lambda: call(bp)) == arg_outcome(lambda: call(bc))
+        assert bp.estimated_size_in_bytes() == bc.estimated_size_in_bytes()
+    assert arg_outcome(lambda: bp.build()) == arg_outcome(lambda: bc.build())

@@ -42,7 +42,7 @@ from libc.stdint cimport (
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 
-from ._legacy cimport make_legacy_batch
+from ._legacy cimport LegacyRecordsBuilder as _LegacyBuilder, make_legacy_batch
 from ._varint cimport (
     KL_VARINT_OK,
     KL_VARINT_TRUNCATED,
@@ -1603,7 +1603,9 @@ cdef class MemoryRecordsBuilder:
         """:meth:`has_room_for` then :meth:`append` in one call: the new record's offset, or
         None (and nothing appended) when it does not fit under ``write_limit``."""
         cdef int64_t delta
-        if self._legacy is not None or self._has_last and self._last_delta >= INT32_MAX:
+        if self._legacy is not None:
+            return (<_LegacyBuilder>self._legacy)._try_append(timestamp, key, value, headers)
+        if self._has_last and self._last_delta >= INT32_MAX:
             if not self.has_room_for(timestamp, key, value, headers):
                 return None
             return self.append(timestamp, key, value, headers)

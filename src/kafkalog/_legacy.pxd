@@ -60,6 +60,33 @@ cdef class LegacyRecordBatch:
     cdef int _ensure_valid(self) except -1
 
 
+cdef class LegacyRecordsBuilder:
+    cdef readonly int magic
+    cdef readonly object compression_type
+    cdef readonly object timestamp_type
+    cdef readonly int64_t base_offset
+    cdef object _write_limit
+    cdef object _log_append_time
+    cdef object _level
+    cdef int _codec
+    cdef bint _lat          # magic 1 and LogAppendTime
+    cdef int _attrs         # attributes of every (inner) message
+    cdef uint8_t* _buf      # the (inner) log entries, CRCs filled in by build()
+    cdef Py_ssize_t _len
+    cdef Py_ssize_t _cap
+    cdef Py_ssize_t _count
+    cdef int64_t _last_offset
+    cdef int64_t _max_ts
+    cdef bint _c_limit      # write_limit is an int, held in _limit (clamped to int64)
+    cdef int64_t _limit
+
+    cdef int _reserve(self, Py_ssize_t extra) except -1
+    cdef int _put(self, object offset, object timestamp, object key, object value,
+                  object headers) except -1
+    # has_room_for then append: the offset, or None when the message does not fit
+    cdef object _try_append(self, object timestamp, object key, object value, object headers)
+
+
 cdef LegacyRecordBatch make_legacy_batch(object buffer, object owner, const uint8_t* base,
                                          Py_ssize_t buflen, Py_ssize_t position,
                                          bint check_crc, object max_decompressed)

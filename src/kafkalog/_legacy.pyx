@@ -20,8 +20,9 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 import time
@@ -952,22 +953,8 @@ cdef class LegacyRecordsBuilder:
     0/1"), and so are record headers.
     """
 
-    cdef readonly int magic
-    cdef readonly object compression_type
-    cdef readonly object timestamp_type
-    cdef readonly int64_t base_offset
-    cdef object _write_limit
-    cdef object _log_append_time
-    cdef object _level
-    cdef int _codec
-    cdef bint _lat          # magic 1 and LogAppendTime
-    cdef int _attrs         # attributes of every (inner) message
-    cdef uint8_t* _buf      # the (inner) log entries, CRCs filled in by build()
-    cdef Py_ssize_t _len
-    cdef Py_ssize_t _cap
-    cdef Py_ssize_t _count
-    cdef int64_t _last_offset
-    cdef int64_t _max_ts
+    # attributes and C methods: declared in _legacy.pxd (the compiled MemoryRecordsBuilder
+    # calls _try_append directly)
 
     def __cinit__(self):
         self._buf = NULL
@@ -1003,6 +990,10 @@ cdef class LegacyRecordsBuilder:
         self.timestamp_type = ts_type
         self.base_offset = base_offset
         self._write_limit = write_limit
+        self._c_limit = isinstance(write_limit, int) and not isinstance(write_limit, bool)
+        if self._c_limit:
+            self._limit = (PY_I64_MAX if write_limit > PY_I64_MAX
+                           else PY_I64_MIN if write_limit < PY_I64_MIN else write_limit)
         self._log_append_time = log_append_time
         self._level = compression_level
         self._codec = int(codec)
@@ -1032,31 +1023,65 @@ cdef class LegacyRecordsBuilder:
     def append(self, timestamp, key, value, headers=()):
         """Append a message at the next offset; returns that offset."""
         offset = self.base_offset if self._count == 0 else self._last_offset + 1
-        self.append_with_offset(offset, timestamp, key, value, headers)
+        self._put(offset, timestamp, key, value, headers)
+        return offset
+
+    def try_append(self, timestamp, key, value, headers=()):
+        """:meth:`has_room_for` then :meth:`append` in one call: the new message's offset, or
+        None (and nothing appended) when it does not fit under ``write_limit``."""
+        return self._try_append(timestamp, key, value, headers)
+
+    cdef object _try_append(self, object timestamp, object key, object value, object headers):
+        cdef Py_ssize_t klen, vlen
+        if self._count and self._write_limit is not None:
+            if not self._c_limit:
+                if not self.has_room_for(timestamp, key, value, headers):
+                    return None
+            else:
+                key = _as_bytes_or_none(key, "key")
+                value = _as_bytes_or_none(value, "value")
+                klen = 0 if key is None else PyBytes_GET_SIZE(key)
+                vlen = 0 if value is None else PyBytes_GET_SIZE(value)
+                # estimated_size_in_bytes() + LOG_OVERHEAD + record_size(): every term is far
+                # below 2**62, so the int64 sum cannot overflow
+                if ((LOG_OVERHEAD + _header_size(self.magic) if self._codec else 0) + self._len
+                        + LOG_OVERHEAD + _header_size(self.magic) + klen + vlen > self._limit):
+                    return None
+        offset = self.base_offset if self._count == 0 else self._last_offset + 1
+        self._put(offset, timestamp, key, value, headers)
         return offset
 
     def append_with_offset(self, offset, timestamp, key, value, headers=()):
+        self._put(offset, timestamp, key, value, headers)
+
+    cdef int _put(self, object offset, object timestamp, object key, object value,
+                  object headers) except -1:
         cdef int64_t off, ts
         cdef Py_ssize_t klen, vlen, size
         cdef uint8_t* q
         cdef int hs
+        cdef int ovf = 0, tovf = 0
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise TypeError(f"offset must be an int, not {type(offset).__name__}")
-        if self._count and offset <= self._last_offset:
+        # the checks below in C on int64 values; ovf/tovf say where a value lies past int64
+        off = PyLong_AsLongLongAndOverflow(offset, &ovf)
+        if self._count and (ovf < 0 or (ovf == 0 and off <= self._last_offset)):
             raise InvalidOffsetError(
                 f"Illegal offset {offset} following previous offset {self._last_offset} "
                 f"(Offsets must increase monotonically)."
             )
-        if (offset < self.base_offset or offset > PY_I64_MAX
-                or (self._codec and self.magic == 1 and offset - self.base_offset > PY_I64_MAX)):
+        if (ovf != 0 or off < self.base_offset
+                or (self._codec and self.magic == 1
+                    and <uint64_t>off - <uint64_t>self.base_offset > <uint64_t>INT64_MAX)):
             raise InvalidOffsetError(
                 f"offset {offset} cannot be stored relative to base offset {self.base_offset}"
             )
         if not isinstance(timestamp, int):
             raise TypeError(f"timestamp must be an int, not {type(timestamp).__name__}")
-        if timestamp < 0 and timestamp != -1:
+        ts = PyLong_AsLongLongAndOverflow(timestamp, &tovf)
+        if tovf < 0 or (tovf == 0 and ts < 0 and ts != -1):
             raise ValueError(f"Invalid negative timestamp {timestamp}")
-        if timestamp > PY_I64_MAX:
+        if tovf > 0:
             raise ValueError(f"timestamp out of range: {timestamp}")
         if headers:
             raise ValueError(f"Magic v{self.magic} does not support record headers")
@@ -1068,8 +1093,6 @@ cdef class LegacyRecordsBuilder:
             raise ValueError("key longer than 2147483647 bytes")
         if vlen > PY_I32_MAX:
             raise ValueError("value longer than 2147483647 bytes")
-        off = offset
-        ts = timestamp
         hs = _header_size(self.magic)
         size = hs + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0)
         self._reserve(LOG_OVERHEAD + size)
@@ -1100,6 +1123,7 @@ cdef class LegacyRecordsBuilder:
         self._last_offset = off
         if self.magic and ts > self._max_ts:
             self._max_ts = ts
+        return 0
 
     def estimated_size_in_bytes(self):
         """Bytes of the entries if built now, before compression (a wrapper's header included)."""

@@ -835,6 +835,13 @@ class LegacyRecordsBuilder:
             return LOG_OVERHEAD + _header_size(self.magic) + self._size
         return self._size
 
+    def try_append(self, timestamp: int, key, value, headers: Sequence = ()) -> Optional[int]:
+        """:meth:`has_room_for` then :meth:`append` in one call: the new message's offset, or
+        None (and nothing appended) when it does not fit under ``write_limit``."""
+        if not self.has_room_for(timestamp, key, value, headers):
+            return None
+        return self.append(timestamp, key, value, headers)
+
     def has_room_for(self, timestamp: int, key, value, headers: Sequence = ()) -> bool:
         """Whether a message fits under ``write_limit`` (always true for the first one)."""
         if not self._offsets or self._write_limit is None:

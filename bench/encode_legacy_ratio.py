@@ -1,0 +1,44 @@
+"""Encode magic 0/1 messages record by record: kafkalog (MemoryRecordsBuilder.try_append) against
+aiokafka's compiled LegacyRecordBatchBuilder.append, interleaved in one process (CPU time).
+``python bench/encode_legacy_ratio.py [RECORDS] [MAGIC]``, run from the repository root."""
+import sys, time, statistics
+sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
+from conftest import make_records
+import kafkalog
+from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+recs = make_records(int(sys.argv[1]) if len(sys.argv) > 1 else 300000)
+magic = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+print("aiokafka builder", LegacyRecordBatchBuilder.__module__)
+def kl():
+    out=[]; off=0
+    B=kafkalog.MemoryRecordsBuilder
+    b=B(magic,0,0,write_limit=16384)
+    for k,v,ts,h in recs:
+        if b.try_append(ts,k,v,h if magic==2 else None) is None:
+            out.append(b.build()); b=B(magic,0,off,write_limit=16384); b.append(ts,k,v,h if magic==2 else None)
+        off+=1
+    out.append(b.build()); return b"".join(out)
+def aio():
+    out=[]
+    if magic==2:
+        new=lambda: DefaultRecordBatchBuilder(2,0,0,-1,-1,-1,16384)
+    else:
+        new=lambda: LegacyRecordBatchBuilder(magic,0,16384)
+    b=new(); d=0
+    for k,v,ts,h in recs:
+        if (b.append(d,ts,k,v,h) if magic==2 else b.append(d,ts,k,v)) is None:
+            out.append(b.build()); b=new(); d=0
+            b.append(0,ts,k,v,h) if magic==2 else b.append(0,ts,k,v)
+        d+=1
+    out.append(b.build()); return b"".join(out)
+def cpu(f,reps=5):
+    xs=[]
+    for _ in range(reps):
+        t=time.process_time(); f(); xs.append(time.process_time()-t)
+    return statistics.median(xs)
+rs=[]
+for _ in range(3):
+    a=cpu(kl); b=cpu(aio); rs.append(b/a)
+    print(f"kafkalog {len(recs)/a/1e6:.2f} M/s aiokafka {len(recs)/b/1e6:.2f} M/s ratio {b/a:.2f}")
+print("median", statistics.median(rs))
