@@ -185,10 +185,26 @@ def _decode_records(
         raw &= 0xFFFFFFFFFFFFFFFF
         return (raw >> 1) ^ -(raw & 1), nxt
 
+    # Indexing and slicing bytes is cheaper than a memoryview (an int per index, one object per
+    # slice), so the section is copied once.  Varints of one or two bytes - nearly every length,
+    # delta and count - are decoded inline; longer ones, and every malformed one, go through
+    # varint()/varlong(), which raise the exact error.
+    if type(data) is not bytes:
+        data = bytes(data)
+    I64_MIN, I64_MAX = INT64_MIN, INT64_MAX
     for _ in range(count):
         if pos >= end:
             raise fail("Incorrect declared batch size, premature EOF reached")
-        length, pos = varint(pos, end)
+        b = data[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif pos + 1 < end and data[pos + 1] < 0x80:
+            b = (b & 0x7F) | (data[pos + 1] << 7)
+            length = (b >> 1) ^ -(b & 1)
+            pos += 2
+        else:
+            length, pos = varint(pos, end)
         if length < 0 or length > end - pos:
             raise fail(
                 f"Invalid record size: expected {length} bytes in record payload, "
@@ -199,25 +215,58 @@ def _decode_records(
         start = pos
         body_end = pos + length
         pos += 1  # attributes (unused)
-        ts_delta, pos = varlong(pos, body_end)
-        off_delta, pos = varint(pos, body_end)
-        klen, pos = varint(pos, body_end)
+        if pos < body_end and data[pos] < 0x80:
+            b = data[pos]
+            ts_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            ts_delta, pos = varlong(pos, body_end)
+        if pos < body_end and data[pos] < 0x80:
+            b = data[pos]
+            off_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif pos + 1 < body_end and data[pos + 1] < 0x80:
+            b = (data[pos] & 0x7F) | (data[pos + 1] << 7)
+            off_delta = (b >> 1) ^ -(b & 1)
+            pos += 2
+        else:
+            off_delta, pos = varint(pos, body_end)
+        if pos < body_end and data[pos] < 0x80:
+            b = data[pos]
+            klen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            klen, pos = varint(pos, body_end)
         if klen >= 0:
             if klen > body_end - pos:
                 raise fail("Found invalid record structure: key runs past the record")
-            key = bytes(data[pos : pos + klen])
+            key = data[pos : pos + klen]
             pos += klen
         else:
             key = None
-        vlen, pos = varint(pos, body_end)
+        if pos < body_end and data[pos] < 0x80:
+            b = data[pos]
+            vlen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif pos + 1 < body_end and data[pos + 1] < 0x80:
+            b = (data[pos] & 0x7F) | (data[pos + 1] << 7)
+            vlen = (b >> 1) ^ -(b & 1)
+            pos += 2
+        else:
+            vlen, pos = varint(pos, body_end)
         if vlen >= 0:
             if vlen > body_end - pos:
                 raise fail("Found invalid record structure: value runs past the record")
-            value = bytes(data[pos : pos + vlen])
+            value = data[pos : pos + vlen]
             pos += vlen
         else:
             value = None
-        hcount, pos = varint(pos, body_end)
+        if pos < body_end and data[pos] < 0x80:
+            b = data[pos]
+            hcount = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            hcount, pos = varint(pos, body_end)
         if hcount < 0:
             raise fail(f"Found invalid number of record headers {hcount}")
         if hcount == 0:
@@ -230,20 +279,30 @@ def _decode_records(
                 )
             hl = []
             for _h in range(hcount):
-                hklen, pos = varint(pos, body_end)
+                if pos < body_end and data[pos] < 0x80:
+                    b = data[pos]
+                    hklen = (b >> 1) ^ -(b & 1)
+                    pos += 1
+                else:
+                    hklen, pos = varint(pos, body_end)
                 if hklen < 0:
                     raise fail(f"Invalid negative header key size {hklen}")
                 if hklen > body_end - pos:
                     raise fail("Found invalid record structure: header key runs past the record")
-                hkey = bytes(data[pos : pos + hklen]).decode("utf-8", "surrogateescape")
+                hkey = data[pos : pos + hklen].decode("utf-8", "surrogateescape")
                 pos += hklen
-                hvlen, pos = varint(pos, body_end)
+                if pos < body_end and data[pos] < 0x80:
+                    b = data[pos]
+                    hvlen = (b >> 1) ^ -(b & 1)
+                    pos += 1
+                else:
+                    hvlen, pos = varint(pos, body_end)
                 if hvlen >= 0:
                     if hvlen > body_end - pos:
                         raise fail(
                             "Found invalid record structure: header value runs past the record"
                         )
-                    hval = bytes(data[pos : pos + hvlen])
+                    hval = data[pos : pos + hvlen]
                     pos += hvlen
                 else:
                     hval = None
@@ -254,8 +313,16 @@ def _decode_records(
                 f"Invalid record size: expected to read {length} bytes in record payload, "
                 f"but instead read {pos - start}"
             )
-        ts = append_ts if append_ts is not None else _wrap64(base_ts + ts_delta)
-        append(Record(_wrap64(base_offset + off_delta), ts, key, value, headers))
+        if append_ts is not None:
+            ts = append_ts
+        else:
+            ts = base_ts + ts_delta
+            if ts > I64_MAX or ts < I64_MIN:
+                ts = _wrap64(ts)
+        off = base_offset + off_delta
+        if off > I64_MAX or off < I64_MIN:
+            off = _wrap64(off)
+        append(Record(off, ts, key, value, headers))
     if pos != end:
         raise fail("Incorrect declared batch size, records still remaining in file")
     return out
@@ -545,6 +612,8 @@ class MemoryRecords:
     def batches(self) -> Iterator[Union[RecordBatch, "object"]]:
         buf = self._buf
         pos = 0
+        check_crc = bool(self._check_crcs)
+        legacy_at = None
         while True:
             n = self._next_entry(pos)
             if n < 0:
@@ -554,9 +623,10 @@ class MemoryRecords:
                     buf, pos, check_crc=self._check_crcs, max_decompressed_size=self._max_decompressed
                 )
             else:
-                yield _legacy().LegacyRecordBatch(
-                    buf, pos, check_crc=self._check_crcs, max_decompressed_size=self._max_decompressed
-                )
+                if legacy_at is None:
+                    legacy_at = _legacy().LegacyRecordBatch._at_entry
+                offset, size = _ENTRY.unpack_from(buf, pos)
+                yield legacy_at(buf, pos, offset, size, check_crc, self._max_decompressed)
             pos += n
         self._valid_bytes = pos
 

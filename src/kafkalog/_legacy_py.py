@@ -47,6 +47,7 @@ __all__ = ["LegacyRecord", "LegacyRecordBatch", "LegacyRecordsBuilder", "record_
 
 _ENTRY = struct.Struct(">qi")  # offset, size
 _MSG = struct.Struct(">Ibb")  # crc, magic, attributes (body-relative offset 0)
+_TS_KLEN = struct.Struct(">qi")  # a v1 message's timestamp and key length
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
@@ -296,13 +297,12 @@ def _parse_message(buf, start: int, size: int, offset: int, where: int, where_of
                 where,
                 where_offset,
             )
-        raw_ts = _I64.unpack_from(buf, start + 6)[0]
-        p = start + 14
+        raw_ts, klen = _TS_KLEN.unpack_from(buf, start + 6)
+        p = start + 18
     else:
         raw_ts = -1
-        p = start + 6
-    klen = _I32.unpack_from(buf, p)[0]
-    p += 4
+        klen = _I32.unpack_from(buf, start + 6)[0]
+        p = start + 10
     if klen >= 0:
         if klen > end - p - 4:
             raise CorruptRecordError(
@@ -430,6 +430,37 @@ class LegacyRecordBatch:
         self._check_crc = bool(check_crc)
         self._max_decompressed = max_decompressed_size
         self._inner = None
+
+    @classmethod
+    def _at_entry(cls, buf, position: int, offset: int, size: int, check_crc: bool,
+                  max_decompressed_size) -> "LegacyRecordBatch":
+        """The entry at ``position`` of the 1-D byte view ``buf``, whose header MemoryRecords
+        has checked already (``offset``/``size`` read, size at least the v0 overhead, the entry
+        complete, magic 0 or 1): the rest of ``__init__``'s checks, then the fields."""
+        self = cls.__new__(cls)
+        crc, magic, attrs = _MSG.unpack_from(buf, position + LOG_OVERHEAD)
+        if magic:
+            if size < RECORD_OVERHEAD_V1:
+                raise CorruptRecordError(
+                    f"Record size {size} is smaller than the minimum v1 record overhead "
+                    f"({RECORD_OVERHEAD_V1})",
+                    position,
+                    offset,
+                )
+            self.timestamp = _I64.unpack_from(buf, position + 18)[0]
+        else:
+            self.timestamp = -1
+        self._buf = buf
+        self.position = position
+        self.offset = offset
+        self.length = size
+        self.crc = crc
+        self.magic = magic
+        self.attributes = attrs
+        self._check_crc = check_crc
+        self._max_decompressed = max_decompressed_size
+        self._inner = None
+        return self
 
     # -- header facts (same names as the v2 RecordBatch) ------------------------------------------
     partition_leader_epoch = -1
