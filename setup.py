@@ -16,7 +16,7 @@ def _truthy(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-COMPILED = ["_varint", "_crc", "_batch", "_legacy", "_arrow"]
+COMPILED = ["_varint", "_crc", "_batch", "_legacy", "_arrow", "_dump"]
 
 
 def extensions():

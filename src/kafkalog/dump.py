@@ -37,7 +37,7 @@ import time
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import files as _files
-from ._speedups import crc as _crc
+from ._speedups import IMPLEMENTATION as _IMPLEMENTATION, crc as _crc
 from .decoders import (
     DecodeError,
     DecoderMessageParser,
@@ -61,6 +61,11 @@ __all__ = [
 ]
 
 INT_MAX = 2**31 - 1
+if _IMPLEMENTATION == "cython":
+    from . import _dump as _lines  # type: ignore[attr-defined]
+else:
+    from . import _dump_py as _lines
+
 _ENTRY = struct.Struct(">qi")
 _V2 = struct.Struct(">qiibIhiqqqhii")  # 61-byte v2 header
 _LEGACY = struct.Struct(">IBB")  # crc, magic, attributes (after the 12-byte log overhead)
@@ -591,6 +596,23 @@ def _records_of(buf, h: _Header, path: str):
         raise DumpError(f"{e.message} in file {path} (batch at position {h.pos})") from None
 
 
+def _fast_record_lines(buf, h: _Header, last_offset: int, contents: bool):
+    """``_lines.v2_record_lines`` for the v2 data batch ``h``, or None (then the batch goes the
+    general way, which also reports a damaged one)."""
+    if h.codec == "none":
+        section = buf[h.pos + 61 : h.pos + h.size]
+    else:
+        try:
+            section = RecordBatch(buf, h.pos, check_crc=False).records_section()
+        except KafkaLogError:
+            return None
+    return _lines.v2_record_lines(
+        section, h.count, h.base_offset, h.base_timestamp,
+        h.max_timestamp if h.attributes & 0x08 else None, h.base_sequence,
+        h.ts_type.encode(), contents, last_offset, _u8,
+    )
+
+
 def _first_batch_last_offset(buf, pos: int, end: int, path: str) -> Optional[int]:
     """``slice(pos, ...).batches().iterator().next().lastOffset()``; None when no complete
     batch starts there."""
@@ -783,6 +805,13 @@ class Dumper:
         line = self.out.line
         entry = _ENTRY.unpack_from
         walked = 0
+        # record lines from the compiled formatter (text, metadata shown, string decoders, no
+        # header values, no seeking); anything else goes through _records_text
+        fast = (not json_mode and not seeking and not opts.skip_record_metadata
+                and not opts.print_headers and type(opts.parser) is DecoderMessageParser
+                and opts.parser.key_decoder.name == "string"
+                and opts.parser.value_decoder.name == "string")
+        contents = opts.print_data_log
         while True:
             if pos >= end - 17:
                 break
@@ -813,12 +842,26 @@ class Dumper:
                         started = True
                     else:
                         skip = True
+            deep_done = False
             if not skip:
                 if json_mode:
                     self._json(_batch_obj(h, path))
                 else:
                     line(_batch_line(h))
-                if deep:
+                if deep and fast and h.magic == 2 and not h.attributes & 0x20:
+                    # the compiled line formatter: a v2 data batch straight from its bytes
+                    done = _fast_record_lines(buf, h, last_offset, contents)
+                    if done is not None:
+                        lines, last_offset, gaps = done
+                        if gaps:
+                            if abs_path is None:
+                                abs_path = java_abs_path(path)
+                            for g in gaps:
+                                _Reports.add(self.reports.non_consecutive, abs_path, g)
+                        if lines:
+                            line(lines)
+                        deep_done = True
+                if deep and not deep_done:
                     recs = _records_of(buf, h, path)
                     if seeking:
                         recs = [r for r in recs

@@ -1,0 +1,50 @@
+"""CPU time of ``kafkalog dump --deep-iteration --print-data-log`` (and ``stats``) against
+``cat`` of the same segment, each a child process writing to /dev/null (user + system time
+from getrusage, best of 3).  ``python bench/cli_ratio.py [RECORDS]`` from the repository root
+(default 2M records of the peerbench shape: 16-byte keys, 100-byte values, ~250 MB)."""
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from conftest import build_log, make_records  # noqa: E402
+
+
+def child_cpu(cmd, reps=3):
+    best = None
+    for _ in range(reps):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        best = t if best is None else min(best, t)
+    return best
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000_000
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "00000000000000000000.log")
+        with open(path, "wb") as f:
+            f.write(build_log(make_records(n)))
+        size = os.path.getsize(path)
+        py = [sys.executable, "-m", "kafkalog"]
+        start = child_cpu(py + ["--version"])
+        cat = child_cpu(["cat", path])
+        print(f"{size / 1e6:.0f} MB, load {os.getloadavg()[0]:.2f}; cat {cat:.3f} s, "
+              f"interpreter start-up {start:.3f} s")
+        for name, args in (("dump --deep-iteration --print-data-log",
+                            ["dump", "--deep-iteration", "--print-data-log", "--files", path]),
+                           ("stats", ["stats", path])):
+            t = child_cpu(py + args)
+            print(f"{name}: {t:.3f} s CPU, {size / t / 1e6:.0f} MB per CPU-s, {t / cat:.1f}x cat "
+                  f"({(t - start) / cat:.1f}x without start-up)")
+
+
+if __name__ == "__main__":
+    main()

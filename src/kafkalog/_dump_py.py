@@ -1,0 +1,76 @@
+"""Pure-Python twin of :mod:`kafkalog._dump`: the record lines of ``kafkalog dump
+--deep-iteration [--print-data-log]`` for one v2 data batch.
+
+The caller (``kafkalog.dump``) uses it for magic-2 data batches printed as text with the string
+decoders, record metadata shown and no header values.  It returns None where it does not do
+exactly what the general path does (a malformed record, a sequence number past Int.MAX); the
+caller then formats that batch the general way, which also raises the right error.
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Tuple
+
+from ._batch_py import _decode_records
+from ._format import INT32_MAX, INT64_MAX
+from .errors import KafkaLogError
+
+__all__ = ["v2_record_lines"]
+
+
+def v2_record_lines(
+    section,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    append_ts: Optional[int],
+    base_seq: int,
+    ts_name: bytes,
+    contents: bool,
+    last_offset: int,
+    u8: Callable[[bytes], bytes],
+) -> Optional[Tuple[bytes, int, List[Tuple[int, int]]]]:
+    """The record lines of one v2 data batch, as ``(lines, last_offset, gaps)``, or None (see
+    the compiled twin for the arguments)."""
+    if count < 0:
+        return None
+    if count == 0:
+        return (b"", last_offset, [])
+    if count > len(section):
+        return None
+    try:
+        recs = _decode_records(section, count, base_offset, base_ts, append_ts, 0)
+    except KafkaLogError:
+        return None
+    out: List[bytes] = []
+    gaps: List[Tuple[int, int]] = []
+    lo = last_offset
+    head = b"| offset: %d " + ts_name + b": %d keySize: %d valueSize: %d sequence: %d headerKeys: ["
+    for r in recs:
+        o = r.offset
+        if base_seq < 0:
+            seq = -1
+        else:
+            delta = o - base_offset
+            # a wrapped offset or a sequence past Int.MAX: the general path's business
+            if not -(2**31) <= delta <= INT32_MAX or base_seq + delta > INT32_MAX:
+                return None
+            seq = base_seq + delta
+        if lo != -1 and (lo == INT64_MAX or o != lo + 1):
+            gaps.append((lo, o))
+        lo = o
+        k, v = r.key, r.value
+        out.append(head % (o, r.timestamp, -1 if k is None else len(k), -1 if v is None else len(v), seq))
+        if r.headers:
+            out.append(b",".join([_text(h[0].encode("utf-8", "surrogateescape"), u8) for h in r.headers]))
+        out.append(b"]")
+        if contents:
+            if k is not None:
+                out.append(b" key: " + _text(k, u8))
+            if v is not None:
+                out.append(b" payload: " + _text(v, u8))
+        out.append(b"\n")
+    return (b"".join(out), lo, gaps)
+
+
+def _text(b: bytes, u8: Callable[[bytes], bytes]) -> bytes:
+    return b if b.isascii() else u8(b)

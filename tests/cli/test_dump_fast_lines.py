@@ -1,0 +1,92 @@
+"""The compiled record-line formatter of ``kafkalog dump --deep-iteration`` against the general
+path: for generated v2 logs (every codec, null and non-ASCII and malformed UTF-8 keys, values
+and header keys, LogAppendTime, sequences near Int.MAX, offset gaps, flipped bytes), ``dump``
+prints the same bytes and reports the same non-consecutive offsets and errors with the
+formatter in use and with it turned off.  Both twins of the formatter are compared too."""
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkalog import MemoryRecordsBuilder, compression, dump
+from kafkalog._format import CompressionType
+
+from .conftest import BASE_TS, run_cli
+
+PURE = os.environ.get("KAFKALOG_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes", "on")
+TWINS = [importlib.import_module("kafkalog._dump_py")]
+if not PURE:
+    TWINS.append(importlib.import_module("kafkalog._dump"))
+CODECS = ["none"] + [c for c in ("gzip", "snappy", "lz4", "zstd")
+                     if compression.available(CompressionType.parse(c))]
+SETTINGS = settings(max_examples=int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", 150)), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+text = st.none() | st.binary(max_size=12) | st.sampled_from(
+    [b"plain", "gr\u00fc\u00df".encode(), b"\xff\xfe bad", b"\xed\xa0\x80", "\u20ac".encode()[:2]])
+header = st.tuples(st.sampled_from(["h", "k\u00e9y", "x\udcff"]), st.none() | st.binary(max_size=4))
+batch = st.fixed_dictionaries({
+    "records": st.lists(st.tuples(text, text, st.lists(header, max_size=2), st.integers(1, 3),
+                                  st.integers(-5, 5)), min_size=1, max_size=6),
+    "codec": st.sampled_from(CODECS),
+    "ts_type": st.sampled_from(["create_time", "log_append_time"]),
+    "seq": st.sampled_from([-1, 0, 2**31 - 3]),
+})
+
+
+def build(specs):
+    out, offset = [], 0
+    for spec in specs:
+        pid, epoch = (-1, -1) if spec["seq"] < 0 else (9, 0)
+        b = MemoryRecordsBuilder(2, spec["codec"], offset, spec["ts_type"], pid, epoch, spec["seq"],
+                                 log_append_time=BASE_TS + 7)
+        for k, v, hd, step, dts in spec["records"]:
+            b.append_with_offset(offset, BASE_TS + dts, k, v, hd)
+            offset += step
+        out.append(b.build())
+    return b"".join(out)
+
+
+def dump_both(tmp_path, raw, *args, monkeypatch):
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(raw)
+    fast = run_cli("dump", "--files", str(path), *args)
+    with monkeypatch.context() as m:
+        m.setattr(dump, "_fast_record_lines", lambda *a: None)
+        slow = run_cli("dump", "--files", str(path), *args)
+    return fast, slow
+
+
+@SETTINGS
+@given(specs=st.lists(batch, min_size=1, max_size=4), data=st.data())
+@pytest.mark.parametrize("args", [("--deep-iteration",), ("--print-data-log",)])
+def test_fast_record_lines_equal_the_general_path(tmp_path_factory, monkeypatch, specs, data, args):
+    tmp = tmp_path_factory.mktemp("dump")
+    raw = bytearray(build(specs))
+    for _ in range(data.draw(st.sampled_from([0, 0, 1, 3]))):
+        i = data.draw(st.integers(61, len(raw) - 1))
+        raw[i] ^= 1 << data.draw(st.integers(0, 7))
+    fast, slow = dump_both(tmp, bytes(raw), *args, monkeypatch=monkeypatch)
+    assert (fast.rc, fast.out, fast.err) == (slow.rc, slow.out, slow.err)
+
+
+@SETTINGS
+@given(specs=st.lists(batch, min_size=1, max_size=3), cut=st.integers(0, 40), last=st.integers(-1, 50))
+def test_formatter_twins_agree(specs, cut, last):
+    raw = build(specs)
+    spec = specs[0]
+    b = MemoryRecordsBuilder  # noqa: F841 - the section comes from the first batch
+    from kafkalog import RecordBatch
+
+    batch0 = RecordBatch(raw, 0, check_crc=False)
+    section = bytes(batch0.records_section())
+    section = section[: max(0, len(section) - cut)] if cut % 3 == 0 else section
+    args = (section, batch0.records_count, batch0.base_offset, batch0.base_timestamp,
+            batch0.max_timestamp if spec["ts_type"] == "log_append_time" else None,
+            batch0.base_sequence, b"CreateTime", bool(cut & 1), last, dump._u8)
+    results = [t.v2_record_lines(*args) for t in TWINS]
+    assert all(r == results[0] for r in results)
