@@ -103,10 +103,20 @@ class KafkaLogDataSource(DataSource):
         return core.schema_ddl(f["include_headers"], f["batch_metadata"], f["segment_metadata"])
 
     def reader(self, schema) -> "KafkaLogReader":
-        return KafkaLogReader(self.options, schema, self.default_parallelism)
+        r = KafkaLogReader(self.options, schema, self.default_parallelism)
+        core.check_schema(_arrow_target(schema), r.opts)
+        return r
 
     def streamReader(self, schema) -> "KafkaLogStreamReader":
-        return KafkaLogStreamReader(self.options, schema, self.default_parallelism)
+        try:
+            r = KafkaLogStreamReader(self.options, schema, self.default_parallelism)
+            core.check_schema(_arrow_target(schema), r.opts)
+        except Exception as e:
+            # PySpark 4.3's stream runner calls stop() on the reader in a ``finally`` and hides
+            # an error raised here behind an UnboundLocalError: hand it a reader that raises
+            # the real error at the first call instead
+            return _FailedStreamReader(e)
+        return r
 
     def writer(self, schema, overwrite: bool) -> "KafkaLogArrowWriter":
         return KafkaLogArrowWriter(self.options, schema, overwrite)
@@ -409,6 +419,22 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return core.read_split(partition.split, self.opts, self._target)
 
     def commit(self, end: dict) -> None:
+        pass
+
+
+class _FailedStreamReader(DataSourceStreamReader):
+    """Stands in for a stream reader whose options were refused: every call raises the
+    error (its message reaches the user as is), ``stop()`` does nothing."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def _raise(self, *args, **kwargs):
+        raise self.error
+
+    initialOffset = latestOffset = partitions = read = commit = _raise
+
+    def stop(self) -> None:
         pass
 
 
