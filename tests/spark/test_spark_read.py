@@ -253,6 +253,7 @@ def test_bad_option_fails_at_planning(spark, sample_root):
         _load(spark, sample_root, subscribe="orders", assign='{"orders":[0]}').count()
 
 
+@pytest.mark.filterwarnings("ignore:kafkalog filter pushdown")
 def test_pushdown_equals_unpushed(spark, sample_root):
     import kafkalog.spark as ks
 
