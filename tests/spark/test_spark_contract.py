@@ -69,6 +69,7 @@ def test_consumer_settings_are_ignored_with_a_warning(sample_root):
     assert o.ignored == ["kafka.group.id", "kafka.security.protocol"]
 
 
+@pytest.mark.filterwarnings("ignore:kafkalog reads files")
 def test_min_offsets_above_max_offsets_per_trigger(sample_root):
     with pytest.raises(core.OptionError, match="higher than the maxOffsetsPerTrigger"):
         _parse(sample_root, minOffsetsPerTrigger="10", maxOffsetsPerTrigger="5")

@@ -230,18 +230,13 @@ def check_schema(target_schema, opts: "ReadOptions") -> None:
     """A user-supplied schema (``.schema(...)``) may name any subset of the source's columns in
     any order, each with the source's type: the data are never converted (a Spark cast would
     differ, e.g. ``timestamp BIGINT`` is seconds in Spark; cast after the read instead)."""
-    import pyarrow as pa
-
-    full = arrow_schema(
-        ReadOptions(
-            paths=[], include_headers=True, include_batch_metadata=True,
-            include_segment_metadata=True,
-        )
+    every = ReadOptions(
+        paths=[], include_headers=True, include_batch_metadata=True, include_segment_metadata=True
     )
-    ddl = dict(
-        [tuple(c.strip().split(" ", 1)) for c in KAFKA_DDL.split(", ")]
-        + [("headers", HEADERS_DDL.split(" ", 1)[1]), ("batch", BATCH_DDL.split(" ", 1)[1]),
-           ("segment", "STRING")]
+    full = arrow_schema(every)
+    ddl = dict(c.strip().split(" ", 1) for c in KAFKA_DDL.split(", "))
+    ddl.update(
+        headers=HEADERS_DDL.split(" ", 1)[1], batch=BATCH_DDL.split(" ", 1)[1], segment="STRING"
     )
     for f in target_schema:
         if f.name not in full.names:
@@ -249,14 +244,12 @@ def check_schema(target_schema, opts: "ReadOptions") -> None:
                 f"column {f.name!r} of the given schema is not a column of the kafkalog source "
                 f"({', '.join(full.names)})"
             )
-        want = full.field(f.name).type
-        if not _same_type(f.type, want):
+        if not _same_type(f.type, full.field(f.name).type):
             raise OptionError(
                 f"column {f.name!r} of the given schema has type {f.type}, but the kafkalog "
                 f"source reads it as {ddl[f.name]}: give that type (or leave the column out) and "
                 f"convert after the read, e.g. .withColumn({f.name!r}, col({f.name!r}).cast(...))"
             )
-    del pa
 
 
 def _same_type(a, b) -> bool:
@@ -767,7 +760,7 @@ def java_regex(pattern: str) -> str:
             in_class = 1
             out.append(c)
             i += 1
-            # a ']' or '^]' right after '[' is a literal in both dialects
+            # a ']' right after '[' or '[^' is kept literal (topic names cannot hold one)
             if pattern.startswith("^", i):
                 out.append("^")
                 i += 1
