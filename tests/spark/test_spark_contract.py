@@ -99,6 +99,12 @@ def test_assign_of_a_missing_partition(sample_root):
         core.plan(_parse(sample_root, assign='{"nope":[0]}'))
 
 
+def test_subscribe_of_a_missing_topic(sample_root):
+    with pytest.raises(core.OptionError, match="subscribe names topics not found.*: ordres"):
+        core.plan(_parse(sample_root, subscribe="orders,ordres"))
+    assert len(core.plan(_parse(sample_root, subscribe="orders, events"))) >= 1
+
+
 def test_start_and_end_json_over_different_partitions(sample_root):
     with pytest.raises(core.OptionError, match="different partitions.*only in endingOffsets: orders-1"):
         _parse(

@@ -1568,6 +1568,14 @@ def plan(
         if tps is None:
             tps = discover(opts)
         check_specs(tps, opts)
+        if opts.subscribe is not None:
+            found = {tp.topic for tp in tps}
+            missing = [t for t in opts.subscribe if t not in found]
+            if missing:
+                # the connector fails too: its admin client cannot describe such a topic
+                raise OptionError(
+                    f"subscribe names topics not found under the path(s): {', '.join(missing)}"
+                )
         if pruning is not None:
             tps = [tp for tp in tps if pruning.keeps_tp(tp)]
         ranges = resolve_ranges(tps, opts, check=False)
