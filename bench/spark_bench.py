@@ -277,7 +277,7 @@ def ratio_main(args, env) -> int:
             print(proc.stdout[-3000:], proc.stderr[-5000:], file=sys.stderr)
             return 1
         results.append(json.loads(line[0][7:]))
-    print(f"\n{'read -> noop, best of ' + str(args.reps):30}{'records':>10}{'log MB':>8}"
+    print(f"\n{'read -> noop, best of ' + str(args.reps):42}{'records':>10}{'log MB':>8}"
           f"{'kafkalog':>10}{'parquet':>10}{'ratio':>8}{'tasks kl/pq':>13}")
     for r in results:
         how = "register()" if r["register"] else "auto (no register)"
@@ -286,7 +286,7 @@ def ratio_main(args, env) -> int:
             kl, pq = r[f"{key}_kafkalog_s"], r[f"{key}_parquet_s"]
             tasks = f"{r[key + '_kafkalog_tasks']}/{r[key + '_parquet_tasks']}"
             print(
-                f"{label + ', ' + how:30}{g['records']:>10}{g['log_bytes'] / 1e6:>8.0f}"
+                f"{label + ', ' + how:42}{g['records']:>10}{g['log_bytes'] / 1e6:>8.0f}"
                 f"{kl:>9.2f}s{pq:>9.2f}s{kl / pq:>7.2f}x{tasks:>13}"
             )
     print(f"load after: {os.getloadavg()[0]:.2f}")
