@@ -4,7 +4,6 @@ each deliberate difference is listed in docs/spark.md."""
 from __future__ import annotations
 
 import os
-import warnings
 
 import pytest
 
@@ -106,14 +105,18 @@ def test_subscribe_of_a_missing_topic(sample_root):
 
 
 def test_start_and_end_json_over_different_partitions(sample_root):
-    with pytest.raises(core.OptionError, match="different partitions.*only in endingOffsets: orders-1"):
+    with pytest.raises(
+        core.OptionError, match="different partitions.*only in endingOffsets: orders-1"
+    ):
         _parse(
             sample_root,
             startingOffsets='{"orders":{"0":1}}',
             endingOffsets='{"orders":{"0":5,"1":5}}',
         )
     with pytest.raises(core.OptionError, match=r"orders-0 \(9\) is after its endingOffsets \(5\)"):
-        _parse(sample_root, startingOffsets='{"orders":{"0":9}}', endingOffsets='{"orders":{"0":5}}')
+        _parse(
+            sample_root, startingOffsets='{"orders":{"0":9}}', endingOffsets='{"orders":{"0":5}}'
+        )
     # the -2/-1 markers are not compared
     _parse(sample_root, startingOffsets='{"orders":{"0":-2}}', endingOffsets='{"orders":{"0":-1}}')
 
@@ -173,7 +176,9 @@ def test_user_schema_must_keep_the_source_types(sample_root):
     from kafkalog.spark._source import KafkaLogDataSource
 
     ds = KafkaLogDataSource({"path": sample_root})
-    ok = _struct([("offset", T.LongType()), ("timestamp", T.TimestampType()), ("topic", T.StringType())])
+    ok = _struct(
+        [("offset", T.LongType()), ("timestamp", T.TimestampType()), ("topic", T.StringType())]
+    )
     ds.reader(ok)
     for name, typ in [
         ("timestamp", T.LongType()),

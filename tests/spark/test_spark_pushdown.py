@@ -10,6 +10,8 @@ below shows it; kafkalog therefore registers its reader without ``pushFilters`` 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pa = pytest.importorskip("pyarrow")
@@ -221,7 +223,7 @@ class _Universe:
         import kafkalog.arrow as ka
         from kafkalog.spark import _core as core
 
-        self.options = {"paths": __import__("json").dumps(paths)}
+        self.options = {"paths": json.dumps(paths)}
         opts = core.ReadOptions.parse(self.options)
         rows = []
         offsets, stamps = {0, -1, 10**12}, set()
@@ -279,7 +281,9 @@ def _filters_strategy(u):
         st.builds(lambda v: D.StringStartsWith(("topic",), v), prefix),
         st.builds(lambda v: D.StringEndsWith(("topic",), v), st.sampled_from(["s", "ord"])),
         one("partition", part),
-        st.builds(lambda vs: D.In(("partition",), tuple(vs)), st.lists(part, min_size=1, max_size=3)),
+        st.builds(
+            lambda vs: D.In(("partition",), tuple(vs)), st.lists(part, min_size=1, max_size=3)
+        ),
         st.builds(lambda v: D.EqualNullSafe(("partition",), v), part),
         one("offset", off),
         one("offset", off),
@@ -288,7 +292,8 @@ def _filters_strategy(u):
         one("timestamp", stamp),
         st.builds(lambda v: D.Not(D.EqualTo(("offset",), v)), off),
         st.builds(
-            lambda c: D.IsNotNull((c,)), st.sampled_from(["topic", "partition", "offset", "timestamp"])
+            lambda c: D.IsNotNull((c,)),
+            st.sampled_from(["topic", "partition", "offset", "timestamp"]),
         ),
         st.builds(lambda c: D.IsNull((c,)), st.sampled_from(["topic", "offset"])),
     )

@@ -502,7 +502,10 @@ class ReadOptions:
             if opts.get("endingoffsetsbytimestamp") is not None
             else None
         )
-        for spec, name in ((st_by, "startingOffsetsByTimestamp"), (en_by, "endingOffsetsByTimestamp")):
+        for spec, name in (
+            (st_by, "startingOffsetsByTimestamp"),
+            (en_by, "endingOffsetsByTimestamp"),
+        ):
             for t, ps in (spec or {}).items():
                 for p, ts in ps.items():
                     if ts < LATEST_TIMESTAMP and ts != EARLIEST_TIMESTAMP:
