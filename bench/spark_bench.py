@@ -19,6 +19,13 @@ the same records as Parquet (snappy), then, for each core count in ``--cores`` (
   splits are contiguous) against ``df.write.parquet(...)``, all from the same cached input.
 
 Best of ``--reps`` after one warm-up; results as a table and as JSON (``--json``).
+
+``--ratio`` measures only the read -> noop ratio against ``spark.read.parquet`` of the same
+data (one Parquet file per partition), for one large partition (``--records``) and for 200
+small ones (the same records spread over 200 partitions), each with the source registered by
+``kafkalog.spark.register(spark)`` and with the source Spark finds by itself
+(``pyspark_kafkalog``, no register() call), in a fresh ``local[N]`` session per case
+(N = the first of ``--cores``).  The goal is <= 1.0x Parquet in every case.
 """
 
 from __future__ import annotations
@@ -158,14 +165,16 @@ def child(args) -> dict:
     lo, hi = n // args.partitions // 2, n // args.partitions // 2 + n // 100 // args.partitions
     q = f"offset >= {lo} and offset < {hi}"
     res["pushdown_rows"] = kl().where(q).count()
+    # pushdown is opt-in (register(pushdown=True)); each run loads its own DataFrame, the use
+    # it is safe for
+    ks.register(spark, pushdown=True)
     res["pushdown_on_s"] = _best(
         lambda: kl().where(q).write.format("noop").mode("overwrite").save(), args.reps
     )
-    ks.register(spark, pushdown=False)
+    ks.register(spark)
     res["pushdown_off_s"] = _best(
         lambda: kl().where(q).write.format("noop").mode("overwrite").save(), args.reps
     )
-    ks.register(spark)
     res["pushdown_parquet_s"] = _best(
         lambda: pq().where(q).write.format("noop").mode("overwrite").save(), args.reps
     )
@@ -194,6 +203,98 @@ def child(args) -> dict:
     return res
 
 
+RATIO_LAYOUTS = (("1 large partition", "one", 1), ("200 small partitions", "many", 200))
+
+
+def ratio_child(args) -> dict:
+    """read -> noop of kafkalog and of Parquet for each layout, in one session, with or
+    without register()."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    cores = args.ratio_child
+    spark = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    if args.register:
+        import kafkalog.spark as ks
+
+        ks.register(spark)
+    res = {"cores": cores, "register": bool(args.register)}
+    for _label, key, _n in RATIO_LAYOUTS:
+        root = os.path.join(args.dir, f"ratio-{key}", "logs")
+        parquet = os.path.join(args.dir, f"ratio-{key}", "parquet")
+
+        def kl(root=root):
+            return spark.read.format("kafkalog").option("includeHeaders", "true").load(root)
+
+        def pq(parquet=parquet):
+            return spark.read.parquet(parquet)
+
+        res[f"{key}_kafkalog_tasks"] = kl().rdd.getNumPartitions()
+        res[f"{key}_parquet_tasks"] = pq().rdd.getNumPartitions()
+        res[f"{key}_kafkalog_s"] = _best(
+            lambda: kl().write.format("noop").mode("overwrite").save(), args.reps
+        )
+        res[f"{key}_parquet_s"] = _best(
+            lambda: pq().write.format("noop").mode("overwrite").save(), args.reps
+        )
+    spark.stop()
+    return res
+
+
+def ratio_main(args, env) -> int:
+    import kafkalog
+
+    gens = {}
+    for _label, key, parts in RATIO_LAYOUTS:
+        d = os.path.join(args.dir, f"ratio-{key}")
+        gens[key] = generate(
+            os.path.join(d, "logs"), os.path.join(d, "parquet"), args.records, parts,
+            args.compression,
+        )
+    cores = int(args.cores.split(",")[0])
+    print(
+        f"kafkalog {kafkalog.__version__} ({kafkalog.IMPLEMENTATION}), {os.cpu_count()} CPUs, "
+        f"local[{cores}]; load before: {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    results = []
+    for register in (True, False):
+        cmd = [
+            sys.executable, os.path.abspath(__file__), "--ratio-child", str(cores),
+            "--dir", args.dir, "--reps", str(args.reps),
+        ] + (["--register"] if register else [])
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        if proc.returncode != 0 or not line:
+            print(proc.stdout[-3000:], proc.stderr[-5000:], file=sys.stderr)
+            return 1
+        results.append(json.loads(line[0][7:]))
+    print(f"\n{'read -> noop, best of ' + str(args.reps):42}{'records':>10}{'log MB':>8}"
+          f"{'kafkalog':>10}{'parquet':>10}{'ratio':>8}{'tasks kl/pq':>13}")
+    for r in results:
+        how = "register()" if r["register"] else "auto (no register)"
+        for label, key, _n in RATIO_LAYOUTS:
+            g = gens[key]
+            kl, pq = r[f"{key}_kafkalog_s"], r[f"{key}_parquet_s"]
+            tasks = f"{r[key + '_kafkalog_tasks']}/{r[key + '_parquet_tasks']}"
+            print(
+                f"{label + ', ' + how:42}{g['records']:>10}{g['log_bytes'] / 1e6:>8.0f}"
+                f"{kl:>9.2f}s{pq:>9.2f}s{kl / pq:>7.2f}x{tasks:>13}"
+            )
+    print(f"load after: {os.getloadavg()[0]:.2f}")
+    if args.json:
+        print(json.dumps({"generate": gens, "results": results}, indent=1))
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--records", type=int, default=2_000_000)
@@ -203,13 +304,25 @@ def main(argv=None) -> int:
     p.add_argument("--compression", default="none")
     p.add_argument("--dir", default="/tmp/kafkalog-spark-bench")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--ratio", action="store_true", help="only the read -> noop ratio vs Parquet")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--ratio-child", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--register", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--root", help=argparse.SUPPRESS)
     p.add_argument("--parquet", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print("RESULT " + json.dumps(child(args)))
         return 0
+    if args.ratio_child:
+        print("RESULT " + json.dumps(ratio_child(args)))
+        return 0
+    if args.ratio:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = SRC + (
+            os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+        )
+        return ratio_main(args, env)
     import kafkalog
 
     root = os.path.join(args.dir, "logs")

@@ -36,7 +36,7 @@ def test_split_sizes_do_not_change_the_result(sample_root, oracle, max_bytes, mi
         o["maxPartitionBytes"] = str(max_bytes)
     if min_parts:
         o["minPartitions"] = str(min_parts)
-    opts = core.ReadOptions.parse(o)
+    opts = core.ReadOptions.parse(o, default_parallelism=1)
     splits = core.plan(opts)
     if max_bytes == 4096:
         # large segments are cut at .index positions: more splits than segments

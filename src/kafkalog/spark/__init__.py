@@ -88,19 +88,25 @@ def make_source(pushdown: bool = False, default_parallelism: Optional[int] = Non
     )
 
 
-def register(spark, pushdown: Optional[bool] = None, default_parallelism: Optional[int] = None):
+def register(spark, pushdown: bool = False, default_parallelism: Optional[int] = None):
     """Register the ``kafkalog`` format in ``spark`` and return the registered class.
 
-    ``pushdown`` (default: when PySpark >= 4.1): register the reader with ``pushFilters`` and set
+    ``pushdown`` (default False): register the reader with ``pushFilters`` and set
     ``spark.sql.python.filterPushdown.enabled=true`` in the session (topic, partition and offset
     predicates then prune directories and seek with the indexes; timestamp predicates prune
-    segments).  ``default_parallelism`` (default: ``spark.sparkContext.defaultParallelism``
-    where available): splits are sized so that a read uses at least that many tasks when the
-    data allows (``maxPartitionBytes``, 256 MiB, stays the upper bound).
+    segments).  It is off by default because PySpark (4.1 to 4.3 at least) keeps the plan of a
+    pushed-down scan on the DataFrame and reuses it for a later query on the same DataFrame or
+    a temp view of it that pushes no filter: that query then returns the earlier query's rows.
+    Turn it on only where every filtered query starts from its own ``spark.read...load()``;
+    the ``subscribe``/``assign``/``startingOffsets``/``endingOffsets`` options prune the same
+    way and are safe everywhere.  ``default_parallelism`` (default:
+    ``spark.sparkContext.defaultParallelism`` where available): splits are sized so that a read
+    uses at least that many tasks when the data allows (``maxPartitionBytes``, 256 MiB, stays
+    the upper bound).
     """
+    import warnings
+
     src = _import_source()
-    if pushdown is None:
-        pushdown = src.HAS_PUSHDOWN
     if pushdown and not src.HAS_PUSHDOWN:
         raise RuntimeError("filter pushdown needs PySpark >= 4.1")
     if default_parallelism is None:
@@ -109,6 +115,12 @@ def register(spark, pushdown: Optional[bool] = None, default_parallelism: Option
         except Exception:  # Spark Connect has no SparkContext
             default_parallelism = None
     if pushdown:
+        warnings.warn(
+            "kafkalog filter pushdown: PySpark reuses a pushed-down plan for later queries on "
+            "the same DataFrame or view that push no filter, which then return too few rows; "
+            "start every filtered query from its own spark.read...load() (docs/spark.md)",
+            stacklevel=2,
+        )
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     cls = make_source(pushdown, default_parallelism)
     spark.dataSource.register(cls)

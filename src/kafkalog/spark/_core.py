@@ -55,7 +55,8 @@ _V2_HEAD = struct.Struct(
 _Q = struct.Struct(">q")
 _HEADER_READ = 61
 
-# Options of spark-sql-kafka that talk to brokers or consumers: accepted and ignored.
+# Options of spark-sql-kafka that talk to brokers or consumers: accepted and ignored (so are
+# other ``kafka.*`` consumer settings, except those in _REJECTED_KAFKA_OPTIONS).
 _IGNORED_OPTIONS = {
     "groupidprefix",
     "kafkaconsumer.polltimeoutms",
@@ -96,6 +97,68 @@ _KNOWN_OPTIONS = {
     "maxdecompressedsize",
     "defaultparallelism",
 }
+
+# Consumer settings the connector refuses (KafkaSourceProvider.validateGeneralOptions), refused
+# here the same way and with the same advice.
+_REJECTED_KAFKA_OPTIONS = {
+    "kafka.auto.offset.reset": (
+        "Kafka option 'auto.offset.reset' is not supported. Instead set the source option "
+        "'startingOffsets' to 'earliest' or 'latest' to specify where to start."
+    ),
+    "kafka.key.deserializer": (
+        "Kafka option 'key.deserializer' is not supported as keys are deserialized as byte "
+        "arrays. Use DataFrame operations to explicitly deserialize the keys."
+    ),
+    "kafka.value.deserializer": (
+        "Kafka option 'value.deserializer' is not supported as values are deserialized as byte "
+        "arrays. Use DataFrame operations to explicitly deserialize the values."
+    ),
+    "kafka.enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported",
+    "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
+}
+
+# The option names as documented (for "did you mean" and messages; keys arrive lower-cased).
+_OPTION_SPELLING = {
+    k.lower(): k
+    for k in (
+        "path paths subscribe subscribePattern assign startingOffsets endingOffsets "
+        "startingTimestamp endingTimestamp startingOffsetsByTimestamp endingOffsetsByTimestamp "
+        "startingOffsetsByTimestampStrategy failOnDataLoss minPartitions maxOffsetsPerTrigger "
+        "includeHeaders kafka.isolation.level maxPartitionBytes includeInternalTopics "
+        "replicaPolicy includeBatchMetadata includeSegmentMetadata checkCrcs maxRecordsPerBatch "
+        "maxBatchBytes maxDecompressedSize defaultParallelism groupIdPrefix "
+        "kafkaConsumer.pollTimeoutMs fetchOffset.numRetries fetchOffset.retryIntervalMs "
+        "maxRecordsPerPartition minOffsetsPerTrigger maxTriggerDelay topic "
+        "kafka.bootstrap.servers kafka.group.id"
+    ).split()
+}
+
+
+def check_option_keys(opts: Mapping[str, Any]) -> List[str]:
+    """Raise :class:`OptionError` for an option the source does not know (with the closest
+    known name) or one the connector refuses; return the broker/consumer options that are
+    accepted and ignored."""
+    import difflib
+
+    ignored = []
+    for k in sorted(opts):
+        if k in _REJECTED_KAFKA_OPTIONS:
+            raise OptionError(_REJECTED_KAFKA_OPTIONS[k])
+        if k in _KNOWN_OPTIONS:
+            continue
+        if k in _IGNORED_OPTIONS:
+            ignored.append(k)
+            continue
+        close = difflib.get_close_matches(k, list(_OPTION_SPELLING), n=1, cutoff=0.75)
+        if k.startswith("kafka.") and not (close and close[0] in _KNOWN_OPTIONS):
+            ignored.append(k)  # a consumer setting: meaningless for files
+            continue
+        hint = f"; did you mean {_OPTION_SPELLING[close[0]]!r}?" if close else ""
+        raise OptionError(
+            f"unknown option {k!r} for the kafkalog source{hint} (options are case-insensitive; "
+            "see docs/spark.md for the list)"
+        )
+    return ignored
 
 # The spark-sql-kafka schema (KafkaRecordToRowConverter.kafkaSchema), all fields nullable.
 KAFKA_COLUMNS: Tuple[str, ...] = (
@@ -161,6 +224,46 @@ def arrow_schema(opts: "ReadOptions"):
     if opts.include_segment_metadata:
         fields.append(pa.field("segment", pa.string()))
     return pa.schema(fields)
+
+
+def check_schema(target_schema, opts: "ReadOptions") -> None:
+    """A user-supplied schema (``.schema(...)``) may name any subset of the source's columns in
+    any order, each with the source's type: the data are never converted (a Spark cast would
+    differ, e.g. ``timestamp BIGINT`` is seconds in Spark; cast after the read instead)."""
+    every = ReadOptions(
+        paths=[], include_headers=True, include_batch_metadata=True, include_segment_metadata=True
+    )
+    full = arrow_schema(every)
+    ddl = dict(c.strip().split(" ", 1) for c in KAFKA_DDL.split(", "))
+    ddl.update(
+        headers=HEADERS_DDL.split(" ", 1)[1], batch=BATCH_DDL.split(" ", 1)[1], segment="STRING"
+    )
+    for f in target_schema:
+        if f.name not in full.names:
+            raise OptionError(
+                f"column {f.name!r} of the given schema is not a column of the kafkalog source "
+                f"({', '.join(full.names)})"
+            )
+        if not _same_type(f.type, full.field(f.name).type):
+            raise OptionError(
+                f"column {f.name!r} of the given schema has type {f.type}, but the kafkalog "
+                f"source reads it as {ddl[f.name]}: give that type (or leave the column out) and "
+                f"convert after the read, e.g. .withColumn({f.name!r}, col({f.name!r}).cast(...))"
+            )
+
+
+def _same_type(a, b) -> bool:
+    """Arrow types equal up to nullability and the name of a list's child field."""
+    import pyarrow as pa
+
+    if pa.types.is_list(a) and pa.types.is_list(b):
+        return _same_type(a.value_type, b.value_type)
+    if pa.types.is_struct(a) and pa.types.is_struct(b):
+        return a.num_fields == b.num_fields and all(
+            a.field(i).name == b.field(i).name and _same_type(a.field(i).type, b.field(i).type)
+            for i in range(a.num_fields)
+        )
+    return a.equals(b)
 
 
 def _headers_type():
@@ -356,13 +459,7 @@ class ReadOptions:
                 'no path given: use spark.read.format("kafkalog").load("/path/to/log-dir") (a '
                 "broker's log.dirs entry, a <topic>-<partition> directory or a segment file)"
             )
-        ignored = []
-        for k in sorted(opts):
-            if k in _KNOWN_OPTIONS:
-                continue
-            if k.startswith("kafka.") or k in _IGNORED_OPTIONS:
-                ignored.append(k)
-            # other unknown keys: Spark passes through anything; ignore silently like Spark does
+        ignored = check_option_keys(opts)
         if warn and ignored:
             _warn("kafkalog reads files, not brokers: ignoring option(s) " + ", ".join(ignored))
         strategies = [
@@ -388,18 +485,13 @@ class ReadOptions:
                 raise OptionError(
                     "Pattern to subscribe is empty as specified value for option 'subscribePattern' is ''"
                 )
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                raise OptionError(
-                    f"option 'subscribePattern': invalid regular expression {pattern!r}: {e}"
-                ) from None
+            pattern = java_regex(pattern)
         assign = _assign_json(str(opts["assign"])) if opts.get("assign") is not None else None
 
         starting = _offset_spec(opts, "startingoffsets")
         ending = _offset_spec(opts, "endingoffsets")
-        st_ts = _int(opts, "startingtimestamp", None)
-        en_ts = _int(opts, "endingtimestamp", None)
+        st_ts = _timestamp_opt(opts, "startingtimestamp")
+        en_ts = _timestamp_opt(opts, "endingtimestamp")
         st_by = (
             _tp_json(str(opts["startingoffsetsbytimestamp"]), "startingOffsetsByTimestamp")
             if opts.get("startingoffsetsbytimestamp") is not None
@@ -410,6 +502,14 @@ class ReadOptions:
             if opts.get("endingoffsetsbytimestamp") is not None
             else None
         )
+        for spec, name in (
+            (st_by, "startingOffsetsByTimestamp"),
+            (en_by, "endingOffsetsByTimestamp"),
+        ):
+            for t, ps in (spec or {}).items():
+                for p, ts in ps.items():
+                    if ts < LATEST_TIMESTAMP and ts != EARLIEST_TIMESTAMP:
+                        raise OptionError(_bad_timestamp(f"{name} for {t}-{p}", ts))
         strategy = str(opts.get("startingoffsetsbytimestampstrategy", "error")).strip().lower()
         if strategy not in ("error", "latest"):
             raise OptionError(
@@ -419,7 +519,11 @@ class ReadOptions:
         if streaming:
             for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
                 if opts.get(k) is not None:
-                    raise OptionError(f"Ending offset not valid in streaming queries: option {k!r}")
+                    raise OptionError(
+                        f"ending offset not valid in streaming queries: option "
+                        f"{_OPTION_SPELLING[k]!r} (a stream reads on as the log grows; read a "
+                        "fixed range with spark.read)"
+                    )
         else:
             if starting == "latest":
                 raise OptionError("starting offset can't be latest for batch queries on Kafka")
@@ -447,6 +551,15 @@ class ReadOptions:
                             raise OptionError(
                                 f"{name} for {t}-{p}: offset {off} is not valid (use -2 earliest, -1 latest)"
                             )
+        if isinstance(starting, dict) and isinstance(ending, dict):
+            _check_start_end(starting, ending)
+        mn = _int(opts, "minoffsetspertrigger", None)
+        mx = _int(opts, "maxoffsetspertrigger", None, lo=1)
+        if mn is not None and mx is not None and mn > mx:
+            raise OptionError(
+                f"The value of minOffsetPerTrigger({mn}) is higher than the "
+                f"maxOffsetsPerTrigger({mx})."
+            )
         min_parts = _int(opts, "minpartitions", None, lo=1)
         iso = str(opts.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
         if iso not in ("read_uncommitted", "read_committed"):
@@ -498,6 +611,184 @@ class ReadOptions:
 def _warn(msg: str) -> None:
     log.warning(msg)
     warnings.warn(msg, stacklevel=3)
+
+
+# ListOffsets' special timestamps, which the connector passes through (OffsetSpec.forTimestamp)
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+
+
+def _bad_timestamp(what: str, ts: int) -> str:
+    return (
+        f"{what}: timestamp {ts} is not valid (a timestamp in ms since the epoch, or -2 for "
+        "the earliest and -1 for the latest offset)"
+    )
+
+
+def _timestamp_opt(opts: Mapping[str, str], key: str) -> Optional[int]:
+    v = opts.get(key)
+    if v is None:
+        return None
+    try:
+        ts = int(str(v).strip())
+    except ValueError:
+        raise OptionError(
+            f"option {_OPTION_SPELLING[key]!r} must be a timestamp in ms, not {v!r}"
+        ) from None
+    if ts < 0 and ts not in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
+        raise OptionError(_bad_timestamp(f"option {_OPTION_SPELLING[key]!r}", ts))
+    return ts
+
+
+def _check_start_end(starting: Dict[str, Dict[int, int]], ending: Dict[str, Dict[int, int]]):
+    """The connector's checkOffsetLimitValidity: both JSON specs name the same partitions, and
+    a start is not after its end (the -2/-1 markers are not compared)."""
+    s_keys = {(t, p) for t, ps in starting.items() for p in ps}
+    e_keys = {(t, p) for t, ps in ending.items() for p in ps}
+    if s_keys != e_keys:
+
+        def names(keys):
+            return ", ".join(f"{t}-{p}" for t, p in sorted(keys)) or "none"
+
+        raise OptionError(
+            "startingOffsets and endingOffsets name different partitions: only in "
+            f"startingOffsets: {names(s_keys - e_keys)}; only in endingOffsets: "
+            f"{names(e_keys - s_keys)}"
+        )
+    for t, ps in starting.items():
+        for p, so in ps.items():
+            eo = ending[t][p]
+            if so >= 0 and eo >= 0 and so > eo:
+                raise OptionError(
+                    f"startingOffsets for {t}-{p} ({so}) is after its endingOffsets ({eo})"
+                )
+
+
+_JAVA_POSIX = {
+    "Lower": "a-z",
+    "Upper": "A-Z",
+    "ASCII": "\\x00-\\x7f",
+    "Alpha": "a-zA-Z",
+    "Digit": "0-9",
+    "Alnum": "a-zA-Z0-9",
+    "Punct": re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
+    "Graph": "\\x21-\\x7e",
+    "Print": "\\x20-\\x7e",
+    "Blank": " \\t",
+    "Cntrl": "\\x00-\\x1f\\x7f",
+    "XDigit": "0-9a-fA-F",
+    "Space": " \\t\\n\\x0b\\f\\r",
+    "javaLowerCase": "a-z",
+    "javaUpperCase": "A-Z",
+    "L": "a-zA-Z",
+    "IsAlphabetic": "a-zA-Z",
+    "IsDigit": "0-9",
+    "N": "0-9",
+    "Nd": "0-9",
+}
+
+
+def java_regex(pattern: str) -> str:
+    """``subscribePattern`` is a ``java.util.regex.Pattern`` in the connector: translate the
+    Java-only syntax that Python's ``re`` lacks or reads differently (``\\Q...\\E``,
+    ``(?<name>...)``, ``\\z``, the POSIX ``\\p{...}`` classes, ``\\h``, ``\\v``), and refuse
+    clearly what has no exact translation (class intersection ``&&``, ``\\G``, ``\\R``,
+    ``\\X``, other ``\\p{...}``).  Returns the Python pattern (compiled once here)."""
+
+    def fail(what: str) -> OptionError:
+        return OptionError(
+            f"option 'subscribePattern': {what} in {pattern!r} is Java regex syntax kafkalog "
+            "cannot reproduce exactly; rewrite the pattern without it"
+        )
+
+    out: List[str] = []
+    i, n = 0, len(pattern)
+    in_class = 0
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            d = pattern[i + 1]
+            if d == "Q":
+                j = pattern.find("\\E", i + 2)
+                lit = pattern[i + 2 :] if j < 0 else pattern[i + 2 : j]
+                out.append(re.escape(lit))
+                i = n if j < 0 else j + 2
+                continue
+            if d in "pP" and i + 2 < n:
+                if pattern[i + 2] == "{":
+                    j = pattern.find("}", i + 3)
+                    name = pattern[i + 3 : j] if j > 0 else ""
+                    k = name[2:] if name.startswith("Is") and name[2:] in _JAVA_POSIX else name
+                    if j < 0 or k not in _JAVA_POSIX:
+                        raise fail(f"the class \\{d}{{{name}}}")
+                    cls = _JAVA_POSIX[k]
+                    end = j + 1
+                else:
+                    raise fail(f"\\{d}{pattern[i + 2]}")
+                neg = d == "P"
+                if in_class:
+                    if neg:
+                        raise fail(f"a negated class \\P{{{name}}} inside [...]")
+                    out.append(cls)
+                else:
+                    out.append(("[^" if neg else "[") + cls + "]")
+                i = end
+                continue
+            if d == "z":
+                out.append("\\Z")
+            elif d == "Z":
+                out.append("(?=\\n?\\Z)")
+            elif d == "h":
+                out.append(
+                    ("" if in_class else "[")
+                    + " \\t\\xa0\\u1680\\u180e\\u2000-\\u200a\\u202f\\u205f\\u3000"
+                    + ("" if in_class else "]")
+                )
+            elif d == "v":
+                out.append(
+                    ("" if in_class else "[") + "\\n\\x0b\\f\\r\\x85\\u2028\\u2029"
+                    + ("" if in_class else "]")
+                )
+            elif d in "GRXHVkec":
+                raise fail(f"\\{d}")
+            else:
+                out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class and pattern.startswith("&&", i):
+            raise fail("a class intersection '&&'")
+        if c == "[":
+            if in_class:
+                raise fail("a nested class '[...[...]]'")
+            in_class = 1
+            out.append(c)
+            i += 1
+            # a ']' right after '[' or '[^' is kept literal (topic names cannot hold one)
+            if pattern.startswith("^", i):
+                out.append("^")
+                i += 1
+            if pattern.startswith("]", i):
+                out.append("\\]")
+                i += 1
+            continue
+        if c == "]" and in_class:
+            in_class = 0
+        elif c == "(" and pattern.startswith("(?<", i) and not pattern.startswith(
+            ("(?<=", "(?<!"), i
+        ):
+            out.append("(?P<")
+            i += 3
+            continue
+        out.append(c)
+        i += 1
+    py = "".join(out)
+    try:
+        re.compile(py)
+    except re.error as e:
+        raise OptionError(
+            f"option 'subscribePattern': invalid regular expression {pattern!r}: {e}"
+        ) from None
+    return py
 
 
 # ------------------------------------------------------------------------------------------------
@@ -987,6 +1278,10 @@ def resolve_start(tp: TopicPartitionLog, opts: ReadOptions) -> int:
                     f"startingOffsetsByTimestamp has no entry for partition {tp.name}"
                 )
             return earliest if not opts.streaming else latest
+    if ts == EARLIEST_TIMESTAMP:
+        return earliest
+    if ts == LATEST_TIMESTAMP:
+        return latest
     if ts is not None:
         off = offset_for_timestamp(tp, ts)
         if off is None:
@@ -1033,6 +1328,10 @@ def resolve_end(tp: TopicPartitionLog, opts: ReadOptions) -> int:
         ts = opts.ending_timestamp
     elif opts.ending_by_timestamp is not None:
         ts = _spec_lookup(opts.ending_by_timestamp, tp)
+    if ts == EARLIEST_TIMESTAMP:
+        return tp.earliest()
+    if ts == LATEST_TIMESTAMP:
+        return latest
     if ts is not None:
         off = offset_for_timestamp(tp, ts)
         return latest if off is None else off
@@ -1042,11 +1341,34 @@ def resolve_end(tp: TopicPartitionLog, opts: ReadOptions) -> int:
     off = _spec_lookup(spec, tp)
     if off is None or off == LATEST:
         return latest
-    return min(off, latest)
+    if off > latest:
+        # the connector's consumer cannot fetch up to such an end: data loss
+        msg = (
+            f"Cannot fetch offset {latest} of {tp.name}: endingOffsets asks for offsets up to "
+            f"{off} but the log ends at {latest}. Some data may have been lost, or the offset "
+            "was never written."
+        )
+        if opts.fail_on_data_loss:
+            raise OptionError(
+                msg + " If you want your query to fail in this case set failOnDataLoss=true; "
+                "to read up to the log end instead set it to false."
+            )
+        _warn(msg + " Reading up to the log end (failOnDataLoss=false).")
+        return latest
+    return off
 
 
 def check_specs(tps: Sequence[TopicPartitionLog], opts: ReadOptions) -> None:
-    """Offset/timestamp JSON options must name partitions that were found."""
+    """``assign`` and the offset/timestamp JSON options must name partitions that were found."""
+    if opts.assign is not None:
+        have = {tp.key for tp in tps}
+        missing = [f"{t}-{p}" for t, ps in opts.assign.items() for p in ps if (t, p) not in have]
+        if missing:
+            # the connector fails too (its admin client cannot list offsets of a partition
+            # that does not exist)
+            raise OptionError(
+                f"assign names partitions not found under the path(s): {', '.join(missing)}"
+            )
     for spec, name in (
         (opts.starting, "startingOffsets"),
         (opts.ending, "endingOffsets"),
@@ -1150,9 +1472,12 @@ class Pruning:
 
 def _target_bytes(total: int, opts: ReadOptions, pieces: int = 0) -> int:
     """Split size as Spark's file sources pick it: ``min(maxPartitionBytes, max(openCost,
-    (bytes + pieces * openCost) / parallelism))``, lowered to ``bytes / minPartitions``."""
+    (bytes + pieces * openCost) / parallelism))``, lowered to ``bytes / minPartitions``.  The
+    parallelism is the cluster's when :func:`kafkalog.spark.register` passed it, else the
+    number of cores of the planning process (a source found by Spark itself cannot read the
+    session's settings)."""
     target = opts.max_partition_bytes
-    par = opts.default_parallelism or 1
+    par = opts.default_parallelism or os.cpu_count() or 1
     with_cost = total + pieces * OPEN_COST_BYTES
     if par > 1:
         target = min(target, max(OPEN_COST_BYTES, -(-with_cost // par)))
@@ -1246,6 +1571,14 @@ def plan(
         if tps is None:
             tps = discover(opts)
         check_specs(tps, opts)
+        if opts.subscribe is not None:
+            found = {tp.topic for tp in tps}
+            missing = [t for t in opts.subscribe if t not in found]
+            if missing:
+                # the connector fails too: its admin client cannot describe such a topic
+                raise OptionError(
+                    f"subscribe names topics not found under the path(s): {', '.join(missing)}"
+                )
         if pruning is not None:
             tps = [tp for tp in tps if pruning.keeps_tp(tp)]
         ranges = resolve_ranges(tps, opts, check=False)

@@ -74,11 +74,14 @@ def _arrow_target(schema):
 
 
 class KafkaLogSplit(InputPartition):
-    """One Spark task's share of the log: a :class:`kafkalog.spark._core.Split`."""
+    """One Spark task's share of the log: a :class:`kafkalog.spark._core.Split`, with the
+    pruning of the scan that planned it (pushed filters travel with the split they were planned
+    for, never on an object a later scan could reuse)."""
 
-    def __init__(self, split: core.Split) -> None:
+    def __init__(self, split: core.Split, pruning: Optional[core.Pruning] = None) -> None:
         super().__init__(split.index)
         self.split = split
+        self.pruning = pruning
 
     def __repr__(self) -> str:
         return f"KafkaLogSplit({self.split.index}, {len(self.split.pieces)} pieces, {self.split.nbytes} bytes)"
@@ -100,10 +103,20 @@ class KafkaLogDataSource(DataSource):
         return core.schema_ddl(f["include_headers"], f["batch_metadata"], f["segment_metadata"])
 
     def reader(self, schema) -> "KafkaLogReader":
-        return KafkaLogReader(self.options, schema, self.default_parallelism)
+        r = KafkaLogReader(self.options, schema, self.default_parallelism)
+        core.check_schema(_arrow_target(schema), r.opts)
+        return r
 
     def streamReader(self, schema) -> "KafkaLogStreamReader":
-        return KafkaLogStreamReader(self.options, schema, self.default_parallelism)
+        try:
+            r = KafkaLogStreamReader(self.options, schema, self.default_parallelism)
+            core.check_schema(_arrow_target(schema), r.opts)
+        except Exception as e:
+            # PySpark 4.3's stream runner calls stop() on the reader in a ``finally`` and hides
+            # an error raised here behind an UnboundLocalError: hand it a reader that raises
+            # the real error at the first call instead
+            return _FailedStreamReader(e)
+        return r
 
     def writer(self, schema, overwrite: bool) -> "KafkaLogArrowWriter":
         return KafkaLogArrowWriter(self.options, schema, overwrite)
@@ -116,12 +129,14 @@ class KafkaLogReader(DataSourceReader):
     def __init__(self, options, schema, default_parallelism: Optional[int] = None) -> None:
         self.opts = core.ReadOptions.parse(options, default_parallelism=default_parallelism)
         self.schema = schema
+        #: set by ``pushFilters`` for the scan being planned; only ``partitions()`` reads it
         self.pruning: Optional[core.Pruning] = None
         self._target = None
 
     def partitions(self) -> List[InputPartition]:
-        splits = core.plan(self.opts, self.pruning)
-        return [KafkaLogSplit(s) for s in splits]
+        pruning = self.pruning
+        splits = core.plan(self.opts, pruning)
+        return [KafkaLogSplit(s, pruning) for s in splits]
 
     def read(self, partition: KafkaLogSplit) -> Iterator[Any]:
         if self._target is None:
@@ -129,7 +144,8 @@ class KafkaLogReader(DataSourceReader):
         split = getattr(partition, "split", None)
         if split is None:  # the placeholder Spark uses for an empty plan
             return iter(())
-        return core.read_split(split, self.opts, self._target, self.pruning)
+        # only the split's own pruning: the reader may be the one of an earlier scan
+        return core.read_split(split, self.opts, self._target, getattr(partition, "pruning", None))
 
 
 def _col(f) -> Optional[str]:
@@ -281,7 +297,8 @@ if HAS_PUSHDOWN:
         it)."""
 
         def pushFilters(self, filters: List["Filter"]):
-            pr = self.pruning or core.Pruning()
+            # a fresh pruning per call: nothing of an earlier scan's filters may remain
+            pr = core.Pruning()
             rest = apply_filters(filters, pr)
             self.pruning = pr
             return iter(rest)
@@ -402,6 +419,22 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return core.read_split(partition.split, self.opts, self._target)
 
     def commit(self, end: dict) -> None:
+        pass
+
+
+class _FailedStreamReader(DataSourceStreamReader):
+    """Stands in for a stream reader whose options were refused: every call raises the
+    error (its message reaches the user as is), ``stop()`` does nothing."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def _raise(self, *args, **kwargs):
+        raise self.error
+
+    initialOffset = latestOffset = partitions = read = commit = _raise
+
+    def stop(self) -> None:
         pass
 
 
