@@ -53,6 +53,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import files as _files
 from ..errors import CorruptCheckpointError, KafkaStorageError
+from ._paths import local_path
 
 STAGING_DIR = ".kafkalog-staging"
 GiB = 1024 * 1024 * 1024
@@ -128,9 +129,7 @@ class WriteOptions:
             raise WriteError(
                 'no path given: use df.write.format("kafkalog").save("/path/to/log-dir")'
             )
-        path = str(path)
-        if path.startswith("file://"):
-            path = path[len("file://") :]
+        path = local_path(str(path))
         comp = str(o.get("compression", o.get("kafka.compression.type", "none"))).strip().lower()
         try:
             CompressionType.parse(comp)
