@@ -181,7 +181,9 @@ def test_records_without_timestamp_get_the_write_time(tmp_path):
     _run_job(opts, [(0, [_batch([b"a", b"b"], 0)]),
                     (1, [_batch([b"c", b"d"], 1, timestamps=[None, 7])])])
     t1 = int(time.time() * 1000)
-    t = ka.to_arrow(str(tmp_path / "t-0"), columns=["timestamp", "timestampType"], timestamp_unit=None)
+    t = ka.to_arrow(
+        str(tmp_path / "t-0"), columns=["timestamp", "timestampType"], timestamp_unit=None
+    )
     assert all(t0 <= x <= t1 for x in t.column("timestamp").to_pylist())
     assert set(t.column("timestampType").to_pylist()) == {0}  # CreateTime
     t = ka.to_arrow(str(tmp_path / "t-1"), columns=["timestamp"], timestamp_unit=None)

@@ -9,8 +9,10 @@ Protocol (one Spark write job):
    rolled at ``segmentBytes``; ``.index``/``.timeindex``/``leader-epoch-checkpoint`` written by
    the Log), closes them cleanly and returns what it staged (a commit message).
 2. ``commit`` (driver) groups the staged pieces by partition.  Several pieces of one partition
-   (from several tasks) are accepted when their offsets are preserved and do not overlap: their
-   segments are put side by side.  Each partition's final directory is assembled inside the
+   (from several tasks) are accepted when their offsets are preserved and do not overlap, or
+   when their tasks assigned the offsets (the pieces are then numbered one after another in
+   task order); they are joined into one log rolled at ``segmentBytes`` (a single piece that
+   needs no renumbering is used as it is).  Each partition's final directory is assembled inside the
    staging area (hard links to the segments of an existing partition when appending) and then
    renamed into place (an existing one is swapped with it in one atomic
    ``renameat2(RENAME_EXCHANGE)`` on Linux; elsewhere two renames leave a moment without it),
@@ -342,7 +344,9 @@ def _stamp(data, now_ms: Optional[int] = None):
     elif pa.types.is_integer(ts.type):
         ts = ts.cast(pa.int64())
     else:
-        raise WriteError(f"column 'timestamp' must be a timestamp or an integer (ms), not {ts.type}")
+        raise WriteError(
+            f"column 'timestamp' must be a timestamp or an integer (ms), not {ts.type}"
+        )
     import pyarrow.compute as pc
 
     ts = pc.fill_null(ts, pa.scalar(now_ms, pa.int64()))
