@@ -296,7 +296,7 @@ def test_commit_rejects_overlapping_pieces(tmp_path):
     staged = []
     for task in range(2):
         tw = wcore.TaskWriter(opts, "job-y", f"task-{task}", overwrite=False)
-        tw.write_batch(pa.RecordBatch.from_pydict({"value": [b"a", b"b"]}))
+        tw.write_batch(pa.RecordBatch.from_pydict({"value": [b"a", b"b"], "offset": [0, 1]}))
         staged += tw.finish()
     with pytest.raises(wcore.WriteError, match="overlapping"):
         wcore.commit_job(opts, "job-y", staged, overwrite=False)

@@ -47,7 +47,8 @@ def test_round_trip_preserves_records(spark, sample_root, oracle, tmp_path):
 
 def test_plain_write_merges_contiguous_splits(spark, sample_root, oracle, tmp_path):
     """A read split into many tasks written back without a shuffle: every task holds a
-    contiguous offset range of a partition, and commit puts the pieces side by side."""
+    contiguous offset range of a partition, and commit joins the pieces into one log rolled
+    at segmentBytes."""
     out = tmp_path / "plain"
     df = (
         spark.read.format("kafkalog")
@@ -56,10 +57,61 @@ def test_plain_write_merges_contiguous_splits(spark, sample_root, oracle, tmp_pa
         .load(sample_root)
     )
     assert df.rdd.getNumPartitions() > 3
-    df.write.format("kafkalog").mode("append").save(str(out))
+    df.write.format("kafkalog").mode("append").option("segmentBytes", "65536").save(str(out))
     assert _verify(out) == 0
+    for _t, _p, d in oracle.dirs(str(out)):
+        _assert_rolled_at(d, 65536)  # not one segment per task
     want = [r for r in oracle.rows(sample_root, headers=False) if r["topic"] == "orders"]
     assert oracle.norm(oracle.rows(str(out), headers=False)) == oracle.norm(want)
+
+
+def _segment_sizes(d, lo=0, hi=None):
+    """Batch sizes of each segment of ``d`` whose base offset is in [lo, hi)."""
+    import struct
+
+    out = []
+    for name in sorted(os.listdir(d)):
+        if not name.endswith(".log"):
+            continue
+        base = int(name[:-4])
+        if base < lo or (hi is not None and base >= hi):
+            continue
+        with open(os.path.join(d, name), "rb") as f:
+            data = f.read()
+        sizes, pos = [], 0
+        while pos + 12 <= len(data):
+            sizes.append(struct.unpack_from(">i", data, pos + 8)[0] + 12)
+            pos += sizes[-1]
+        out.append(sizes)
+    return out
+
+
+def _assert_rolled_at(d, segment_bytes, lo=0, hi=None):
+    """Segments roll as segment.bytes implies: each but the last could not take the next
+    batch.  Returns the number of segments."""
+    segs = [s for s in _segment_sizes(d, lo, hi) if s]
+    for cur, nxt in zip(segs, segs[1:]):
+        assert sum(cur) <= segment_bytes
+        assert sum(cur) + nxt[0] > segment_bytes, (d, [sum(s) for s in segs])
+    return len(segs)
+
+
+def test_rewrite_segments_follow_segment_bytes(spark, sample_root, oracle, tmp_path):
+    """A rewrite with offsets over many write tasks: one task per partition, so each log is
+    cut where segmentBytes says, never where the shuffle split it (it made several small
+    segments per partition)."""
+    import kafkalog.spark as ks
+
+    out = tmp_path / "resegmented"
+    df = spark.read.format("kafkalog").option("subscribe", "orders,payments").load(sample_root)
+    ks.write(df, str(out), numTasks=8, segmentBytes="16384", fsync="false")
+    want = [r for r in oracle.rows(sample_root, headers=False)
+            if r["topic"] in ("orders", "payments")]
+    assert oracle.norm(oracle.rows(str(out), headers=False)) == oracle.norm(
+        _expected_after_rewrite(want)
+    )
+    counts = [_assert_rolled_at(d, 16384) for _t, _p, d in oracle.dirs(str(out))]
+    assert len(counts) >= 2 and max(counts) >= 2
 
 
 def test_assigned_offsets_append_and_overwrite(spark, tmp_path, oracle):
@@ -138,16 +190,38 @@ def test_failed_job_leaves_nothing(spark, tmp_path):
     assert not (out / ".kafkalog-staging").exists()
 
 
-def test_overlapping_tasks_are_rejected(spark, tmp_path):
+def test_plain_write_of_any_dataframe(spark, tmp_path, oracle):
+    """Every task holds rows of every partition and no offsets: commit numbers each
+    partition's records across the tasks (task order, then row order), rolls segments at
+    segmentBytes, and stamps the write time as CreateTime.  Used to fail with "overlapping
+    offsets"."""
+    import time
+
     from pyspark.sql import functions as F
 
-    out = tmp_path / "overlap"
-    df = spark.range(0, 100, numPartitions=2).select(
-        F.col("id").cast("string").cast("binary").alias("value")
+    out = str(tmp_path / "plain-any")
+    df = spark.range(0, 600, numPartitions=4).select(
+        F.lpad(F.col("id").cast("string"), 60, "x").cast("binary").alias("value"),
+        (F.col("id") % 3).cast("int").alias("partition"),
     )
-    with pytest.raises(Exception, match="overlapping"):
-        df.write.format("kafkalog").option("topic", "t").mode("append").save(str(out))
-    assert os.listdir(out) == []
+    writer = df.write.format("kafkalog").option("topic", "t").option("segmentBytes", "4096")
+    t0 = int(time.time() * 1000)
+    writer.option("batchBytes", "1024").mode("append").save(out)
+    writer.mode("append").save(out)  # appends continue after the log end
+    t1 = int(time.time() * 1000)
+    assert _verify(out) == 0
+    rows = oracle.rows(out, headers=False)
+    for p in range(3):
+        mine = [r for r in rows if r["partition"] == p]
+        assert [r["offset"] for r in mine] == list(range(400))
+        ids = [int(r["value"].lstrip(b"x") or b"0") for r in mine]
+        assert ids == sorted(i for i in range(600) if i % 3 == p) * 2
+        assert {r["timestampType"] for r in mine} == {0}
+        assert all(t0 <= r["timestamp"].timestamp() * 1000 <= t1 for r in mine)
+    for _t, _p, d in oracle.dirs(out):
+        # the first job's segments, then the appended job's
+        _assert_rolled_at(d, 4096, 0, 200)
+        _assert_rolled_at(d, 4096, 200)
 
 
 def test_write_requires_value_and_topic(spark, tmp_path):
@@ -159,3 +233,31 @@ def test_write_requires_value_and_topic(spark, tmp_path):
     df = spark.range(3).select(F.col("id").cast("string").alias("value"))
     with pytest.raises(Exception, match="topic"):
         df.write.format("kafkalog").mode("append").save(str(tmp_path / "y"))
+
+
+def test_save_modes(spark, tmp_path, oracle):
+    """errorifexists and ignore as Spark's file sources: the helper takes them as modes, the
+    plain writer as the saveMode option (PySpark refuses those modes for Python sources)."""
+    import kafkalog.spark as ks
+    from pyspark.sql import functions as F
+
+    out = str(tmp_path / "modes")
+    df = spark.range(0, 10, numPartitions=2).select(F.col("id").cast("string").alias("value"))
+    ks.write(df, out, mode="errorifexists", topic="t")  # a new target: written
+    assert len(oracle.rows(out, headers=False)) == 10
+    with pytest.raises(Exception, match="already exists"):
+        ks.write(df, out, mode="error", topic="t")
+    ks.write(df, out, mode="ignore", topic="t")  # nothing runs
+    plain = df.write.format("kafkalog").mode("append").option("topic", "t")
+    with pytest.raises(Exception, match="already exists"):
+        plain.option("saveMode", "errorifexists").save(out)
+    plain.option("saveMode", "ignore").save(out)
+    assert len(oracle.rows(out, headers=False)) == 10
+    assert not os.path.exists(os.path.join(out, ".kafkalog-staging"))
+    with pytest.raises(Exception, match="unknown save mode"):
+        ks.write(df, out, mode="upsert", topic="t")
+    # Spark's default mode (errorifexists) for a plain write: PySpark 4.3 refuses it before
+    # the source runs; this notices the day it no longer does
+    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+        df.write.format("kafkalog").option("topic", "t").save(str(tmp_path / "default"))
+    assert not os.path.exists(tmp_path / "default")

@@ -167,19 +167,36 @@ def write(
 ) -> None:
     """Write ``df`` as Kafka log directories under ``path`` (a log-dir root).
 
-    Brings the rows into the order a partition log needs before the write: one task per
-    range of (topic, partition, offset) with ``repartitionByRange`` and sorted by offset when
-    the rows carry offsets (``preserveOffsets``, the default when an ``offset`` column exists),
-    else ``repartition`` by (topic, partition) so each partition's offsets are assigned by one
-    task.  ``topic`` sets (or overrides) the topic of every row; ``numPartitions`` computes
-    missing/null partitions with Kafka's default partitioner (murmur2 of the key); ``numTasks``
-    is the number of write tasks (default ``spark.sql.shuffle.partitions``).  ``mode`` is
-    ``"append"`` (new partitions, or records after an existing partition's log end) or
-    ``"overwrite"`` (the partitions written are replaced; others are kept).  Other keyword
+    Brings the rows into the order a partition log needs before the write: ``repartition`` by
+    (topic, partition), so that one task writes each partition and its segments roll at
+    ``segmentBytes`` as a broker's do, sorted by offset when the rows carry offsets
+    (``preserveOffsets``, the default when an ``offset`` column exists), else by timestamp
+    where there is one.  ``topic`` sets (or overrides) the topic of every row;
+    ``numPartitions`` computes missing/null partitions with Kafka's default partitioner
+    (murmur2 of the key); ``numTasks`` is the number of write tasks (default
+    ``spark.sql.shuffle.partitions``, which adaptive execution may coalesce).  ``mode`` is
+    ``"append"`` (new partitions, or records after an existing partition's log end),
+    ``"overwrite"`` (the partitions written are replaced; others are kept),
+    ``"errorifexists"`` (also ``"error"``: fail when ``path`` exists, as Spark's file sources
+    do) or ``"ignore"`` (write nothing when ``path`` exists).  Other keyword
     arguments are writer options (``compression``, ``segmentBytes``, ``batchBytes``, ...).
     """
+    import os
+
     from pyspark.sql import functions as F
 
+    from ._paths import local_path
+    from ._write import SAVE_MODES, WriteError
+
+    save_mode = SAVE_MODES.get(str(mode).strip().lower())
+    if save_mode is None:
+        raise WriteError(
+            f"unknown save mode {mode!r}: use append, overwrite, errorifexists (error, default) "
+            "or ignore"
+        )
+    path = os.path.abspath(local_path(str(path)))  # remote URIs fail here, before any job
+    if save_mode == "ignore" and os.path.lexists(path):
+        return  # as Spark's file sources: an existing target is left alone, nothing runs
     spark = df.sparkSession
     register(spark)
     cols = df.columns
@@ -200,14 +217,19 @@ def write(
     preserve = (
         "offset" in df.columns and str(options.get("preserveOffsets", "true")).lower() != "false"
     )
-    n = int(numTasks) if numTasks else int(spark.conf.get("spark.sql.shuffle.partitions"))
+    # one task writes each partition, in offset order, so its segments roll at segmentBytes
+    # as a broker's do (without numTasks, adaptive execution may coalesce the tasks)
+    by = ["topic", "partition"]
+    df = df.repartition(int(numTasks), *by) if numTasks else df.repartition(*by)
     if preserve:
-        df = df.repartitionByRange(n, "topic", "partition", "offset").sortWithinPartitions(
-            "topic", "partition", "offset"
-        )
+        df = df.sortWithinPartitions("topic", "partition", "offset")
     else:
         order = ["topic", "partition"] + (["timestamp"] if "timestamp" in df.columns else [])
-        df = df.repartition(n, "topic", "partition").sortWithinPartitions(*order)
-    df.write.format("kafkalog").mode(mode).options(**{k: str(v) for k, v in options.items()}).save(
-        path
-    )
+        df = df.sortWithinPartitions(*order)
+    if save_mode in ("errorifexists", "ignore"):
+        # PySpark refuses these modes for Python data sources: the sink takes them as an option
+        options["saveMode"] = save_mode
+        save_mode = "append"
+    df.write.format("kafkalog").mode(save_mode).options(
+        **{k: str(v) for k, v in options.items()}
+    ).save(path)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .. import files as _files
+from ._paths import UnsupportedPathError, local_path
 
 log = logging.getLogger("kafkalog.spark")
 
@@ -400,14 +401,10 @@ def _parse_paths(opts: Mapping[str, str]) -> List[str]:
         paths.extend([str(x) for x in p] if isinstance(p, (list, tuple)) else [str(p)])
     out = []
     for p in paths:
-        if p.startswith("file://"):
-            p = p[len("file://") :]
-        elif re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", p):
-            raise OptionError(
-                f"path {p!r}: only local (or mounted) file systems are supported; copy or mount "
-                "the log directories first"
-            )
-        out.append(p)
+        try:
+            out.append(local_path(p))
+        except UnsupportedPathError as e:
+            raise OptionError(str(e)) from e
     return out
 
 

@@ -447,16 +447,24 @@ class KafkaLogCommitMessage(WriterCommitMessage):
 
 
 class KafkaLogArrowWriter(DataSourceArrowWriter):
-    """``df.write.format("kafkalog").mode("append"|"overwrite").save(path)``."""
+    """``df.write.format("kafkalog").mode("append"|"overwrite").save(path)``; the
+    ``saveMode`` option (``errorifexists`` or ``ignore``, with ``mode("append")``) gives
+    Spark's other save modes, which PySpark refuses for Python data sources."""
 
     def __init__(self, options, schema, overwrite: bool) -> None:
         self.opts = wcore.WriteOptions.parse(options)
         wcore.check_columns(schema.fieldNames(), self.opts)
         self.overwrite = bool(overwrite)
+        self.mode = wcore.effective_mode(self.opts, self.overwrite)
         self.job_id = "job-" + uuid.uuid4().hex
-        wcore.prepare_job(self.opts, self.job_id)
+        # ignore mode on an existing target: the job writes nothing
+        self.skip = not wcore.check_save_mode(self.opts, self.mode)
+        if not self.skip:
+            wcore.prepare_job(self.opts, self.job_id)
 
     def write(self, iterator) -> KafkaLogCommitMessage:
+        if self.skip:
+            return KafkaLogCommitMessage([])
         try:
             from pyspark import TaskContext
 
@@ -469,7 +477,10 @@ class KafkaLogArrowWriter(DataSourceArrowWriter):
             if ctx is not None
             else f"task-{tag}"
         )
-        tw = wcore.TaskWriter(self.opts, self.job_id, name, self.overwrite)
+        tw = wcore.TaskWriter(
+            self.opts, self.job_id, name, self.overwrite,
+            task_index=ctx.partitionId() if ctx is not None else 0,
+        )
         try:
             for rb in iterator:
                 tw.write_batch(rb)
@@ -480,8 +491,11 @@ class KafkaLogArrowWriter(DataSourceArrowWriter):
         return KafkaLogCommitMessage(staged)
 
     def commit(self, messages) -> None:
+        if self.skip:
+            return
         staged = [s for m in messages if m is not None for s in m.staged]
-        wcore.commit_job(self.opts, self.job_id, staged, self.overwrite)
+        wcore.commit_job(self.opts, self.job_id, staged, self.overwrite, self.mode)
 
     def abort(self, messages) -> None:
-        wcore.abort_job(self.opts, self.job_id)
+        if not self.skip:
+            wcore.abort_job(self.opts, self.job_id)

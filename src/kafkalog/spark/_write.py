@@ -9,8 +9,10 @@ Protocol (one Spark write job):
    rolled at ``segmentBytes``; ``.index``/``.timeindex``/``leader-epoch-checkpoint`` written by
    the Log), closes them cleanly and returns what it staged (a commit message).
 2. ``commit`` (driver) groups the staged pieces by partition.  Several pieces of one partition
-   (from several tasks) are accepted when their offsets are preserved and do not overlap: their
-   segments are put side by side.  Each partition's final directory is assembled inside the
+   (from several tasks) are accepted when their offsets are preserved and do not overlap, or
+   when their tasks assigned the offsets (the pieces are then numbered one after another in
+   task order); they are joined into one log rolled at ``segmentBytes`` (a single piece that
+   needs no renumbering is used as it is).  Each partition's final directory is assembled inside the
    staging area (hard links to the segments of an existing partition when appending) and then
    renamed into place (an existing one is swapped with it in one atomic
    ``renameat2(RENAME_EXCHANGE)`` on Linux; elsewhere two renames leave a moment without it),
@@ -44,21 +46,25 @@ pointed to is left as it was).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import struct
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import files as _files
 from ..errors import CorruptCheckpointError, KafkaStorageError
+from ._paths import local_path
 
 STAGING_DIR = ".kafkalog-staging"
 GiB = 1024 * 1024 * 1024
 _FLUSH_BYTES = 8 * 1024 * 1024
 _MAX_PENDING_BYTES = 256 * 1024 * 1024
 _ENTRY = struct.Struct(">qi")
+_BASE = struct.Struct(">q")
 
 
 class WriteError(ValueError):
@@ -102,6 +108,76 @@ def _opt_bool(o: Mapping[str, Any], key: str, default: Optional[bool]) -> Option
     raise WriteError(f"option {key!r} must be true or false, not {v!r}")
 
 
+SAVE_MODES = {
+    "append": "append",
+    "overwrite": "overwrite",
+    "errorifexists": "errorifexists",
+    "error": "errorifexists",
+    "default": "errorifexists",
+    "ignore": "ignore",
+}
+
+
+def _save_mode(v: Any) -> Optional[str]:
+    if v is None:
+        return None
+    mode = SAVE_MODES.get(str(v).strip().lower())
+    if mode is None:
+        raise WriteError(
+            f"unknown save mode {v!r}: use append, overwrite, errorifexists (error, default) or "
+            "ignore"
+        )
+    return mode
+
+
+def effective_mode(opts: "WriteOptions", overwrite: bool) -> str:
+    """The save mode a job runs in: Spark's ``overwrite`` flag, refined by the ``saveMode``
+    option (which carries ``errorifexists`` and ``ignore``: PySpark refuses those modes for
+    a Python data source before the source runs, so kafkalog takes them as an option, with
+    ``.mode("append")``)."""
+    mode = opts.save_mode
+    if overwrite:
+        if mode not in (None, "overwrite"):
+            raise WriteError(
+                f"saveMode {mode!r} contradicts mode('overwrite'): use mode('append') with it"
+            )
+        return "overwrite"
+    if mode == "overwrite":
+        raise WriteError("saveMode 'overwrite' needs mode('overwrite')")
+    return mode or "append"
+
+
+def target_has_data(root: str) -> bool:
+    """Whether the target exists with anything in it but kafkalog's staging area (what the
+    errorifexists and ignore modes test at commit)."""
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return False
+    except NotADirectoryError:
+        return True
+    return any(n != STAGING_DIR for n in names)
+
+
+def check_save_mode(opts: "WriteOptions", mode: str) -> bool:
+    """Before a job (driver): False when ``ignore`` finds the target already there (the job
+    then writes nothing); raises WriteError when ``errorifexists`` does.  As Spark's file
+    sources, a target that exists at all counts, even an empty directory."""
+    if mode in ("errorifexists", "ignore") and os.path.lexists(opts.path):
+        if mode == "ignore":
+            return False
+        raise WriteError(_exists_message(opts.path))
+    return True
+
+
+def _exists_message(path: str) -> str:
+    return (
+        f"the target {path} already exists (save mode errorifexists): write elsewhere, or use "
+        "mode('append') to add records after each partition's log end, or mode('overwrite') "
+        "to replace the partitions written"
+    )
+
+
 @dataclass
 class WriteOptions:
     path: str
@@ -117,6 +193,7 @@ class WriteOptions:
     num_partitions: Optional[int] = None
     topic_id: Optional[str] = None
     fsync: bool = True
+    save_mode: Optional[str] = None  # the saveMode option: append, errorifexists or ignore
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "WriteOptions":
@@ -128,9 +205,7 @@ class WriteOptions:
             raise WriteError(
                 'no path given: use df.write.format("kafkalog").save("/path/to/log-dir")'
             )
-        path = str(path)
-        if path.startswith("file://"):
-            path = path[len("file://") :]
+        path = local_path(str(path))
         comp = str(o.get("compression", o.get("kafka.compression.type", "none"))).strip().lower()
         try:
             CompressionType.parse(comp)
@@ -153,6 +228,7 @@ class WriteOptions:
             num_partitions=_opt_int(o, "numpartitions", None, lo=1),
             topic_id=str(o["topicid"]) if o.get("topicid") else None,
             fsync=bool(_opt_bool(o, "fsync", True)),
+            save_mode=_save_mode(o.get("savemode")),
         )
 
     def __post_init__(self) -> None:
@@ -245,6 +321,40 @@ def partition_column(keys, partitions, num_partitions: int):
     return pa.array(out, pa.int32())
 
 
+def _stamp(data, now_ms: Optional[int] = None):
+    """``data`` with every record that has no timestamp (no ``timestamp`` column, or a null)
+    stamped with the write time in ms, as a producer stamps ``CreateTime`` at send time."""
+    import pyarrow as pa
+
+    names = data.schema.names
+    if "timestamp" in names and not data.column("timestamp").null_count:
+        return data
+    if now_ms is None:
+        now_ms = int(time.time() * 1000)
+    if "timestamp" not in names:
+        ts = pa.array([now_ms] * data.num_rows, pa.int64())
+        return pa.RecordBatch.from_arrays(
+            list(data.columns) + [ts], names=names + ["timestamp"]
+        )
+    ts = data.column("timestamp")
+    if pa.types.is_timestamp(ts.type):
+        ts = ts.cast(pa.timestamp("ms", tz=ts.type.tz), safe=False).view(pa.int64())
+    elif pa.types.is_date(ts.type):
+        ts = ts.cast(pa.timestamp("ms")).view(pa.int64())
+    elif pa.types.is_integer(ts.type):
+        ts = ts.cast(pa.int64())
+    else:
+        raise WriteError(
+            f"column 'timestamp' must be a timestamp or an integer (ms), not {ts.type}"
+        )
+    import pyarrow.compute as pc
+
+    ts = pc.fill_null(ts, pa.scalar(now_ms, pa.int64()))
+    cols = list(data.columns)
+    cols[names.index("timestamp")] = ts
+    return pa.RecordBatch.from_arrays(cols, names=names)
+
+
 # ------------------------------------------------------------------------------------------------
 # Task side
 # ------------------------------------------------------------------------------------------------
@@ -257,12 +367,18 @@ class StagedPartition:
     end_offset: int  # log end offset
     records: int
     nbytes: int
+    # offsets assigned by the task (no offset column): commit numbers the pieces of a
+    # partition one after another, in task order, from the log end (or 0)
+    assigned: bool = False
+    task_index: int = 0  # the Spark partition the task wrote (orders assigned pieces)
+    shift: int = 0  # set by commit: what it adds to the staged offsets
 
 
 @dataclass
 class _TPState:
     log: Any
     next_offset: int
+    assigned: bool = False
     first_offset: Optional[int] = None
     records: int = 0
     nbytes: int = 0
@@ -286,9 +402,12 @@ def existing_log_end(root: str, topic: str, partition: int) -> Optional[int]:
 class TaskWriter:
     """Writes the rows of one task into staged partition logs."""
 
-    def __init__(self, opts: WriteOptions, job_id: str, task_name: str, overwrite: bool) -> None:
+    def __init__(
+        self, opts: WriteOptions, job_id: str, task_name: str, overwrite: bool, task_index: int = 0
+    ) -> None:
         self.opts = opts
         self.overwrite = overwrite
+        self.task_index = task_index
         self.stage = os.path.join(opts.path, STAGING_DIR, job_id, task_name)
         self.tps: Dict[Tuple[str, int], _TPState] = {}
         self.total_pending = 0
@@ -356,7 +475,7 @@ class TaskWriter:
             for c in ("key", "value", "offset", "timestamp", "timestampType", "headers")
             if c in names
         ]
-        data = rb.select(keep)
+        data = _stamp(rb.select(keep))
         if topics is None and pmm["min"].as_py() == pmm["max"].as_py():
             self._add(topic_const, pmm["min"].as_py(), data)
             return
@@ -412,7 +531,7 @@ class TaskWriter:
                     start = end
         if start:
             log.truncate_fully_and_start_at(start)
-        st = _TPState(log, start)
+        st = _TPState(log, start, assigned=not offsets_given)
         self.tps[key] = st
         return st
 
@@ -514,7 +633,10 @@ class TaskWriter:
             end = log.log_end_offset
             log.close()
             out.append(
-                StagedPartition(topic, partition, log.dir, start, end, st.records, st.nbytes)
+                StagedPartition(
+                    topic, partition, log.dir, start, end, st.records, st.nbytes,
+                    assigned=st.assigned, task_index=self.task_index,
+                )
             )
         return out
 
@@ -644,7 +766,8 @@ def _undo_commit(
 
 
 def commit_job(
-    opts: WriteOptions, job_id: str, staged: Sequence[StagedPartition], overwrite: bool
+    opts: WriteOptions, job_id: str, staged: Sequence[StagedPartition], overwrite: bool,
+    save_mode: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Move the staged partitions of a job into ``opts.path`` (see the module doc).  Returns a
     summary ``{"partitions": n, "records": n, "bytes": n}``."""
@@ -652,6 +775,12 @@ def commit_job(
 
     root = opts.path
     job_dir = os.path.join(root, STAGING_DIR, job_id)
+    if save_mode in ("errorifexists", "ignore") and target_has_data(root):
+        # something was written to the target while the job ran
+        if save_mode == "ignore":
+            abort_job(opts, job_id)
+            return {"partitions": 0, "records": 0, "bytes": 0}
+        raise WriteError(_exists_message(root))
     by_tp: Dict[Tuple[str, int], List[StagedPartition]] = {}
     for s in staged:
         by_tp.setdefault((s.topic, s.partition), []).append(s)
@@ -664,16 +793,27 @@ def commit_job(
         )
         if not pieces:
             continue
+        target = os.path.join(root, _files.partition_dir_name(topic, partition))
+        exists = os.path.isdir(target)
+        if any(p.assigned for p in pieces):
+            if not all(p.assigned for p in pieces):
+                raise WriteError(
+                    f"partition {topic}-{partition}: some tasks kept the given offsets and others "
+                    "assigned new ones"
+                )
+            base = 0
+            if exists and not overwrite:
+                base = existing_log_end(root, topic, partition) or 0
+            pieces = _number_pieces(pieces, base)
         for a, b in zip(pieces, pieces[1:]):
             if b.first_offset < a.end_offset:
                 raise WriteError(
                     f"partition {topic}-{partition} was written by several tasks with overlapping "
                     f"offsets ({a.first_offset}..{a.end_offset - 1} and {b.first_offset}..{b.end_offset - 1}): "
                     "repartition by topic and partition and sort by offset first, as "
-                    "kafkalog.spark.write(df, path) does"
+                    "kafkalog.spark.write(df, path) does (or drop the offset column to assign new "
+                    "offsets)"
                 )
-        target = os.path.join(root, _files.partition_dir_name(topic, partition))
-        exists = os.path.isdir(target)
         if exists and not overwrite:
             end = existing_log_end(root, topic, partition)
             if end is not None and pieces[0].first_offset < end:
@@ -715,6 +855,10 @@ def commit_job(
             name = _files.partition_dir_name(topic, partition)
             merged = os.path.join(merged_root, name)
             os.makedirs(merged)
+            if len(pieces) > 1 or pieces[0].shift:
+                # several tasks' pieces (or offsets to renumber): one log, rolled at
+                # segmentBytes, whatever the number of tasks
+                pieces = [_combine_pieces(opts, pieces, os.path.join(job_dir, "_combined", name))]
             epochs: List[Tuple[int, int]] = []
             log_start = pieces[0].first_offset
             if exists and not overwrite:
@@ -823,6 +967,73 @@ def commit_job(
             shutil.rmtree(swap.old, ignore_errors=True)
     abort_job(opts, job_id)
     return {"partitions": len(plans), "records": records, "bytes": nbytes}
+
+
+def _number_pieces(pieces: Sequence[StagedPartition], base: int) -> List[StagedPartition]:
+    """Pieces whose offsets were assigned by their tasks, numbered one after another from
+    ``base`` in task order (each piece's offsets are consecutive)."""
+    out = []
+    for p in sorted(pieces, key=lambda p: (p.task_index, p.directory)):
+        n = p.end_offset - p.first_offset
+        out.append(
+            dataclasses.replace(
+                p, first_offset=base, end_offset=base + n, shift=p.shift + base - p.first_offset
+            )
+        )
+        base += n
+    return out
+
+
+def _combine_pieces(
+    opts: WriteOptions, pieces: Sequence[StagedPartition], directory: str
+) -> StagedPartition:
+    """Copy the batches of ``pieces`` (one partition, in offset order) into one new log in
+    ``directory``, adding each piece's ``shift`` to its offsets (a v2 batch's base offset is
+    outside its CRC), so that segments roll at ``segmentBytes`` as one writer's would."""
+    from ..log import Log
+
+    os.makedirs(directory)
+    _files.check_inside(directory, opts.path)
+    topic_id = _files.topic_id_from_string(opts.topic_id) if opts.topic_id else None
+    first = pieces[0]
+    log = Log.open(directory, opts.log_config(), topic_id=topic_id)
+    try:
+        if first.first_offset:
+            log.truncate_fully_and_start_at(first.first_offset)
+        for p in pieces:
+            for fname in _segment_files(p.directory):
+                if fname.endswith(".log"):
+                    _copy_batches(os.path.join(p.directory, fname), p.shift, log)
+        start, end = log.log_start_offset, log.log_end_offset
+    finally:
+        log.close()
+    if end != pieces[-1].end_offset:
+        raise WriteError(
+            f"combining the pieces of {first.topic}-{first.partition} ended at offset {end}, "
+            f"not {pieces[-1].end_offset}"
+        )
+    return StagedPartition(
+        first.topic, first.partition, directory, start, end,
+        sum(p.records for p in pieces), sum(p.nbytes for p in pieces),
+    )
+
+
+def _copy_batches(path: str, shift: int, log: Any) -> None:
+    """Append every batch of the segment file ``path`` to ``log``, base offsets moved by
+    ``shift``."""
+    with open(path, "rb", buffering=1024 * 1024) as f:
+        while True:
+            head = f.read(12)
+            if len(head) < 12:
+                break
+            size = _ENTRY.unpack_from(head, 0)[1]
+            body = f.read(size)
+            if len(body) < size or size < 49 or body[4] != 2:
+                raise WriteError(f"unexpected data in the staged segment {path}")
+            batch = bytearray(head + body)
+            if shift:
+                _BASE.pack_into(batch, 0, _BASE.unpack_from(batch, 0)[0] + shift)
+            log.append_as_follower(batch)
 
 
 def _refuse_outside_link(path: str, directory: str) -> None:

@@ -1,0 +1,154 @@
+"""Paths and URIs given to the Spark data source: local forms are accepted as Hadoop accepts
+them, anything else is refused with an error naming the URI (never a local directory named
+after a remote URI)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkalog.errors import KafkaLogError
+from kafkalog.spark import _core as core
+from kafkalog.spark._paths import UnsupportedPathError, local_path
+from kafkalog.spark._write import WriteOptions
+
+LOCAL = [
+    ("/data/logs", "/data/logs"),
+    ("file:/data/logs", "/data/logs"),
+    ("file:///data/logs", "/data/logs"),
+    ("file://localhost/data/logs", "/data/logs"),
+    ("FILE://LocalHost/data/logs", "/data/logs"),
+    ("file:////data/logs", "/data/logs"),
+    ("file:///data/a%20b", "/data/a%20b"),  # Hadoop does not percent-decode a path string
+    ("file:/data/q?x#y", "/data/q?x#y"),  # nor split off a query or fragment
+    ("/data/a:b", "/data/a:b"),  # a ':' after the first '/' is no scheme
+    ("logs/a:b", "logs/a:b"),
+    ("relative", "relative"),
+    ("//localhost/data", "/data"),
+    ("///data//logs", "/data//logs"),
+]
+
+REFUSED = [
+    "s3a://bucket/x",
+    "s3://bucket/x",
+    "hdfs:///x",
+    "hdfs:/x",  # one slash: still a scheme
+    "gs:bucket",
+    "abfss://c@acct.dfs.core.windows.net/x",
+    "file://otherhost/data",
+    "file:relative",
+    "file:",
+    "file://",
+    "file://localhost",
+    "//otherhost/data",  # file://otherhost/data to Hadoop
+    "a b:c",
+    "",
+]
+
+
+@pytest.mark.parametrize("uri,want", LOCAL)
+def test_local_forms(uri, want):
+    assert local_path(uri) == want
+    assert WriteOptions.parse({"path": uri}).path == os.path.abspath(want)
+    assert core.ReadOptions.parse({"path": uri}).paths == [want]
+
+
+@pytest.mark.parametrize("uri", REFUSED)
+def test_other_storage_is_refused(uri):
+    with pytest.raises(UnsupportedPathError) as ei:
+        local_path(uri)
+    assert isinstance(ei.value, KafkaLogError) and ei.value.uri == uri
+    assert repr(uri) in str(ei.value)
+    if uri:
+        with pytest.raises(UnsupportedPathError, match="local"):
+            WriteOptions.parse({"path": uri})
+        with pytest.raises(core.OptionError, match="local"):
+            core.ReadOptions.parse({"paths": f'["/ok", "{uri}"]'})
+
+
+def test_error_survives_pickling():
+    import pickle
+
+    e = pickle.loads(pickle.dumps(UnsupportedPathError("m", "s3a://b/x")))
+    assert (type(e), e.uri, str(e)) == (UnsupportedPathError, "s3a://b/x", "m")
+
+
+_PIECES = st.sampled_from(
+    ["file", "FILE", "s3a", "hdfs", "localhost", "host", ":", "/", "//", "a", "b", "%20",
+     "%2F", ".", "..", " ", "?", "#", "-", "~"]
+)
+
+
+def _hadoop_local(jvm, fs, uri):
+    """Where Hadoop's local file system puts ``uri`` (None: Hadoop refuses it or it is not
+    on the local file system)."""
+    try:
+        p = jvm.org.apache.hadoop.fs.Path(uri)
+        scheme = p.toUri().getScheme()
+        if scheme is not None and scheme.lower() != "file":
+            return None
+        q = fs.makeQualified(p).toUri()
+        if q.getAuthority():
+            return None  # another host: Hadoop's local file system says "Wrong FS" on use
+        return q.getPath()
+    except Exception:
+        return None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(parts=st.lists(_PIECES, min_size=1, max_size=8), absolute=st.booleans())
+def test_agrees_with_hadoop_path(spark, parts, absolute):
+    """Differential: kafkalog's reading of a path string against Hadoop's Path and local file
+    system, the way Spark's file sources resolve it.  The one deliberate difference:
+    ``file://localhost/...`` is this machine (RFC 8089), where Hadoop says "Wrong FS"; and text
+    before a ':' that is no URI scheme is refused."""
+    uri = ("/tmp/" if absolute else "") + "".join(parts)
+    jvm = spark._jvm
+    fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark._jsc.hadoopConfiguration())
+    want = _hadoop_local(jvm, fs, uri)
+    try:
+        got = os.path.abspath(local_path(uri))
+    except UnsupportedPathError:
+        got = None
+    if got is not None and want is None:
+        lower = uri.lower()
+        assert lower.startswith(("file://localhost/", "//localhost/")), uri
+        want = _hadoop_local(jvm, fs, "file://" + uri[lower.index("//localhost") + 11 :])
+    if got is None and want is not None:
+        # Hadoop lets some text that is no URI scheme through ('?:' is its working directory);
+        # kafkalog refuses it: refusing is the safe side
+        colon, slash = uri.find(":"), uri.find("/")
+        assert colon != -1 and (slash == -1 or colon < slash), uri
+        assert not re.match(r"[A-Za-z][A-Za-z0-9+.-]*\Z", uri[:colon]), uri
+        return
+    if want is not None and want != "/":
+        want = want.rstrip("/")
+    assert (got is None) == (want is None), (uri, got, want)
+    if got is not None:
+        assert os.path.normpath(got) == os.path.normpath(want), uri
+
+
+def test_spark_write_refuses_remote_uri(spark, tmp_path, monkeypatch):
+    """save("s3a://bucket/x") used to create ./s3a:/bucket/x; now nothing is made."""
+    from pyspark.sql import functions as F
+
+    monkeypatch.chdir(tmp_path)
+    df = spark.range(3).select(F.col("id").cast("string").alias("value"))
+    with pytest.raises(Exception, match=r"cannot use 's3a://bucket/x'.*local"):
+        df.write.format("kafkalog").mode("append").option("topic", "t").save("s3a://bucket/x")
+    assert os.listdir(tmp_path) == []
+
+
+def test_spark_write_accepts_local_uris(spark, tmp_path, oracle):
+    from pyspark.sql import functions as F
+
+    out = str(tmp_path / "out")
+    df = spark.range(4, numPartitions=1).select(F.col("id").cast("string").alias("value"))
+    df.write.format("kafkalog").mode("append").option("topic", "t").save("file:" + out)
+    df.write.format("kafkalog").mode("append").option("topic", "t").save("file://localhost" + out)
+    assert [r["offset"] for r in oracle.rows(out, headers=False)] == list(range(8))
+    assert spark.read.format("kafkalog").load("file://" + out).count() == 8
