@@ -756,9 +756,13 @@ class TopicPartitionLog:
             return min(self.log_start_checkpoint, self.latest())
         return first
 
-    def latest(self) -> int:
+    def latest(self, read_committed: bool = False) -> int:
         """The log end offset: one past the last offset of the last complete entry (the base
-        offset of the last segment when that holds no complete entry)."""
+        offset of the last segment when that holds no complete entry).  With
+        ``read_committed``, the last stable offset (:meth:`last_stable`), the end a
+        read_committed consumer sees."""
+        if read_committed:
+            return self.last_stable()
         if self._leo is not None:
             return self._leo
         if not self.segments:
@@ -778,6 +782,90 @@ class TopicPartitionLog:
             leo = last.last_offset + 1 if last is not None else seg.base_offset
         self._leo = leo
         return leo
+
+    def last_stable(self, cache: Optional[Dict[str, Any]] = None) -> int:
+        """The last stable offset (LSO): the first offset of the earliest transaction still
+        open (data of a producer's transaction without its COMMIT/ABORT marker yet), else the
+        log end.  Kafka never serves a read_committed consumer past it: records from there on
+        may belong to a transaction that later aborts.
+
+        Found from the log itself: the producers' open transactions in the newest usable
+        ``.snapshot`` (at or below the log end), then a header walk of the entries after it.
+        ``cache`` (a dict kept between calls, e.g. by a stream) lets the next call walk only
+        what was appended since, while the directory is the same version."""
+        if self._lso is not None:
+            return self._lso
+        leo = self.latest()
+        ongoing = _open_transactions(self, leo, cache)
+        lso = min([leo] + list(ongoing.values()))
+        # a transaction whose start was deleted (DeleteRecords, retention) holds it at the
+        # log start, as Kafka's first unstable offset
+        self._lso = min(max(lso, self.earliest()), leo)
+        return self._lso
+
+
+def _open_transactions(
+    tp: "TopicPartitionLog", leo: int, cache: Optional[Dict[str, Any]] = None
+) -> Dict[int, int]:
+    """``{producer_id: first offset}`` of the transactions still open at the end of ``tp``."""
+    from ..producer_state import list_snapshot_offsets, read_snapshot
+
+    segs = tp.segments
+    if not segs:
+        return {}
+    ongoing: Dict[int, int] = {}
+    seg_i, pos = 0, 0
+    state = cache.get(tp.directory) if cache is not None else None
+    bases = [sg.base_offset for sg in segs]
+    if (
+        state is not None
+        and state["version"] == tp.version
+        and tp.version is not None
+        and state["base"] in bases
+        and segs[bases.index(state["base"])].size >= state["pos"]
+    ):
+        ongoing = dict(state["ongoing"])
+        seg_i, pos = bases.index(state["base"]), state["pos"]
+    else:
+        # the newest producer snapshot inside the log: its open transactions, then walk on
+        for snap in reversed(list_snapshot_offsets(tp.directory)):
+            if not bases[0] <= snap <= leo:
+                continue
+            try:
+                entries = read_snapshot(_files.producer_snapshot_file(tp.directory, snap))
+            except Exception:  # a damaged snapshot only costs a longer walk
+                continue
+            i = bisect.bisect_right(bases, snap) - 1
+            p = position_of_offset(tp, segs[i], snap)
+            if p is None:
+                i, p = i + 1, 0
+            ongoing = {
+                e.producer_id: e.current_txn_first_offset
+                for e in entries
+                if e.current_txn_first_offset >= 0
+            }
+            seg_i, pos = i, p
+            break
+    last_base, last_pos = segs[min(seg_i, len(segs) - 1)].base_offset, pos
+    for i in range(seg_i, len(segs)):
+        start = pos if i == seg_i else 0
+        last_base, last_pos = segs[i].base_offset, start
+        for h in walk_headers(segs[i].path, start):
+            last_pos = h.position + h.size
+            if h.magic != 2 or not (h.attributes & 0x10) or h.producer_id < 0:
+                continue
+            if h.attributes & 0x20:  # a COMMIT/ABORT marker ends the producer's transaction
+                ongoing.pop(h.producer_id, None)
+            else:
+                ongoing.setdefault(h.producer_id, h.base_offset)
+    if cache is not None and tp.version is not None:
+        cache[tp.directory] = {
+            "version": tp.version,
+            "base": last_base,
+            "pos": last_pos,
+            "ongoing": dict(ongoing),
+        }
+    return ongoing
 
 
 def _is_internal(topic: Optional[str]) -> bool:
@@ -1068,7 +1156,7 @@ def _check_spec_tps(
 
 
 def resolve_start(tp: TopicPartitionLog, opts: ReadOptions) -> int:
-    earliest, latest = tp.earliest(), tp.latest()
+    earliest, latest = tp.earliest(), tp.latest(opts.read_committed)
     ts = None
     if opts.starting_timestamp is not None:
         ts = opts.starting_timestamp
@@ -1120,7 +1208,7 @@ def resolve_start(tp: TopicPartitionLog, opts: ReadOptions) -> int:
 
 
 def resolve_end(tp: TopicPartitionLog, opts: ReadOptions) -> int:
-    latest = tp.latest()
+    latest = tp.latest(opts.read_committed)
     ts = None
     if opts.ending_timestamp is not None:
         ts = opts.ending_timestamp
