@@ -405,9 +405,11 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return ReadMaxRows(self.opts.max_offsets_per_trigger)
             return ReadAllAvailable()
 
+        @core._replanned
         def reportLatestOffset(self) -> Optional[dict]:
             return core.offsets_json(self._latest(self._scan()))
 
+    @core._replanned
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = {k: self._end_of(tp) for k, tp in self._scan().items()}
 
