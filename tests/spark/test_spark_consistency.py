@@ -120,7 +120,6 @@ def _race(root, read_once, seconds: float, min_reads: int = 20, quiet_every: int
     finally:
         writer.stop.set()
         writer.join(60)
-    print(f"{consistent} consistent reads, {retryable} retryable errors, {writer.commits} commits")
     assert writer.error is None, writer.error
     assert writer.commits > 3
     return consistent, retryable
@@ -233,5 +232,5 @@ def test_segment_deleted_after_planning_is_data_loss(tmp_path, isolation, how):
     assert first.endswith(".log") and "offset 0" in str(err.value)
     assert "failOnDataLoss=false" in str(err.value)
     with pytest.warns(UserWarning, match="deleted .*after this query was planned"):
-        seg, next_base, got = read("false")
+        _seg, next_base, got = read("false")
     assert got == list(range(next_base, 60))

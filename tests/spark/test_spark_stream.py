@@ -131,7 +131,8 @@ def _txn_log(directory):
 
 def _out(spark, out):
     return sorted(
-        (r[0], bytes(r[1])) for r in spark.read.parquet(str(out)).select("offset", "value").collect()
+        (r[0], bytes(r[1]))
+        for r in spark.read.parquet(str(out)).select("offset", "value").collect()
     )
 
 

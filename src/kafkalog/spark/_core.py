@@ -1426,7 +1426,7 @@ def _replanned(fn):
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        for attempt in range(3):
+        for _attempt in range(3):
             try:
                 return fn(*args, **kwargs)
             except FileNotFoundError as e:
