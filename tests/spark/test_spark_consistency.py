@@ -125,12 +125,16 @@ def _race(root, read_once, seconds: float, min_reads: int = 20, quiet_every: int
     return consistent, retryable
 
 
-def test_read_split_never_mixes_versions(tmp_path):
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_read_split_never_mixes_versions(tmp_path, fail_on_data_loss):
     root = tmp_path / "logs"
     root.mkdir()
-    opts = core.ReadOptions.parse(
-        {"path": str(root), "maxPartitionBytes": "1500", "defaultParallelism": "4"}
-    )
+    opts = core.ReadOptions.parse({
+        "path": str(root),
+        "maxPartitionBytes": "1500",
+        "defaultParallelism": "4",
+        "failOnDataLoss": fail_on_data_loss,
+    })
     schema = pa.schema([pa.field("partition", pa.int32()), pa.field("offset", pa.int64()),
                         pa.field("value", pa.binary())])
 
@@ -144,7 +148,7 @@ def test_read_split_never_mixes_versions(tmp_path):
                     out[p].append((o, v))
         return out
 
-    consistent, retryable = _race(root, read_once, 4.0, quiet_every=10)
+    consistent, retryable = _race(root, read_once, 3.0, quiet_every=10)
     assert consistent > 0
 
 
@@ -234,3 +238,30 @@ def test_segment_deleted_after_planning_is_data_loss(tmp_path, isolation, how):
     with pytest.warns(UserWarning, match="deleted .*after this query was planned"):
         _seg, next_base, got = read("false")
     assert got == list(range(next_base, 60))
+
+
+def test_a_split_of_many_segments_holds_few_files_open(tmp_path):
+    """A split over more segments than are opened at once reads them all, later ones opened
+    as it goes, with a bounded number of open files."""
+    from kafkalog.log import Log
+    from kafkalog.records import MemoryRecordsBuilder
+
+    d = tmp_path / "logs" / "many-0"
+    with Log.open(d, {"segment.bytes": 1024}) as log:
+        for i in range(2000):
+            b = MemoryRecordsBuilder()
+            b.append(1_700_000_000_000 + i, None, b"v%04d" % i)
+            log.append(b.build())
+    opts = core.ReadOptions.parse({"path": str(tmp_path / "logs"), "minPartitions": "1"})
+    (split,) = core.plan(opts)
+    assert len({p.path for p in split.pieces}) > 2 * core._SplitFiles.EAGER
+    schema = pa.schema([pa.field("offset", pa.int64())])
+    fd_dir = "/proc/self/fd"
+    before = len(os.listdir(fd_dir)) if os.path.isdir(fd_dir) else None
+    got, most = [], 0
+    for rb in core.read_split(split, opts, schema):
+        got += rb.column(0).to_pylist()
+        if before is not None:
+            most = max(most, len(os.listdir(fd_dir)) - before)
+    assert got == list(range(2000))
+    assert most <= core._SplitFiles.EAGER + 4

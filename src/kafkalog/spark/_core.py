@@ -1609,55 +1609,61 @@ def _replaced(piece: Piece, why: str) -> ConcurrentWriteError:
 
 
 class _SplitFiles:
-    """The files a split reads, opened before anything is decoded: each partition directory
-    once, checked to be the version the split was planned on, and its segments (and, for
-    read_committed, its transaction data) relative to that open directory.  A directory a
-    concurrent write swaps out afterwards stays readable through these handles, so every
-    partition is read wholly from one version; what cannot be had from the planned version
-    raises :class:`ConcurrentWriteError`, and a segment deleted in place (retention) is data
-    loss under ``failOnDataLoss``."""
+    """The files a split reads, one partition directory at a time: the directory is opened
+    once, checked to be the version the split was planned on, and its segments (up to
+    ``EAGER`` of them at once, before anything of it is decoded) and, for read_committed, its
+    transaction data are opened relative to that open directory.  A directory a concurrent
+    write swaps out afterwards stays readable through these handles, so every partition is
+    read wholly from one version; what cannot be had from the planned version raises
+    :class:`ConcurrentWriteError`, and a segment deleted in place (retention) is data loss
+    under ``failOnDataLoss``."""
+
+    EAGER = 64  # segment files held open per partition directory (the rest are opened late)
 
     def __init__(self, pieces: Sequence[Piece], opts: ReadOptions) -> None:
         self.opts = opts
-        self.dirs: Dict[str, Optional[int]] = {}
+        self.paths: Dict[str, List[str]] = {}  # directory -> its segments in this split
+        for piece in pieces:
+            ps = self.paths.setdefault(self._dirname(piece), [])
+            if not ps or ps[-1] != piece.path:
+                ps.append(piece.path)
+        self.current: Optional[str] = None  # the directory open now
+        self.dfd: Optional[int] = None
         self.fds: Dict[str, Optional[int]] = {}
-        self.aborted: Dict[str, List[Tuple[int, int, int]]] = {}
-        try:
-            for piece in pieces:
-                if piece.path not in self.fds:
-                    self.fds[piece.path] = self._open(piece)
-        except BaseException:
-            self.close()
-            raise
+        self.aborted: Optional[List[Tuple[int, int, int]]] = None
 
-    def _dir(self, piece: Piece) -> Optional[int]:
-        d = piece.directory or os.path.dirname(piece.path)
-        if d in self.dirs:
-            return self.dirs[d]
-        dfd = None
+    @staticmethod
+    def _dirname(piece: Piece) -> str:
+        return piece.directory or os.path.dirname(piece.path)
+
+    def _enter(self, piece: Piece) -> None:
+        d = self._dirname(piece)
+        if d == self.current:
+            return
+        self.close()
+        self.current = d
         if piece.version is not None and _DIR_FD:
             try:
-                dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+                self.dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
             except (FileNotFoundError, NotADirectoryError):
                 raise _replaced(piece, "disappeared") from None
-            self.dirs[d] = dfd
-            if _version_of_fd(dfd) != piece.version:
+            if _version_of_fd(self.dfd) != piece.version:
                 raise _replaced(piece, "was replaced")
-        else:
-            self.dirs[d] = None
+        for path in self.paths.get(d, [])[: self.EAGER]:
+            if path not in self.fds:
+                self.fds[path] = self._open(piece, path)
         if self.opts.read_committed:
-            self.aborted[d] = self._aborted(piece, d, dfd)
-        return dfd
+            self.aborted = self._aborted(piece, d)
 
-    def _aborted(self, piece: Piece, d: str, dfd: Optional[int]) -> List[Tuple[int, int, int]]:
+    def _aborted(self, piece: Piece, d: str) -> List[Tuple[int, int, int]]:
         for _ in range(3):
             try:
-                if dfd is None:
+                if self.dfd is None:
                     segs = [x.path for x in _segment_refs(d)] or [piece.path]
                     return aborted_transactions(d, segs)
-                return aborted_transactions(d, dir_fd=dfd)
+                return aborted_transactions(d, dir_fd=self.dfd)
             except FileNotFoundError:
-                if dfd is not None and dir_version(d) != piece.version:
+                if self.dfd is not None and dir_version(d) != piece.version:
                     raise _replaced(piece, "was replaced") from None
                 # a segment deleted by retention while it was read: read the rest again
         raise ConcurrentWriteError(
@@ -1665,48 +1671,60 @@ class _SplitFiles:
             path=d,
         )
 
-    def _open(self, piece: Piece) -> Optional[int]:
-        dfd = self._dir(piece)
+    def _open(self, piece: Piece, path: str) -> Optional[int]:
         try:
-            if dfd is None:
-                return os.open(piece.path, os.O_RDONLY)
-            return os.open(os.path.basename(piece.path), os.O_RDONLY, dir_fd=dfd)
+            if self.dfd is None:
+                return os.open(path, os.O_RDONLY)
+            return os.open(os.path.basename(path), os.O_RDONLY, dir_fd=self.dfd)
         except FileNotFoundError:
-            if dfd is not None and dir_version(piece.directory) != piece.version:
+            if self.dfd is not None and dir_version(piece.directory) != piece.version:
                 raise _replaced(piece, "was replaced") from None
         name = piece.directory if piece.topic is None else f"{piece.topic}-{piece.partition}"
         upto = "" if piece.until_offset is None else f" up to offset {piece.until_offset - 1}"
         msg = (
-            f"segment {piece.path} of {name} was deleted (by retention?) after this query was "
+            f"segment {path} of {name} was deleted (by retention?) after this query was "
             f"planned: its records from offset {piece.from_offset}{upto} are lost"
         )
         if self.opts.fail_on_data_loss:
             raise DataLossError(
                 msg + "; set failOnDataLoss=false to skip them",
-                path=piece.path,
+                path=path,
                 offset=piece.from_offset,
             )
         _warn(msg + "; skipped (failOnDataLoss=false)")
         return None
 
     def fd(self, piece: Piece) -> Optional[int]:
-        return self.fds.get(piece.path)
+        """The open segment of ``piece`` (None: deleted, skipped under failOnDataLoss=false)."""
+        self._enter(piece)
+        if piece.path not in self.fds:
+            # past the eagerly opened ones: keep one late-opened file at a time
+            late = [p for p in self.fds if p not in self.paths[self.current][: self.EAGER]]
+            for p in late:
+                fd = self.fds.pop(p)
+                if fd is not None:
+                    os.close(fd)
+            self.fds[piece.path] = self._open(piece, piece.path)
+        return self.fds[piece.path]
 
     def aborted_for(self, piece: Piece) -> Optional[List[Tuple[int, int, int]]]:
-        return self.aborted.get(piece.directory or os.path.dirname(piece.path))
+        self._enter(piece)
+        return self.aborted
 
     def __del__(self) -> None:  # a read abandoned half-way (the generator is dropped)
         self.close()
 
     def close(self) -> None:
-        for fd in list(self.fds.values()) + list(self.dirs.values()):
+        for fd in list(self.fds.values()) + [self.dfd]:
             if fd is not None:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
         self.fds.clear()
-        self.dirs.clear()
+        self.dfd = None
+        self.current = None
+        self.aborted = None
 
 
 def read_split(
@@ -1776,6 +1794,10 @@ def read_split(
         )
 
     def piece_batches(piece: Piece) -> Iterator[Any]:
+        # open first, outside the corrupt-data handling below: a replaced directory or a
+        # deleted segment is not corrupt data
+        if files.fd(piece) is None:
+            return
         if opts.fail_on_data_loss:
             try:
                 yield from decode(piece, piece.start, piece.end)
