@@ -99,3 +99,84 @@ def test_stream_starting_offsets_latest_by_default(spark, sample_root, tmp_path)
     q.awaitTermination(120)
     assert q.exception() is None
     assert spark.read.schema("offset BIGINT").parquet(str(out)).count() == 0
+
+
+def _txn_log(directory):
+    """A Log with helpers for plain batches, transactional batches and their markers."""
+    from kafkalog.control import build_end_txn_marker
+    from kafkalog.log import Log
+    from kafkalog.records import MemoryRecordsBuilder
+
+    log = Log.open(directory)
+
+    def plain(*values):
+        b = MemoryRecordsBuilder()
+        for v in values:
+            b.append(1_800_000_000_000, None, v)
+        log.append(b.build())
+
+    def txn(pid, *values):
+        b = MemoryRecordsBuilder(producer_id=pid, producer_epoch=0, base_sequence=0,
+                                 is_transactional=True)
+        for v in values:
+            b.append(1_800_000_000_000, None, v)
+        log.append(b.build())
+
+    def end(pid, commit):
+        log.append(build_end_txn_marker(commit, pid, 0, 0, timestamp=1_800_000_000_000),
+                   origin="coordinator")
+
+    return log, plain, txn, end
+
+
+def _out(spark, out):
+    return sorted(
+        (r[0], bytes(r[1]))
+        for r in spark.read.parquet(str(out)).select("offset", "value").collect()
+    )
+
+
+def test_stream_read_committed_ends_at_the_last_stable_offset(spark, tmp_path):
+    """A micro-batch never goes past a transaction that is still open (it aborts later); the
+    next micro-batch goes on from there once the transaction is over."""
+    root = tmp_path / "txn"
+    log, plain, txn, end = _txn_log(str(root / "t-0"))
+    plain(b"a", b"b")  # 0, 1
+    txn(7, b"x", b"y")  # 2, 3: open
+    plain(b"c")  # 4: after the open transaction's start
+    log.flush()
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    opts = {"kafka.isolation.level": "read_committed"}
+    _run(spark, root, out, ckpt, **opts)
+    assert _out(spark, out) == [(0, b"a"), (1, b"b")]
+    end(7, False)  # 5: it aborts
+    plain(b"d")  # 6
+    log.flush()
+    _run(spark, root, out, ckpt, **opts)
+    assert _out(spark, out) == [(0, b"a"), (1, b"b"), (4, b"c"), (6, b"d")]
+    log.close()
+
+
+def test_stream_log_end_moving_back_is_data_loss(spark, tmp_path):
+    """A partition recreated shorter than where the stream is: failOnDataLoss=true fails with
+    the connector's message; false warns and reads the new records from their start."""
+    root = tmp_path / "recreated"
+    log, plain, _txn, _end = _txn_log(str(root / "t-0"))
+    plain(*[b"old-%d" % i for i in range(10)])
+    log.close()
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    _run(spark, root, out, ckpt)
+    assert len(_out(spark, out)) == 10
+    shutil.rmtree(root / "t-0")  # the topic is deleted and created again
+    log, plain, _txn, _end = _txn_log(str(root / "t-0"))
+    plain(*[b"new-%d" % i for i in range(4)])
+    log.flush()
+    with pytest.raises(Exception, match="offset was changed from 10 to 4"):
+        _run(spark, root, out, ckpt)
+    _run(spark, root, out, ckpt, failOnDataLoss="false")
+    plain(b"new-4", b"new-5")
+    log.close()
+    _run(spark, root, out, ckpt, failOnDataLoss="false")
+    got = _out(spark, out)
+    assert [v for o, v in got if v.startswith(b"new")] == [b"new-%d" % i for i in range(6)]
+    assert [o for o, v in got if v.startswith(b"new")] == list(range(6))

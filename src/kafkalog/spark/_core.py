@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import array
 import bisect
+import contextlib
 import glob as _glob
 import json
 import logging
 import math
+import mmap
 import os
 import re
 import struct
@@ -37,6 +39,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .. import files as _files
 from ._paths import UnsupportedPathError, local_path
+from ..errors import KafkaLogError
 
 log = logging.getLogger("kafkalog.spark")
 
@@ -295,6 +298,19 @@ def _batch_type():
 # ------------------------------------------------------------------------------------------------
 class OptionError(ValueError):
     """An option value the data source cannot accept (raised on the driver, at load time)."""
+
+
+class DataLossError(KafkaLogError):
+    """Records a query was to read are gone from the log directories (deleted by retention, or
+    the partition was deleted, recreated or rewritten shorter).  Raised when ``failOnDataLoss``
+    is true; with false the records are skipped with a warning."""
+
+
+class ConcurrentWriteError(KafkaLogError):
+    """A partition directory was replaced (by a kafkalog write's commit, or deleted) after the
+    query was planned.  Nothing mixed was returned; re-running the query reads the new data."""
+
+    retryable = True
 
 
 def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
@@ -866,8 +882,9 @@ class Header:
 
 def walk_headers(path: str, start: int = 0, end: Optional[int] = None) -> Iterator[Header]:
     """Log entries starting in ``[start, end)`` of a segment file, from their headers only (no
-    CRC check, no decompression).  Stops at a partial entry or a header no entry can have."""
-    with open(path, "rb") as f:
+    CRC check, no decompression).  Stops at a partial entry or a header no entry can have.
+    ``path`` may be an open file descriptor (left open)."""
+    with open(path, "rb", closefd=not isinstance(path, int)) as f:
         fd = f.fileno()
         size = os.fstat(fd).st_size
         stop = size if end is None else min(end, size)
@@ -920,6 +937,75 @@ class SegmentRef:
     size: int
 
 
+# A kafkalog write's commit puts a fresh one in every partition directory it swaps in (an
+# identity no directory shares, unlike an inode number, which the filesystem reuses).  Kafka
+# ignores files it does not know in a partition directory.
+GENERATION_FILE = ".kafkalog-generation"
+
+_DIR_FD = (
+    hasattr(os, "O_DIRECTORY")
+    and os.open in os.supports_dir_fd
+    and os.stat in os.supports_dir_fd
+    and os.listdir in os.supports_fd
+)
+
+DirVersion = Tuple[int, int, Optional[str]]
+
+
+def write_generation(directory: str) -> str:
+    """Give ``directory`` a new generation marker (replacing a linked or copied one); returns
+    it.  Called by the writer on a partition directory before it is swapped into place."""
+    import uuid
+
+    gen = uuid.uuid4().hex
+    path = os.path.join(directory, GENERATION_FILE)
+    try:
+        os.unlink(path)  # a hard link to the previous directory's marker
+    except FileNotFoundError:
+        pass
+    with open(path, "x") as f:
+        f.write(gen + "\n")
+    return gen
+
+
+def _version_of_fd(dfd: int) -> DirVersion:
+    st = os.fstat(dfd)
+    gen = None
+    try:
+        fd = os.open(GENERATION_FILE, os.O_RDONLY, dir_fd=dfd)
+    except OSError:
+        pass
+    else:
+        try:
+            gen = os.read(fd, 64).decode("ascii", "replace").strip()
+        finally:
+            os.close(fd)
+    return (st.st_dev, st.st_ino, gen)
+
+
+def dir_version(directory: str) -> Optional[DirVersion]:
+    """What tells this partition directory from any other that takes its name later: its
+    device and inode and its generation marker (None where the directory is missing or
+    the system cannot open a directory)."""
+    if not _DIR_FD:
+        return None
+    try:
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return None
+    try:
+        return _version_of_fd(dfd)
+    finally:
+        os.close(dfd)
+
+
+class _Segments(list):
+    """The segments of a partition directory, with the directory's version taken *before*
+    they were listed (the read checks the directory is still that one)."""
+
+    version: Optional[DirVersion] = None
+
+
 @dataclass
 class TopicPartitionLog:
     """One partition directory (or bare segment list) found under the paths."""
@@ -930,6 +1016,12 @@ class TopicPartitionLog:
     segments: List[SegmentRef]
     log_start_checkpoint: Optional[int] = None
     _leo: Optional[int] = None
+    _lso: Optional[int] = None
+    version: Optional[DirVersion] = None
+
+    def __post_init__(self) -> None:
+        if self.version is None:
+            self.version = getattr(self.segments, "version", None)
 
     @property
     def key(self) -> Tuple[Optional[str], Optional[int]]:
@@ -952,9 +1044,13 @@ class TopicPartitionLog:
             return min(self.log_start_checkpoint, self.latest())
         return first
 
-    def latest(self) -> int:
+    def latest(self, read_committed: bool = False) -> int:
         """The log end offset: one past the last offset of the last complete entry (the base
-        offset of the last segment when that holds no complete entry)."""
+        offset of the last segment when that holds no complete entry).  With
+        ``read_committed``, the last stable offset (:meth:`last_stable`), the end a
+        read_committed consumer sees."""
+        if read_committed:
+            return self.last_stable()
         if self._leo is not None:
             return self._leo
         if not self.segments:
@@ -975,13 +1071,98 @@ class TopicPartitionLog:
         self._leo = leo
         return leo
 
+    def last_stable(self, cache: Optional[Dict[str, Any]] = None) -> int:
+        """The last stable offset (LSO): the first offset of the earliest transaction still
+        open (data of a producer's transaction without its COMMIT/ABORT marker yet), else the
+        log end.  Kafka never serves a read_committed consumer past it: records from there on
+        may belong to a transaction that later aborts.
+
+        Found from the log itself: the producers' open transactions in the newest usable
+        ``.snapshot`` (at or below the log end), then a header walk of the entries after it.
+        ``cache`` (a dict kept between calls, e.g. by a stream) lets the next call walk only
+        what was appended since, while the directory is the same version."""
+        if self._lso is not None:
+            return self._lso
+        leo = self.latest()
+        ongoing = _open_transactions(self, leo, cache)
+        lso = min([leo] + list(ongoing.values()))
+        # a transaction whose start was deleted (DeleteRecords, retention) holds it at the
+        # log start, as Kafka's first unstable offset
+        self._lso = min(max(lso, self.earliest()), leo)
+        return self._lso
+
+
+def _open_transactions(
+    tp: "TopicPartitionLog", leo: int, cache: Optional[Dict[str, Any]] = None
+) -> Dict[int, int]:
+    """``{producer_id: first offset}`` of the transactions still open at the end of ``tp``."""
+    from ..producer_state import list_snapshot_offsets, read_snapshot
+
+    segs = tp.segments
+    if not segs:
+        return {}
+    ongoing: Dict[int, int] = {}
+    seg_i, pos = 0, 0
+    state = cache.get(tp.directory) if cache is not None else None
+    bases = [sg.base_offset for sg in segs]
+    if (
+        state is not None
+        and state["version"] == tp.version
+        and tp.version is not None
+        and state["base"] in bases
+        and segs[bases.index(state["base"])].size >= state["pos"]
+    ):
+        ongoing = dict(state["ongoing"])
+        seg_i, pos = bases.index(state["base"]), state["pos"]
+    else:
+        # the newest producer snapshot inside the log: its open transactions, then walk on
+        for snap in reversed(list_snapshot_offsets(tp.directory)):
+            if not bases[0] <= snap <= leo:
+                continue
+            try:
+                entries = read_snapshot(_files.producer_snapshot_file(tp.directory, snap))
+            except Exception:  # a damaged snapshot only costs a longer walk
+                continue
+            i = bisect.bisect_right(bases, snap) - 1
+            p = position_of_offset(tp, segs[i], snap)
+            if p is None:
+                i, p = i + 1, 0
+            ongoing = {
+                e.producer_id: e.current_txn_first_offset
+                for e in entries
+                if e.current_txn_first_offset >= 0
+            }
+            seg_i, pos = i, p
+            break
+    last_base, last_pos = segs[min(seg_i, len(segs) - 1)].base_offset, pos
+    for i in range(seg_i, len(segs)):
+        start = pos if i == seg_i else 0
+        last_base, last_pos = segs[i].base_offset, start
+        for h in walk_headers(segs[i].path, start):
+            last_pos = h.position + h.size
+            if h.magic != 2 or not (h.attributes & 0x10) or h.producer_id < 0:
+                continue
+            if h.attributes & 0x20:  # a COMMIT/ABORT marker ends the producer's transaction
+                ongoing.pop(h.producer_id, None)
+            else:
+                ongoing.setdefault(h.producer_id, h.base_offset)
+    if cache is not None and tp.version is not None:
+        cache[tp.directory] = {
+            "version": tp.version,
+            "base": last_base,
+            "pos": last_pos,
+            "ongoing": dict(ongoing),
+        }
+    return ongoing
+
 
 def _is_internal(topic: Optional[str]) -> bool:
     return topic is not None and topic.startswith("__")
 
 
 def _segment_refs(directory: str) -> List[SegmentRef]:
-    out = []
+    out = _Segments()
+    out.version = dir_version(directory)
     try:
         names = os.listdir(directory)
     except OSError:
@@ -1263,7 +1444,7 @@ def _check_spec_tps(
 
 
 def resolve_start(tp: TopicPartitionLog, opts: ReadOptions) -> int:
-    earliest, latest = tp.earliest(), tp.latest()
+    earliest, latest = tp.earliest(), tp.latest(opts.read_committed)
     ts = None
     if opts.starting_timestamp is not None:
         ts = opts.starting_timestamp
@@ -1319,7 +1500,7 @@ def resolve_start(tp: TopicPartitionLog, opts: ReadOptions) -> int:
 
 
 def resolve_end(tp: TopicPartitionLog, opts: ReadOptions) -> int:
-    latest = tp.latest()
+    latest = tp.latest(opts.read_committed)
     ts = None
     if opts.ending_timestamp is not None:
         ts = opts.ending_timestamp
@@ -1410,6 +1591,7 @@ class Piece:
     until_offset: Optional[int]
     nbytes: int
     directory: str = ""
+    version: Optional[DirVersion] = None  # of ``directory`` when planned (see dir_version)
 
 
 @dataclass
@@ -1552,11 +1734,37 @@ def _pieces_for_range(r: Range, target: int, pruning: Optional[Pruning]) -> List
                     end,
                     b - a,
                     tp.directory,
+                    tp.version,
                 )
             )
     return pieces
 
 
+def _replanned(fn):
+    """Run a planning step again when a file it read vanished under it (a concurrent write
+    swapped a partition directory, retention deleted a segment); after three tries, a
+    :class:`ConcurrentWriteError`.  A path the user gave that does not exist is not retried."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        for _attempt in range(3):
+            try:
+                return fn(*args, **kwargs)
+            except FileNotFoundError as e:
+                if e.filename is None:
+                    raise
+                last = e
+        raise ConcurrentWriteError(
+            f"the log directories kept changing while this query was planned ({last.filename} "
+            "vanished); re-run the query",
+            path=last.filename,
+        ) from last
+
+    return run
+
+
+@_replanned
 def plan(
     opts: ReadOptions,
     pruning: Optional[Pruning] = None,
@@ -1626,33 +1834,70 @@ def pack(pieces: Sequence[Piece], target: int, open_cost: int = OPEN_COST_BYTES)
 # read_committed: aborted transactions of a partition
 # ------------------------------------------------------------------------------------------------
 def aborted_transactions(
-    directory: str, segment_paths: Sequence[str]
+    directory: str, segment_paths: Optional[Sequence[str]] = None, dir_fd: Optional[int] = None
 ) -> List[Tuple[int, int, int]]:
     """``(producer_id, first_offset, abort_marker_offset)`` of every aborted transaction of a
     partition, from its ``.txnindex`` files and from the ABORT markers in the data (a header walk
-    plus the control records; for logs written without transaction indexes)."""
-    from ..index import TransactionIndex
+    plus the control records; for logs written without transaction indexes).  With ``dir_fd``
+    (the partition directory, opened) the files are listed and opened relative to it, and
+    ``segment_paths`` defaults to every segment in it.  A file that vanishes meanwhile raises
+    FileNotFoundError."""
+    from ..index import _TXN_ENTRY
     from ..records import RecordBatch
 
     out = set()
     try:
-        names = sorted(os.listdir(directory))
+        names = sorted(os.listdir(directory if dir_fd is None else dir_fd))
     except OSError:
+        if dir_fd is not None:
+            raise
         names = []
+
+    def opener(path: str, flags: int) -> int:
+        if dir_fd is None:
+            return os.open(path, flags)
+        return os.open(os.path.basename(path), flags, dir_fd=dir_fd)
+
+    if segment_paths is None:
+        logs = []
+        for name in names:
+            sf = _files.parse_segment_file_name(name)
+            if sf is not None and sf.kind == ".log" and sf.suffix == "":
+                logs.append((sf.base_offset, os.path.join(directory, name)))
+        segment_paths = [p for _, p in sorted(logs)]
     for name in names:
         sf = _files.parse_segment_file_name(name)
         if sf is None or sf.kind != ".txnindex" or sf.suffix != "":
             continue
-        idx = TransactionIndex(sf.base_offset, os.path.join(directory, name), writable=False)
-        try:
-            for t in idx.all_aborted_txns():
-                out.add((t.producer_id, t.first_offset, t.last_offset))
-        finally:
-            idx.close()
+        path = os.path.join(directory, name)
+        with open(path, "rb", opener=opener) as f:
+            base = 0
+            while True:
+                data = f.read(_TXN_ENTRY.size * 4096)
+                data = data[: len(data) - len(data) % _TXN_ENTRY.size]
+                if not data:
+                    break
+                for j in range(0, len(data), _TXN_ENTRY.size):
+                    version, pid, first, last, _lso = _TXN_ENTRY.unpack_from(data, j)
+                    if (version >> 8) & 0xFF != 0:  # Kafka reads the version's high byte
+                        from ..errors import CorruptIndexError
+
+                        raise CorruptIndexError(
+                            f"Unexpected aborted transaction version {(version >> 8) & 0xFF} "
+                            f"in transaction index {path}, current version is 0",
+                            position=base + j,
+                            path=path,
+                        )
+                    out.add((pid, first, last))
+                base += len(data)
     open_txn: Dict[int, int] = {}
+    after_marker: Dict[int, int] = {}  # producer -> the offset after its last marker seen
+    scan_start: Optional[int] = None
     for path in segment_paths:
-        with open(path, "rb") as f:
-            for h in walk_headers(path):
+        with open(path, "rb", opener=opener) as f:
+            for h in walk_headers(f.fileno()):
+                if scan_start is None:
+                    scan_start = h.base_offset
                 if h.magic != 2 or not (h.attributes & 0x10):
                     continue
                 if h.attributes & 0x20:  # control batch
@@ -1663,13 +1908,16 @@ def aborted_transactions(
                         recs = []
                     key = recs[0].key if recs else None
                     first = open_txn.pop(h.producer_id, None)
+                    if first is None:
+                        # the transaction began before the segments read here (or was empty)
+                        first = after_marker.get(h.producer_id, scan_start)
+                    after_marker[h.producer_id] = h.base_offset + 1
                     if (
                         key is not None
                         and len(key) >= 4
                         and struct.unpack_from(">h", key, 2)[0] == 0
                     ):
-                        if first is not None:
-                            out.add((h.producer_id, first, h.base_offset))
+                        out.add((h.producer_id, first, h.base_offset))
                 else:
                     open_txn.setdefault(h.producer_id, h.base_offset)
     return sorted(out)
@@ -1679,6 +1927,134 @@ def aborted_transactions(
 # Reading a split
 # ------------------------------------------------------------------------------------------------
 _DECODED = ("key", "value", "offset", "timestamp", "timestampType", "headers")
+
+
+def _replaced(piece: Piece, why: str) -> ConcurrentWriteError:
+    name = piece.directory if piece.topic is None else f"{piece.topic}-{piece.partition}"
+    return ConcurrentWriteError(
+        f"partition {name} ({piece.directory}) {why} after this query was planned (a concurrent "
+        "write replaced or deleted it); nothing of it was returned: re-run the query",
+        path=piece.directory,
+    )
+
+
+class _SplitFiles:
+    """The files a split reads, one partition directory at a time: the directory is opened
+    once, checked to be the version the split was planned on, and its segments (up to
+    ``EAGER`` of them at once, before anything of it is decoded) and, for read_committed, its
+    transaction data are opened relative to that open directory.  A directory a concurrent
+    write swaps out afterwards stays readable through these handles, so every partition is
+    read wholly from one version; what cannot be had from the planned version raises
+    :class:`ConcurrentWriteError`, and a segment deleted in place (retention) is data loss
+    under ``failOnDataLoss``."""
+
+    EAGER = 64  # segment files held open per partition directory (the rest are opened late)
+
+    def __init__(self, pieces: Sequence[Piece], opts: ReadOptions) -> None:
+        self.opts = opts
+        self.paths: Dict[str, List[str]] = {}  # directory -> its segments in this split
+        for piece in pieces:
+            ps = self.paths.setdefault(self._dirname(piece), [])
+            if not ps or ps[-1] != piece.path:
+                ps.append(piece.path)
+        self.current: Optional[str] = None  # the directory open now
+        self.dfd: Optional[int] = None
+        self.fds: Dict[str, Optional[int]] = {}
+        self.aborted: Optional[List[Tuple[int, int, int]]] = None
+
+    @staticmethod
+    def _dirname(piece: Piece) -> str:
+        return piece.directory or os.path.dirname(piece.path)
+
+    def _enter(self, piece: Piece) -> None:
+        d = self._dirname(piece)
+        if d == self.current:
+            return
+        self.close()
+        self.current = d
+        if piece.version is not None and _DIR_FD:
+            try:
+                self.dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+            except (FileNotFoundError, NotADirectoryError):
+                raise _replaced(piece, "disappeared") from None
+            if _version_of_fd(self.dfd) != piece.version:
+                raise _replaced(piece, "was replaced")
+        for path in self.paths.get(d, [])[: self.EAGER]:
+            if path not in self.fds:
+                self.fds[path] = self._open(piece, path)
+        if self.opts.read_committed:
+            self.aborted = self._aborted(piece, d)
+
+    def _aborted(self, piece: Piece, d: str) -> List[Tuple[int, int, int]]:
+        for _ in range(3):
+            try:
+                if self.dfd is None:
+                    segs = [x.path for x in _segment_refs(d)] or [piece.path]
+                    return aborted_transactions(d, segs)
+                return aborted_transactions(d, dir_fd=self.dfd)
+            except FileNotFoundError:
+                if self.dfd is not None and dir_version(d) != piece.version:
+                    raise _replaced(piece, "was replaced") from None
+                # a segment deleted by retention while it was read: read the rest again
+        raise ConcurrentWriteError(
+            f"the transaction data of {d} kept changing while it was read; re-run the query",
+            path=d,
+        )
+
+    def _open(self, piece: Piece, path: str) -> Optional[int]:
+        try:
+            if self.dfd is None:
+                return os.open(path, os.O_RDONLY)
+            return os.open(os.path.basename(path), os.O_RDONLY, dir_fd=self.dfd)
+        except FileNotFoundError:
+            if self.dfd is not None and dir_version(piece.directory) != piece.version:
+                raise _replaced(piece, "was replaced") from None
+        name = piece.directory if piece.topic is None else f"{piece.topic}-{piece.partition}"
+        upto = "" if piece.until_offset is None else f" up to offset {piece.until_offset - 1}"
+        msg = (
+            f"segment {path} of {name} was deleted (by retention?) after this query was "
+            f"planned: its records from offset {piece.from_offset}{upto} are lost"
+        )
+        if self.opts.fail_on_data_loss:
+            raise DataLossError(
+                msg + "; set failOnDataLoss=false to skip them",
+                path=path,
+                offset=piece.from_offset,
+            )
+        _warn(msg + "; skipped (failOnDataLoss=false)")
+        return None
+
+    def fd(self, piece: Piece) -> Optional[int]:
+        """The open segment of ``piece`` (None: deleted, skipped under failOnDataLoss=false)."""
+        self._enter(piece)
+        if piece.path not in self.fds:
+            # past the eagerly opened ones: keep one late-opened file at a time
+            late = [p for p in self.fds if p not in self.paths[self.current][: self.EAGER]]
+            for p in late:
+                fd = self.fds.pop(p)
+                if fd is not None:
+                    os.close(fd)
+            self.fds[piece.path] = self._open(piece, piece.path)
+        return self.fds[piece.path]
+
+    def aborted_for(self, piece: Piece) -> Optional[List[Tuple[int, int, int]]]:
+        self._enter(piece)
+        return self.aborted
+
+    def __del__(self) -> None:  # a read abandoned half-way (the generator is dropped)
+        self.close()
+
+    def close(self) -> None:
+        for fd in list(self.fds.values()) + [self.dfd]:
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.fds.clear()
+        self.dfd = None
+        self.current = None
+        self.aborted = None
 
 
 def read_split(
@@ -1711,21 +2087,30 @@ def read_split(
     want_batch = "batch" in names
     if want_batch:
         dec_cols += [src for _, src, _ in BATCH_FIELDS if src not in dec_cols]
-    aborted_cache: Dict[str, List[Tuple[int, int, int]]] = {}
     kw: Dict[str, Any] = {}
     if opts.max_decompressed_size is not None:
         kw["max_decompressed_size"] = opts.max_decompressed_size
+    files = _SplitFiles(split.pieces, opts)
 
     def decode(piece: Piece, start: int, stop: Optional[int]):
-        aborted = None
-        if opts.read_committed:
-            d = piece.directory or os.path.dirname(piece.path)
-            if d not in aborted_cache:
-                segs = [s.path for s in _segment_refs(d)] or [piece.path]
-                aborted_cache[d] = aborted_transactions(d, segs)
-            aborted = aborted_cache[d]
+        fd = files.fd(piece)
+        if fd is None:
+            return
+        size = os.fstat(fd).st_size
+        if size == 0 or start >= size:
+            return
+        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        try:
+            yield from _decode_buffer(piece, mm, start, stop)
+        finally:
+            # a view may still be alive (e.g. in a traceback): then the GC closes the map
+            with contextlib.suppress(BufferError):
+                mm.close()
+
+    def _decode_buffer(piece: Piece, buf, start: int, stop: Optional[int]):
+        aborted = files.aborted_for(piece) if opts.read_committed else None
         return ka.iter_batches(
-            piece.path,
+            buf,
             columns=dec_cols,
             timestamp_unit="us",
             max_rows=opts.max_records_per_batch,
@@ -1739,6 +2124,10 @@ def read_split(
         )
 
     def piece_batches(piece: Piece) -> Iterator[Any]:
+        # open first, outside the corrupt-data handling below: a replaced directory or a
+        # deleted segment is not corrupt data
+        if files.fd(piece) is None:
+            return
         if opts.fail_on_data_loss:
             try:
                 yield from decode(piece, piece.start, piece.end)
@@ -1769,7 +2158,8 @@ def read_split(
                 return
             except KafkaLogError as e:
                 bad = e.position
-                size = _entry_size(piece.path, bad) if bad is not None else None
+                fd = files.fd(piece)
+                size = _entry_size(fd, bad) if bad is not None and fd is not None else None
                 _warn(
                     f"skipping corrupt data in {piece.path} at position {bad}: {e} (failOnDataLoss=false)"
                 )
@@ -1858,12 +2248,12 @@ def read_split(
                     a = a.cast(t)
                 arrays.append(a)
             yield pa.RecordBatch.from_arrays(arrays, schema=target_schema)
+    files.close()
 
 
-def _entry_size(path: str, position: int) -> Optional[int]:
+def _entry_size(fd: int, position: int) -> Optional[int]:
     try:
-        with open(path, "rb") as f:
-            head = os.pread(f.fileno(), 12, position)
+        head = os.pread(fd, 12, position)
     except OSError:
         return None
     if len(head) < 12:

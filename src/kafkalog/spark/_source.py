@@ -314,7 +314,11 @@ if HAS_PUSHDOWN:
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader of growing log directories.  Offsets are the connector's JSON
     (``{"topic": {"0": nextOffset}}``); ``maxOffsetsPerTrigger`` limits a micro-batch;
-    ``Trigger.AvailableNow`` reads up to the end seen when the query starts (PySpark >= 4.2)."""
+    ``Trigger.AvailableNow`` reads up to the end seen when the query starts (PySpark >= 4.2).
+    With ``kafka.isolation.level=read_committed`` a micro-batch ends at each partition's last
+    stable offset, as the connector's consumer does.  A partition whose log end moved below
+    where the stream is (deleted and recreated, or rewritten shorter) is data loss, reported
+    as the connector reports it (see ``failOnDataLoss``)."""
 
     def __init__(self, options, schema, default_parallelism: Optional[int] = None) -> None:
         self.opts = core.ReadOptions.parse(
@@ -324,6 +328,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: Optional[Dict] = None
         self._last_end: Optional[Dict] = None
         self._target = None
+        self._txn_cache: Dict[str, Any] = {}  # open-transaction walks, resumed per trigger
 
     def _scan(self) -> Dict[Any, core.TopicPartitionLog]:
         out = {}
@@ -333,6 +338,31 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             out[(tp.topic, tp.partition)] = tp
         return out
 
+    def _end_of(self, tp: core.TopicPartitionLog) -> int:
+        """Where a micro-batch may end: the log end, or the LSO for read_committed."""
+        if self.opts.read_committed:
+            return tp.last_stable(self._txn_cache)
+        return tp.latest()
+
+    def _data_loss(self, msg: str) -> None:
+        """The connector's ``reportDataLoss``: fail, or warn when failOnDataLoss is false."""
+        if self.opts.fail_on_data_loss:
+            raise core.DataLossError(
+                msg + ". Some data may have been lost because they are not available in the "
+                "log directories any more; either the data was aged out (retention) or the "
+                "topic may have been deleted (or rewritten) before all the data in it was "
+                "processed. If you don't want your streaming query to fail on such cases, set "
+                'the source option "failOnDataLoss" to "false".'
+            )
+        core._warn(
+            msg + ". Some data may have been lost because they are not available in the log "
+            "directories any more; either the data was aged out (retention) or the topic may "
+            "have been deleted (or rewritten) before all the data in it was processed. If you "
+            'want your streaming query to fail on such cases, set the source option '
+            '"failOnDataLoss" to "true".'
+        )
+
+    @core._replanned
     def initialOffset(self) -> dict:
         tps = self._scan()
         core.check_specs(list(tps.values()), self.opts)
@@ -340,7 +370,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return core.offsets_json(start)
 
     def _latest(self, tps) -> Dict:
-        latest = {k: tp.latest() for k, tp in tps.items()}
+        latest = {k: self._end_of(tp) for k, tp in tps.items()}
         if self._available_now is not None:
             latest = {
                 k: min(v, self._available_now[k])
@@ -349,6 +379,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             }
         return latest
 
+    @core._replanned
     def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
         tps = self._scan()
         latest = self._latest(tps)
@@ -359,15 +390,27 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for k, tp in tps.items():
             if k not in s and k in latest:
                 s[k] = tp.earliest()  # a new partition is read from its beginning
+        shrunk = {k for k, v in latest.items() if k in s and v < s[k]}
+        if shrunk and self.opts.fail_on_data_loss:
+            # the log end moved back: the connector's "offset was changed" data loss (with
+            # failOnDataLoss=false, partitions() warns when it plans the micro-batch)
+            k = min(shrunk)
+            self._data_loss(
+                f"Partition {k[0]}-{k[1]}'s offset was changed from {s[k]} to {latest[k]}, "
+                "some data may have been missed"
+            )
         max_rows = None
         if limit is None:
             max_rows = self.opts.max_offsets_per_trigger
         elif HAS_ADMISSION_CONTROL and isinstance(limit, ReadMaxRows):
             max_rows = limit.max_rows
-        end = {k: max(v, s.get(k, v)) for k, v in latest.items()}
+        # a partition that moved back ends this micro-batch at its new log end, and the
+        # micro-batch reads it from its new beginning (see partitions)
+        end = {k: (v if k in shrunk else max(v, s.get(k, v))) for k, v in latest.items()}
         if max_rows is not None:
             end = core.rate_limit(s, end, max_rows)
-        result = dict(s)
+        # a partition gone from the directories leaves the offsets (partitions() reports it)
+        result = {k: v for k, v in s.items() if k in tps}
         result.update(end)
         self._last_end = result
         return core.offsets_json(result)
@@ -379,35 +422,45 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return ReadMaxRows(self.opts.max_offsets_per_trigger)
             return ReadAllAvailable()
 
+        @core._replanned
         def reportLatestOffset(self) -> Optional[dict]:
             return core.offsets_json(self._latest(self._scan()))
 
+    @core._replanned
     def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now = {k: tp.latest() for k, tp in self._scan().items()}
+        self._available_now = {k: self._end_of(tp) for k, tp in self._scan().items()}
 
+    @core._replanned
     def partitions(self, start: dict, end: dict) -> List[InputPartition]:
         s = core.offsets_from_json(start)
         e = core.offsets_from_json(end)
         tps = self._scan()
         ranges = []
+        gone = sorted(k for k in s if k not in e) + sorted(k for k in e if k not in tps)
+        if gone:
+            self._data_loss(
+                ", ".join(f"{t}-{p}" for t, p in gone) + " are gone from the log directories"
+            )
         for k, eoff in sorted(e.items()):
             tp = tps.get(k)
             if tp is None:
-                msg = f"partition {k[0]}-{k[1]} disappeared from the log directories"
-                if self.opts.fail_on_data_loss:
-                    raise core.OptionError(msg + " (set failOnDataLoss=false to go on without it)")
-                core._warn(msg)
                 continue
-            soff = s.get(k, tp.earliest())
             earliest = tp.earliest()
-            if soff < earliest:
-                msg = (
-                    f"offsets {soff}..{earliest - 1} of {tp.name} are no longer in the log "
-                    "directories (deleted by retention?)"
+            soff = s.get(k, earliest)
+            if eoff < soff:
+                # the log end moved back (reported when this micro-batch was planned): the
+                # partition was recreated or rewritten, its new records are read from the
+                # start
+                self._data_loss(
+                    f"Partition {tp.name}'s offset was changed from {soff} to {eoff}, some "
+                    "data may have been missed"
                 )
-                if self.opts.fail_on_data_loss:
-                    raise core.OptionError(msg + "; set failOnDataLoss=false to skip them")
-                core._warn(msg)
+                soff = earliest
+            if soff < earliest:
+                self._data_loss(
+                    f"Cannot fetch offsets {soff}..{earliest - 1} of {tp.name}: the earliest "
+                    f"available offset is {earliest}"
+                )
                 soff = earliest
             if eoff > soff:
                 ranges.append(core.Range(tp, soff, eoff))

@@ -772,6 +772,7 @@ def commit_job(
     """Move the staged partitions of a job into ``opts.path`` (see the module doc).  Returns a
     summary ``{"partitions": n, "records": n, "bytes": n}``."""
     from ..log import Log
+    from ._core import write_generation
 
     root = opts.path
     job_dir = os.path.join(root, STAGING_DIR, job_id)
@@ -910,6 +911,9 @@ def commit_job(
             _files.write_clean_shutdown_file(
                 os.path.join(merged, _files.CLEAN_SHUTDOWN_FILE), fsync=opts.fsync
             )
+            # a fresh generation marker: readers planned on the directory this one replaces
+            # tell it from this one (an inode number may be reused) and fail instead of mixing
+            write_generation(merged)
             _fsync_tree(merged, opts.fsync)
             end = pieces[-1].end_offset
             # swap into place; the old directory is kept, outside the staging area, until the
