@@ -121,8 +121,10 @@ def _offsets(root, **options):
 
 
 def test_batch_read_committed_ends_at_the_last_stable_offset(tmp_path):
-    """An open transaction's records (and everything after its start) are not read, even
-    when asked for by endingOffsets; once it aborts, the read goes on without them."""
+    """An open transaction's records (and everything after its start) are not read; under
+    read_committed the last stable offset is the end, so endingOffsets past it is data loss
+    (an error, or with failOnDataLoss=false a read that stops there); once the transaction
+    aborts, the read goes on without its records."""
     t = TxnLog(tmp_path)
     t.plain(2)  # 0, 1
     t.txn(1, 2)  # 2, 3: committed below
@@ -133,7 +135,10 @@ def test_batch_read_committed_ends_at_the_last_stable_offset(tmp_path):
     assert t.log.last_stable_offset == 5
     got = _offsets(tmp_path)
     assert [o for o, _ in got] == [0, 1, 2, 3]
-    assert [o for o, _ in _offsets(tmp_path, endingOffsets='{"t":{"0":9}}')] == [0, 1, 2, 3]
+    with pytest.raises(core.OptionError, match="endingOffsets asks for offsets up to 9 but the log ends at 5"):
+        _offsets(tmp_path, endingOffsets='{"t":{"0":9}}')
+    got = _offsets(tmp_path, endingOffsets='{"t":{"0":9}}', failOnDataLoss="false")
+    assert [o for o, _ in got] == [0, 1, 2, 3]
     t.end(2, False)  # 9: the open transaction aborts
     t.log.flush()
     got = _offsets(tmp_path)
