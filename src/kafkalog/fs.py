@@ -44,6 +44,7 @@ __all__ = [
     "Entry",
     "NotRegularFileError",
     "MissingFileError",
+    "not_regular_error",
     "ReadableFile",
     "FileSystem",
     "LocalFileSystem",
@@ -92,6 +93,8 @@ class NotRegularFileError(KafkaStorageError):
     ) -> None:
         super().__init__(message, position, offset, path, errno, operation)
         self.kind = kind
+        if kind not in (None, MISSING, DANGLING_LINK):
+            self.strerror = f"is a {kind}, not a regular file"
 
     def __reduce__(self):
         return (
@@ -298,6 +301,18 @@ class LocalFileSystem(FileSystem):
 class MissingFileError(NotRegularFileError, FileNotFoundError):
     """The name to read does not exist (or is a dangling symbolic link); also a
     ``FileNotFoundError``."""
+
+
+def not_regular_error(path: str, kind: str, context: str = "",
+                      operation: str = "opening for reading") -> NotRegularFileError:
+    """The error for a name that is not a regular file (``kind``: an :class:`Entry` kind);
+    ``context`` prefixes the message (e.g. ``"cannot read partition t-0"``)."""
+    err = _not_regular(path, kind)
+    if context:
+        err.message = f"{context}: {err.message}"
+        err.args = (err.message,)
+    err.operation = operation
+    return err
 
 
 def _not_regular(path: str, kind: str) -> NotRegularFileError:

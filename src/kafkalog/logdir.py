@@ -264,7 +264,9 @@ class RootView:
 
 def scan_root(root: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> RootView:
     """List a log root (KafkaStorageError if it cannot be listed).  Partitions are sorted by
-    topic, then partition number."""
+    topic, then partition number.  Existing directories are parsed leniently, as Kafka's
+    ``parseTopicPartitionName`` does: a topic name Kafka would not create today is still read
+    (writers check names with :func:`kafkalog.files.validate_topic` before making one)."""
     root = os.fspath(root)
     view = RootView(root, fs)
     for e in fs.list_dir(root):
@@ -288,12 +290,6 @@ def scan_root(root: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> RootView:
         if pd is None:
             reason = "not a partition directory name (<topic>-<partition>)"
             view.ignored.append(Ignored(name, e.path, e.kind, reason))
-            continue
-        if not _files.is_valid_topic(pd.topic_partition.topic):
-            view.ignored.append(
-                Ignored(name, e.path, e.kind, f"{pd.topic_partition.topic!r} is not a topic "
-                        "name Kafka accepts")
-            )
             continue
         if e.kind != _fs.DIRECTORY:
             view.ignored.append(Ignored(name, e.path, e.kind, f"a {e.kind}, not a directory"))

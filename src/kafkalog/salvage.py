@@ -206,14 +206,13 @@ def _topic_id(directory: str):
 
 
 def _extra_files(directory: str) -> List[str]:
-    out = []
-    for name in sorted(os.listdir(directory)):
-        full = os.path.join(directory, name)
-        if not os.path.isfile(full):
-            continue
-        if name == "quorum-state" or re.match(r"^\d+-\d+\.checkpoint$", name):
-            out.append(full)
-    return out
+    from .logdir import QUORUM_STATE_FILE, scan_partition
+
+    view = scan_partition(directory)
+    out = [p for _, _, p in view.kraft_snapshots]
+    if view.path_of(QUORUM_STATE_FILE) is not None:
+        out.append(view.path_of(QUORUM_STATE_FILE))
+    return sorted(out)
 
 
 def _plan(src: str, dst: str) -> List[_PartitionJob]:
