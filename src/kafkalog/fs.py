@@ -49,6 +49,7 @@ __all__ = [
     "FileSystem",
     "LocalFileSystem",
     "LOCAL",
+    "open_local_fd",
 ]
 
 # what a name is (Entry.kind)
@@ -212,6 +213,13 @@ class _LocalFile(ReadableFile):
                 raise _storage_error(e, "mapping", self.path) from e
         return self._mm
 
+    def detach(self) -> int:
+        """Give up the descriptor to the caller (who closes it); the file object is closed."""
+        if self._mm is not None:
+            raise ValueError("cannot detach a mapped file")
+        fd, self._fd = self._fd, -1
+        return fd
+
     def close(self) -> None:
         mm, self._mm = self._mm, None
         if mm is not None:
@@ -337,3 +345,10 @@ def _not_regular(path: str, kind: str) -> NotRegularFileError:
 
 
 LOCAL = LocalFileSystem()
+
+
+def open_local_fd(path: PathLike) -> int:
+    """A read-only descriptor of a local regular file, opened as :meth:`FileSystem.open_read`
+    opens (never a FIFO, a device or a directory; KafkaStorageError otherwise).  For the
+    segment and index classes, which map or ``pread`` their files themselves."""
+    return LOCAL.open_read(path).detach()  # type: ignore[attr-defined]

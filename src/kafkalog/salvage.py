@@ -32,6 +32,7 @@ import time
 from typing import IO, Any, Dict, List, Optional, Tuple
 
 from . import files as _files
+from . import fs as _fs
 from ._speedups import crc as _crc
 from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, classify_dir
 from .errors import InvalidTopicError, KafkaLogError
@@ -266,7 +267,7 @@ def _check_destination(src: str, dst: str) -> None:
     if os.path.exists(dst):
         if not os.path.isdir(dst):
             raise SalvageError(f"{dst}: exists and is not a directory")
-        if os.listdir(dst):
+        if _fs.LOCAL.list_dir(dst):
             raise SalvageError(f"{dst}: exists and is not empty")
 
 
