@@ -691,6 +691,7 @@ class Log:
         self._flusher_error: Optional[BaseException] = None
         self._offline: Optional[KafkaStorageError] = None  # the I/O error that took it offline
         self.ignored_files: List[_logdir.Ignored] = []  # names the storage model does not use
+        self._swap_notes: List[_logdir.Ignored] = []  # swap files left uncompleted
         self.root = os.path.dirname(directory)
         try:
             parsed = _files.parse_partition_dir(os.path.basename(directory))
@@ -891,7 +892,7 @@ class Log:
                     ig.path, ig.kind, f"cannot open log {self._tp_name()}",
                     operation=f"opening log {self._tp_name()}",
                 )
-        self.ignored_files = view.ignored
+        self.ignored_files = view.ignored + self._swap_notes
         return view
 
     def _remove_temp_files_and_swap(self) -> None:
@@ -947,7 +948,7 @@ class Log:
             if before and self._live_next_offset(before[-1]) > sb:
                 refused.add(sb)  # would overlap a live segment it does not replace
         for sb in sorted(refused):
-            self.ignored_files.append(
+            self._swap_notes.append(
                 _logdir.Ignored(
                     os.path.basename(_files.log_file(d, sb, _files.SWAP_FILE_SUFFIX)),
                     _files.log_file(d, sb, _files.SWAP_FILE_SUFFIX),

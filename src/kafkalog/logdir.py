@@ -47,6 +47,9 @@ __all__ = [
     "open_file",
     "read_file",
     "file_kind",
+    "offset_index",
+    "time_index",
+    "open_segment",
     "ROOT_CHECKPOINT_FILES",
     "ROOT_LOCK_FILE",
 ]
@@ -347,3 +350,31 @@ def read_file(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL,
                 path=os.fspath(path), operation="reading",
             )
         return f.read(0, f.size)
+
+
+# -- read-only access to one segment's files (index.py and segment.py, never writable) -----------
+def offset_index(seg: SegmentFiles):
+    """The segment's offset index, read-only (:class:`kafkalog.index.OffsetIndex`: iterate it
+    for ``(offset, position)`` entries, ``lookup(offset)``); empty when the file is missing.
+    Close it after use."""
+    from .index import OffsetIndex
+
+    return OffsetIndex(seg.offset_index, seg.base_offset, writable=False)
+
+
+def time_index(seg: SegmentFiles):
+    """The segment's time index, read-only (:class:`kafkalog.index.TimeIndex`: iterate it for
+    ``(timestamp, offset)`` entries, ``last_entry``, ``lookup(timestamp)``); empty when the
+    file is missing.  Close it after use."""
+    from .index import TimeIndex
+
+    return TimeIndex(seg.time_index, seg.base_offset, writable=False)
+
+
+def open_segment(seg: SegmentFiles):
+    """The segment read-only (:class:`kafkalog.segment.Segment`: ``iter_headers()`` walks the
+    batch headers without decoding, ``read``/``iter_batches`` read).  Release it with
+    ``close_handlers()``."""
+    from .segment import Segment
+
+    return Segment.open(os.path.dirname(seg.log), seg.base_offset, read_only=True)

@@ -154,6 +154,7 @@ def test_empty_swap_file_does_not_rewind_a_writable_log(tmp_path):
     with Log.open(d) as log:
         assert log.log_end_offset == 10
         assert log.append(values_batch(10, 1)).first_offset == 10
+        assert seg(7, ".log", ".swap") in {i.name for i in log.ignored_files}
     assert values(d) == expected(11)
     assert (d / seg(7, ".log", ".swap")).exists()  # left for the operator, not completed
 
@@ -355,3 +356,35 @@ def test_unreadable_segment(tmp_path, no_hang):
     assert ei.value.path == str(victim)
     r = _cli("verify", d)
     assert r.returncode != 0 and victim.name in r.stdout
+
+
+def test_read_only_segment_access(tmp_path):
+    """The planner's view of a segment: its index entries, last time-index entry and header walk,
+    read-only (the files are unchanged)."""
+    d = make_log(tmp_path / "topic-0", 40, per=4, config={"segment.bytes": 400,
+                                                        "index.interval.bytes": 1})
+    before = {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()}
+    v = logdir.scan_partition(d)
+    assert len(v.segments) > 2
+    seen = []
+    for s in v.segments:
+        seg = logdir.open_segment(s)
+        try:
+            heads = list(seg.iter_headers())
+        finally:
+            seg.close_handlers()
+        seen += [(h.base_offset, h.last_offset) for h in heads]
+        idx = logdir.offset_index(s)
+        try:
+            entries = [(e.offset, e.position) for e in idx]
+        finally:
+            idx.close()
+        assert set(entries) <= {(h.last_offset, h.position) for h in heads}  # Kafka indexes last offsets
+        assert entries  # index.interval.bytes=1: one entry per batch
+        tix = logdir.time_index(s)
+        try:
+            assert tix.last_entry.offset == heads[-1].last_offset
+        finally:
+            tix.close()
+    assert seen == [(i, i + 3) for i in range(0, 40, 4)]
+    assert {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()} == before
