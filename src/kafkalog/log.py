@@ -762,13 +762,21 @@ class Log:
 
     # -- loading (LogLoader) -----------------------------------------------------------------------
     def _root_checkpoint(self, name: str) -> Optional[int]:
+        """This partition's entry in a root checkpoint; None when the file is missing or
+        malformed (as a broker rebuilds it).  A file that cannot be read (an I/O error, or a
+        FIFO or directory at the name) raises KafkaStorageError: reading on as if it were
+        absent would move the log start offset back."""
         if self.topic_partition is None:
             return None
+        path = os.path.join(self.root, name)
         try:
-            return _files.read_offset_checkpoint(os.path.join(self.root, name)).get(
-                self.topic_partition
-            )
-        except (KafkaLogError, OSError):
+            return _files.read_offset_checkpoint(path).get(self.topic_partition)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise KafkaStorageError.from_os_error(e, f"reading the root checkpoint {name}",
+                                                  path=path) from e
+        except KafkaLogError:
             return None
 
     def _segment_kwargs(self) -> Dict[str, Any]:

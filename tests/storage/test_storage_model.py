@@ -310,7 +310,13 @@ def test_fifo_in_place_of_a_root_checkpoint(tmp_path, name, no_hang):
     os.mkfifo(tmp_path / name)
     with pytest.raises(KafkaStorageError):
         files.read_offset_checkpoint(tmp_path / name)
-    assert values(d) == expected(3)  # an unreadable checkpoint reads as absent, never blocks
+    for ro in (True, False):  # refused, never waited on (reading on would lose its entries)
+        with pytest.raises(KafkaStorageError) as ei:
+            Log.open(d, read_only=ro)
+        assert ei.value.path == str(tmp_path / name)
+    os.unlink(tmp_path / name)
+    assert values(d) == expected(3)
+    os.mkfifo(tmp_path / name)
     r = _cli("verify", tmp_path)
     assert name in r.stdout + r.stderr
 
