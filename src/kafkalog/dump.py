@@ -102,14 +102,6 @@ def java_abs_path(p: str) -> str:
 # ------------------------------------------------------------------------------------------------
 # input expansion: files, partition directories, log roots
 # ------------------------------------------------------------------------------------------------
-def _is_partition_dir_name(name: str) -> bool:
-    try:
-        pd = _files.parse_partition_dir(name)
-    except ValueError:
-        return False
-    return pd.kind == ""
-
-
 def _segment_files(directory: str) -> List[str]:
     """The ``.log`` files of a partition directory by base offset, then KRaft snapshots.  A
     name of a segment that is not a regular file (a FIFO, a device, a directory, a dangling

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import struct
 import sys
 import time
