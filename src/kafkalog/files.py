@@ -230,7 +230,7 @@ def is_index_file(name: str) -> bool:
 def parse_segment_file_name(name: str) -> Optional[SegmentFile]:
     """Parse ``<20 digits><kind>[<suffix>]`` (the digits an int64 base offset: see
     :func:`segment_prefix_problem`); None for any other file name."""
-    base = os.path.basename(name)
+    base = os.path.basename(name) if ("/" in name or os.sep in name) else name
     suffix = ""
     stem = base
     for s in _STATE_SUFFIXES:

@@ -254,7 +254,7 @@ class LocalFileSystem(FileSystem):
         except OSError as e:
             raise _storage_error(e, "listing a directory", path) from e
         for e in entries:
-            full = os.path.join(path, e.name)
+            full = e.path
             try:
                 if e.is_symlink():
                     out.append(Entry(e.name, full, self.kind(full), True))

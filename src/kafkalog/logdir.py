@@ -44,6 +44,7 @@ __all__ = [
     "scan_partition",
     "scan_root",
     "classify_dir",
+    "snapshot_files",
     "open_file",
     "read_file",
     "file_kind",
@@ -301,6 +302,20 @@ def scan_root(root: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> RootView:
     view.partitions.sort(key=lambda p: (p.topic_partition.topic, p.topic_partition.partition,
                                         p.kind, p.path))
     return view
+
+
+def snapshot_files(directory: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> List[Tuple[int, str]]:
+    """``(offset, path)`` of the producer-state snapshots of a partition directory, ascending:
+    :attr:`PartitionView.snapshots` without sorting the other names (producer-state loading
+    asks often)."""
+    out = []
+    for e in fs.list_dir(directory):
+        if e.kind == _fs.FILE and e.name.endswith(_files.PRODUCER_SNAPSHOT_FILE_SUFFIX):
+            sf = _files.parse_segment_file_name(e.name)
+            if sf is not None and not sf.suffix:
+                out.append((sf.base_offset, e.path))
+    out.sort()
+    return out
 
 
 def classify_dir(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:

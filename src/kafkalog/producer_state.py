@@ -203,11 +203,11 @@ def write_snapshot(path: str, entries: Iterable[ProducerStateEntry], fsync: bool
 
 def list_snapshot_offsets(directory: str) -> List[int]:
     """Offsets of the ``<offset>.snapshot`` files in a directory, ascending."""
-    from .logdir import scan_partition
+    from .logdir import snapshot_files
 
     if not os.path.isdir(directory):
         return []
-    return [offset for offset, _ in scan_partition(directory).snapshots]
+    return [offset for offset, _ in snapshot_files(directory)]
 
 
 # -- manager ---------------------------------------------------------------------------------------

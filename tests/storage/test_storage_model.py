@@ -87,6 +87,7 @@ def test_scan_sorts_names_and_says_why(tmp_path):
     assert [(f.base_offset, f.kind, f.suffix) for f in v.state_files] == [(3, ".log", ".swap")]
     assert v.temp_files == [str(d / (seg(0, ".index") + ".tmp"))]
     assert files.LEADER_EPOCH_CHECKPOINT_FILE in v.metadata
+    assert v.snapshots and logdir.snapshot_files(d) == v.snapshots
     why = {i.name: i.reason for i in v.ignored}
     assert "1 digits" in why["1.log"]
     assert "past the int64 range" in why["99999999999999999999.log"]
