@@ -166,6 +166,10 @@ def _kind_of_mode(mode: int) -> str:
     return OTHER
 
 
+def _by_name(e) -> str:
+    return e.name
+
+
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -253,23 +257,24 @@ class LocalFileSystem(FileSystem):
                 entries = list(it)
         except OSError as e:
             raise _storage_error(e, "listing a directory", path) from e
+        entries.sort(key=_by_name)
+        make = Entry._make
         for e in entries:
-            full = e.path
             try:
-                if e.is_symlink():
-                    out.append(Entry(e.name, full, self.kind(full), True))
-                    continue
+                # the directory entry's type (d_type): no stat for plain files and directories
                 if e.is_file(follow_symlinks=False):
-                    out.append(Entry(e.name, full, FILE))
+                    out.append(make((e.name, e.path, FILE, False)))
                 elif e.is_dir(follow_symlinks=False):
-                    out.append(Entry(e.name, full, DIRECTORY))
+                    out.append(make((e.name, e.path, DIRECTORY, False)))
+                elif e.is_symlink():
+                    out.append(make((e.name, e.path, self.kind(e.path), True)))
                 else:
-                    out.append(Entry(e.name, full, _kind_of_mode(os.lstat(full).st_mode)))
+                    out.append(make((e.name, e.path, _kind_of_mode(os.lstat(e.path).st_mode),
+                                     False)))
             except FileNotFoundError:
-                out.append(Entry(e.name, full, MISSING))
+                out.append(make((e.name, e.path, MISSING, False)))
             except OSError as err:
-                raise _storage_error(err, "listing a directory", full) from err
-        out.sort(key=lambda x: x.name)
+                raise _storage_error(err, "listing a directory", e.path) from err
         return out
 
     def kind(self, path: PathLike) -> str:
