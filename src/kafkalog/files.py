@@ -5,6 +5,7 @@
 Layout of a broker's log directory (``log.dirs`` entry)::
 
     <root>/.kafka_cleanshutdown                 present = clean shutdown, JSON (broker epoch)
+    <root>/.lock                                flock'd while a root checkpoint is rewritten
     <root>/recovery-point-offset-checkpoint     "0\\n<count>\\n<topic> <partition> <offset>\\n..."
     <root>/log-start-offset-checkpoint          same format
     <root>/replication-offset-checkpoint        same format (high watermarks)
