@@ -62,7 +62,6 @@ in parallel.  ``import kafkalog`` does not import pyarrow; importing this module
 
 from __future__ import annotations
 
-import contextlib
 import mmap
 import os
 import struct
@@ -225,15 +224,14 @@ def _tp_of_dir(directory: str):
 
 
 def _segment_logs(directory: str) -> List[Tuple[int, str]]:
-    from .files import parse_segment_file_name
+    from .fs import not_regular_error
+    from .logdir import scan_partition
 
-    out = []
-    for name in os.listdir(directory):
-        sf = parse_segment_file_name(name)
-        if sf is not None and sf.kind == ".log" and sf.suffix == "":
-            out.append((sf.base_offset, os.path.join(directory, name)))
-    out.sort()
-    return out
+    view = scan_partition(directory)
+    for ig in view.refused():  # a segment that cannot be read: never skipped silently
+        if ig.name.endswith(".log"):
+            raise not_regular_error(ig.path, ig.kind, f"cannot read partition {directory}")
+    return [(s.base_offset, s.log) for s in view.segments]
 
 
 def _resolve(source, topic, partition) -> List[_Segment]:
@@ -281,34 +279,31 @@ class _Opened:
     def __enter__(self):
         if self.seg.path is None:
             return self.seg.buffer
-        self._f = open(self.seg.path, "rb")
-        size = os.fstat(self._f.fileno()).st_size
-        if size == 0:
-            return b""
-        self._mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
-        return self._mm
+        from .logdir import open_file
+
+        self._f = open_file(self.seg.path)  # regular files only; KafkaStorageError otherwise
+        buf = self._f.map()
+        if buf is None:  # a backend without local pages
+            buf = self._f.read(0, self._f.size)
+        return buf
 
     def __exit__(self, *exc):
-        if self._mm is not None:
-            # a view may still be alive (e.g. in a traceback): then the GC closes the map
-            with contextlib.suppress(BufferError):
-                self._mm.close()
         if self._f is not None:
+            # a view may still be alive (e.g. in a traceback): then the GC closes the map
             self._f.close()
         return False
 
 
 # -- read_committed: aborted transactions ---------------------------------------------------------
 def _txnindex_aborted(directory: str) -> List[Tuple[int, int, int]]:
-    from .files import parse_segment_file_name
     from .index import TransactionIndex
+    from .logdir import scan_partition
 
     out = []
-    for name in sorted(os.listdir(directory)):
-        sf = parse_segment_file_name(name)
-        if sf is None or sf.kind != ".txnindex" or sf.suffix != "":
+    for seg in scan_partition(directory).segments:
+        if seg.txn_index is None:
             continue
-        idx = TransactionIndex(sf.base_offset, os.path.join(directory, name), writable=False)
+        idx = TransactionIndex(seg.base_offset, seg.txn_index, writable=False)
         try:
             out.extend(
                 (t.producer_id, t.first_offset, t.last_offset) for t in idx.all_aborted_txns()

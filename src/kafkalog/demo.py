@@ -219,15 +219,12 @@ def direct_counts(root: str) -> Dict[Tuple[str, int], int]:
     """Records per partition as a consumer sees them (read_uncommitted), decoded with
     :mod:`kafkalog.arrow` (no Spark)."""
     from . import arrow as ka
-    from .files import parse_partition_dir
+    from .logdir import scan_root
 
     out = {}
-    for name in sorted(os.listdir(root)):
-        d = os.path.join(root, name)
-        if not os.path.isdir(d) or name.startswith("."):
-            continue
-        tp = parse_partition_dir(name).topic_partition
-        out[(tp.topic, tp.partition)] = ka.to_arrow(d, columns=["offset"]).num_rows
+    for p in scan_root(root).live_partitions:
+        tp = p.topic_partition
+        out[(tp.topic, tp.partition)] = ka.to_arrow(p.path, columns=["offset"]).num_rows
     return out
 
 

@@ -37,6 +37,7 @@ import time
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import files as _files
+from . import logdir as _logdir
 from ._speedups import IMPLEMENTATION as _IMPLEMENTATION, crc as _crc
 from .decoders import (
     DecodeError,
@@ -106,54 +107,27 @@ def java_abs_path(p: str) -> str:
 # ------------------------------------------------------------------------------------------------
 # input expansion: files, partition directories, log roots
 # ------------------------------------------------------------------------------------------------
-def _is_partition_dir_name(name: str) -> bool:
-    try:
-        pd = _files.parse_partition_dir(name)
-    except ValueError:
-        return False
-    return pd.kind == ""
-
-
 def _segment_files(directory: str) -> List[str]:
-    """The ``.log`` files of a partition directory by base offset, then KRaft snapshots."""
-    logs = []
-    snaps = []
-    for name in os.listdir(directory):
-        sf = _files.parse_segment_file_name(name)
+    """The ``.log`` files of a partition directory by base offset, then KRaft snapshots.  A
+    name of a segment that is not a regular file (a FIFO, a device, a directory, a dangling
+    link) is kept in its place, so that the dump reports it (it is never opened)."""
+    view = _logdir.scan_partition(directory)
+    logs = [(s.base_offset, s.log) for s in view.segments]
+    for ig in view.ignored:
+        sf = _files.parse_segment_file_name(ig.name)
         if sf is not None and sf.kind == ".log" and sf.suffix == "":
-            logs.append((sf.base_offset, name))
-        elif _SNAPSHOT_NAME.match(name):
-            m = _SNAPSHOT_NAME.match(name)
-            snaps.append((int(m.group(1)), int(m.group(2)), name))
+            logs.append((sf.base_offset, ig.path))
     logs.sort()
-    snaps.sort()
-    return [os.path.join(directory, n) for _, n in logs] + [os.path.join(directory, s[2]) for s in snaps]
+    return [p for _, p in logs] + [p for _, _, p in view.kraft_snapshots]
 
 
 def _partition_dirs(root: str) -> List[str]:
-    out = []
-    for name in os.listdir(root):
-        full = os.path.join(root, name)
-        if os.path.isdir(full) and _is_partition_dir_name(name):
-            tp = _files.parse_partition_dir(name).topic_partition
-            out.append((tp.topic, tp.partition, full))
-    out.sort()
-    return [p for _, _, p in out]
+    return [p.path for p in _logdir.scan_root(root).live_partitions]
 
 
 def classify_dir(path: str) -> str:
     """``"partition"``, ``"root"`` or ``"other"`` for a directory."""
-    names = os.listdir(path)
-    for n in names:
-        sf = _files.parse_segment_file_name(n)
-        if sf is not None and sf.kind == ".log":
-            return "partition"
-    if _is_partition_dir_name(os.path.basename(os.path.normpath(path))):
-        return "partition"
-    for n in names:
-        if _is_partition_dir_name(n) and os.path.isdir(os.path.join(path, n)):
-            return "root"
-    return "other"
+    return _logdir.classify_dir(path)
 
 
 def expand_inputs(paths: Sequence[str]) -> List[str]:
@@ -188,8 +162,8 @@ class MappedFile:
         self.path = path
         self._mm: Optional[mmap.mmap] = None
         self._dropped = 0
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        with _logdir.open_file(path) as f:  # regular files only; never blocks on a FIFO
+            size = f.size
             if size == 0:
                 self.buf: Any = memoryview(b"")
             else:
@@ -1093,8 +1067,7 @@ class Dumper:
     @staticmethod
     def _read_index_file(path: str, shown: str) -> bytes:
         try:
-            with open(path, "rb") as f:
-                return f.read()
+            return _logdir.read_file(path)
         except FileNotFoundError:
             raise DumpError(f"{shown}: no such file") from None
         except OSError as e:

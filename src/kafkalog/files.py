@@ -5,6 +5,7 @@
 Layout of a broker's log directory (``log.dirs`` entry)::
 
     <root>/.kafka_cleanshutdown                 present = clean shutdown, JSON (broker epoch)
+    <root>/.lock                                flock'd while a root checkpoint is rewritten
     <root>/recovery-point-offset-checkpoint     "0\\n<count>\\n<topic> <partition> <offset>\\n..."
     <root>/log-start-offset-checkpoint          same format
     <root>/replication-offset-checkpoint        same format (high watermarks)
@@ -46,7 +47,8 @@ import threading
 import uuid
 from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
 
-from .errors import CorruptCheckpointError, InvalidTopicError, UnsafePathError
+from . import fs as _fs
+from .errors import CorruptCheckpointError, InvalidTopicError, KafkaStorageError, UnsafePathError
 
 __all__ = [
     "LOG_FILE_SUFFIX",
@@ -227,8 +229,9 @@ def is_index_file(name: str) -> bool:
 
 
 def parse_segment_file_name(name: str) -> Optional[SegmentFile]:
-    """Parse ``<20 digits><kind>[<suffix>]``; None for any other file name."""
-    base = os.path.basename(name)
+    """Parse ``<20 digits><kind>[<suffix>]`` (the digits an int64 base offset: see
+    :func:`segment_prefix_problem`); None for any other file name."""
+    base = os.path.basename(name) if ("/" in name or os.sep in name) else name
     suffix = ""
     stem = base
     for s in _STATE_SUFFIXES:
@@ -240,9 +243,29 @@ def parse_segment_file_name(name: str) -> Optional[SegmentFile]:
     if dot <= 0:
         return None
     prefix, kind = stem[:dot], stem[dot:]
-    if kind not in _SEGMENT_KINDS or not prefix.isdigit() or not prefix.isascii():
+    if kind not in _SEGMENT_KINDS or segment_prefix_problem(prefix) is not None:
         return None
     return SegmentFile(int(prefix), kind, suffix, base)
+
+
+INT64_MAX = 2**63 - 1
+SEGMENT_PREFIX_DIGITS = 20
+
+
+def segment_prefix_problem(prefix: str) -> Optional[str]:
+    """Why ``prefix`` (the part of a file name before its first ``.``) is not a segment base
+    offset, or None when it is one: exactly 20 ASCII decimal digits (as
+    :func:`filename_prefix_from_offset` writes them) whose value fits Kafka's int64 offsets."""
+    if not prefix.isascii() or not prefix.isdigit():
+        return f"{prefix!r} is not a decimal base offset"
+    if len(prefix) != SEGMENT_PREFIX_DIGITS:
+        return (
+            f"base offset {prefix!r} has {len(prefix)} digits; segment names have exactly "
+            f"{SEGMENT_PREFIX_DIGITS}"
+        )
+    if int(prefix) > INT64_MAX:
+        return f"base offset {prefix} is past the int64 range of offsets"
+    return None
 
 
 # -- partition directories ------------------------------------------------------------------------
@@ -595,10 +618,16 @@ def atomic_copy(src: PathLike, dst: PathLike, fsync: bool = True) -> None:
 
 
 # -- CheckpointFile --------------------------------------------------------------------------------
+def _read_whole(path: str) -> bytes:
+    """A small metadata file's bytes, read through the storage interface: only a regular file
+    is opened (a FIFO or a directory at the name raises KafkaStorageError, never blocks)."""
+    with _fs.LOCAL.open_read(path) as f:
+        return f.read(0, f.size)
+
+
 def _read_checkpoint_lines(path: str, version: int, fields: int) -> List[List[str]]:
     """Kafka's ``CheckpointReadBuffer.read``: version line, count line, one entry per line."""
-    with open(path, "rb") as f:
-        raw = f.read()
+    raw = _read_whole(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -694,16 +723,75 @@ def _checkpoint_lock(path: str) -> threading.Lock:
         return lock
 
 
+ROOT_LOCK_FILE = ".lock"
+ROOT_LOCK_TIMEOUT_S = 60.0
+
+
+class _RootLock:
+    """An exclusive ``flock`` on ``<root>/.lock`` (the file Kafka's LogManager locks), held
+    while a root checkpoint is read, modified and written: writers in other processes (and
+    other threads, which open their own descriptor) wait their turn.  Where ``fcntl`` is
+    missing only the in-process lock serialises."""
+
+    def __init__(self, root: str, timeout: float) -> None:
+        self.path = os.path.join(root, ROOT_LOCK_FILE)
+        self.timeout = timeout
+        self.fd = -1
+
+    def __enter__(self) -> "_RootLock":
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            return self
+        import time
+
+        try:
+            self.fd = open_for_write(self.path, os.O_RDWR | os.O_CREAT)
+        except OSError as e:
+            raise KafkaStorageError.from_os_error(e, "opening the log root's lock file",
+                                                  path=self.path) from e
+        deadline = time.monotonic() + self.timeout
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except OSError as e:
+                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    self._close()
+                    raise KafkaStorageError.from_os_error(
+                        e, "locking the log root", path=self.path) from e
+            if time.monotonic() >= deadline:
+                self._close()
+                raise KafkaStorageError(
+                    f"timed out after {self.timeout:g} s waiting for the lock on {self.path} "
+                    "(another process holds the log root)",
+                    path=self.path, errno=errno.EWOULDBLOCK, operation="locking the log root",
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    def _close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # closing releases the flock
+            self.fd = -1
+
+    def __exit__(self, *exc) -> None:
+        self._close()
+
+
 def update_offset_checkpoint(
     path: PathLike, updates: Mapping[Tuple[str, int], Optional[int]], fsync: bool = True
 ) -> Dict[TopicPartition, int]:
     """Read-modify-write a log-dir checkpoint: set each given partition's offset (``None``
-    removes it) and keep every other entry.  Serialised per file within this process (a broker
-    owns its files alone; two *processes* updating one root at once are not supported).
-    A malformed existing file is replaced; one that cannot be read (an I/O error) raises, so the
-    other partitions' entries are never lost.  Returns the entries written."""
+    removes it) and keep every other entry.  Serialised per file within this process and,
+    through an exclusive lock on the root's ``.lock`` file, across processes: several writers
+    (processes or :class:`~kafkalog.log.Log` objects) may own different partitions of one
+    root.  A malformed existing file is replaced; one that cannot be read (an I/O error)
+    raises, so the other partitions' entries are never lost.  Returns the entries written."""
     path = os.fspath(path)
-    with _checkpoint_lock(path):
+    root = os.path.dirname(os.path.abspath(path))
+    with _checkpoint_lock(path), _RootLock(root, ROOT_LOCK_TIMEOUT_S):
         try:
             current = read_offset_checkpoint(path)
         except (CorruptCheckpointError, FileNotFoundError):
@@ -776,8 +864,7 @@ def read_partition_metadata(path: PathLike) -> PartitionMetadata:
     """Read ``partition.metadata`` (``version: 0\\ntopic_id: <id>``).  The zero UUID and any
     other version are rejected, as Kafka's ``PartitionMetadataReadBuffer`` does."""
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        text = f.read().decode("utf-8", "replace")
+    text = _read_whole(path).decode("utf-8", "replace")
     lines = text.splitlines()
     if len(lines) < 2:
         raise CorruptCheckpointError(
@@ -823,8 +910,7 @@ def read_clean_shutdown_file(path: PathLike) -> Optional[int]:
     ``-1`` when it is present but empty or from before broker epochs were stored."""
     path = os.fspath(path)
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = _read_whole(path)
     except FileNotFoundError:
         return None
     if not raw.strip():

@@ -28,6 +28,7 @@ import os
 import struct
 from typing import Iterator, List, NamedTuple, Optional
 
+from . import fs as _fs
 from .errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError
 from .files import open_for_write as _open_for_write
 from .files import write_all as _write_all
@@ -152,7 +153,7 @@ class _Index:
             self._entries = 0 if created else self._count_entries(size // es)
         else:
             try:
-                fd = os.open(self.path, os.O_RDONLY)
+                fd = _fs.open_local_fd(self.path)  # regular files only
             except FileNotFoundError:
                 return  # an absent index reads as empty
             try:
@@ -824,7 +825,7 @@ class TransactionIndex:
                 yield bytes(self._mem[i : min(i + self._CHUNK, end)])
             return
         try:
-            f = open(self.path, "rb")  # type: ignore[arg-type]
+            f = os.fdopen(_fs.open_local_fd(self.path), "rb")  # type: ignore[arg-type]
         except FileNotFoundError:
             return
         with f:

@@ -56,6 +56,8 @@ from bisect import bisect_right
 from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from . import files as _files
+from . import fs as _fs
+from . import logdir as _logdir
 from ._format import CompressionType, TimestampType
 from ._speedups import crc as _crc
 from .errors import (
@@ -688,6 +690,8 @@ class Log:
         self._dir_dirty = False
         self._flusher_error: Optional[BaseException] = None
         self._offline: Optional[KafkaStorageError] = None  # the I/O error that took it offline
+        self.ignored_files: List[_logdir.Ignored] = []  # names the storage model does not use
+        self._swap_notes: List[_logdir.Ignored] = []  # swap files left uncompleted
         self.root = os.path.dirname(directory)
         try:
             parsed = _files.parse_partition_dir(os.path.basename(directory))
@@ -758,13 +762,21 @@ class Log:
 
     # -- loading (LogLoader) -----------------------------------------------------------------------
     def _root_checkpoint(self, name: str) -> Optional[int]:
+        """This partition's entry in a root checkpoint; None when the file is missing or
+        malformed (as a broker rebuilds it).  A file that cannot be read (an I/O error, or a
+        FIFO or directory at the name) raises KafkaStorageError: reading on as if it were
+        absent would move the log start offset back."""
         if self.topic_partition is None:
             return None
+        path = os.path.join(self.root, name)
         try:
-            return _files.read_offset_checkpoint(os.path.join(self.root, name)).get(
-                self.topic_partition
-            )
-        except (KafkaLogError, OSError):
+            return _files.read_offset_checkpoint(path).get(self.topic_partition)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise KafkaStorageError.from_os_error(e, f"reading the root checkpoint {name}",
+                                                  path=path) from e
+        except KafkaLogError:
             return None
 
     def _segment_kwargs(self) -> Dict[str, Any]:
@@ -874,59 +886,91 @@ class Log:
         if not ro and (not had_clean or recovery_point_ckpt != self._recovery_point):
             self._write_checkpoints()
 
+    def _scan(self) -> "_logdir.PartitionView":
+        """The directory as the storage model sees it.  A name of the log's grammar that is a
+        FIFO, a device, a socket or a directory is refused (never opened, never waited on);
+        other names outside the grammar are kept in ``ignored_files`` and never change offsets."""
+        view = _logdir.scan_partition(self.dir)
+        for ig in view.ignored:
+            if ig.kind in (_fs.FIFO, _fs.DEVICE, _fs.SOCKET, _fs.DIRECTORY, _fs.OTHER) and (
+                _files.parse_segment_file_name(ig.name) is not None
+                or ig.name in (_files.LEADER_EPOCH_CHECKPOINT_FILE, _files.PARTITION_METADATA_FILE)
+            ):
+                raise _fs.not_regular_error(
+                    ig.path, ig.kind, f"cannot open log {self._tp_name()}",
+                    operation=f"opening log {self._tp_name()}",
+                )
+        self.ignored_files = view.ignored + self._swap_notes
+        return view
+
     def _remove_temp_files_and_swap(self) -> None:
         """Kafka's ``removeTempFilesAndCollectSwapFiles`` plus the swap completion of
         ``LogLoader.load``: delete ``.deleted``/``.cleaned``/``.tmp`` files, discard swap files
-        from incomplete splits, complete the others, and delete orphaned index files."""
+        from incomplete splits, complete the others, and delete orphaned index files.  A swap
+        segment that holds no batch, or that starts inside a live segment it does not replace,
+        is left alone: completing it would move the log end offset back onto offsets that hold
+        data."""
         d = self.dir
-        names = os.listdir(d)
+        view = self._scan()
         cleaned_bases = []
         swaps = []
         changed = False
-        for name in names:
-            path = os.path.join(d, name)
-            if not os.path.isfile(path):
-                continue
-            if name.endswith(_files.TEMP_FILE_SUFFIX):
-                os.unlink(path)
+        for path in view.temp_files:
+            os.unlink(path)
+            changed = True
+        for st in view.state_files:
+            if st.suffix == _files.DELETED_FILE_SUFFIX:
+                os.unlink(st.path)
                 changed = True
-                continue
-            parsed = _files.parse_segment_file_name(name)
-            if parsed is None:
-                continue
-            if parsed.suffix == _files.DELETED_FILE_SUFFIX:
-                os.unlink(path)
+            elif st.suffix == _files.CLEANED_FILE_SUFFIX:
+                cleaned_bases.append(st.base_offset)
+                os.unlink(st.path)
                 changed = True
-            elif parsed.suffix == _files.CLEANED_FILE_SUFFIX:
-                cleaned_bases.append(parsed.base_offset)
-                os.unlink(path)
-                changed = True
-            elif parsed.suffix == _files.SWAP_FILE_SUFFIX:
-                swaps.append(parsed)
+            elif st.suffix == _files.SWAP_FILE_SUFFIX:
+                swaps.append(st)
                 changed = True
         min_cleaned = min(cleaned_bases) if cleaned_bases else None
         valid_swaps = []
         for sw in swaps:
             if min_cleaned is not None and sw.base_offset >= min_cleaned:
-                os.unlink(os.path.join(d, sw.name))
+                os.unlink(sw.path)
             else:
                 valid_swaps.append(sw)
+        live = view.base_offsets
+        ranges = {}
         for sw in valid_swaps:
             if sw.kind != _files.LOG_FILE_SUFFIX:
                 continue
             swap_seg = self._open_segment(sw.base_offset, _files.SWAP_FILE_SUFFIX)
             try:
-                swap_next = swap_seg.read_next_offset()
+                ranges[sw.base_offset] = swap_seg.read_next_offset()
             finally:
                 swap_seg.close_handlers()
-            for name in os.listdir(d):
-                parsed = _files.parse_segment_file_name(name)
-                if (
-                    parsed is not None
-                    and parsed.kind == _files.LOG_FILE_SUFFIX
-                    and not parsed.suffix
-                    and sw.base_offset <= parsed.base_offset < swap_next
-                ):
+        replaced = {b for b in live for sb, nxt in ranges.items() if sb <= b < nxt}
+        refused = set()
+        for sb, nxt in ranges.items():
+            if nxt <= sb:
+                refused.add(sb)  # holds no batch
+                continue
+            before = [b for b in live if b < sb and b not in replaced]
+            if before and self._live_next_offset(before[-1]) > sb:
+                refused.add(sb)  # would overlap a live segment it does not replace
+        for sb in sorted(refused):
+            self._swap_notes.append(
+                _logdir.Ignored(
+                    os.path.basename(_files.log_file(d, sb, _files.SWAP_FILE_SUFFIX)),
+                    _files.log_file(d, sb, _files.SWAP_FILE_SUFFIX),
+                    _fs.FILE,
+                    "a swap segment that holds no batch or overlaps a live segment it does not "
+                    "replace; left in place, not completed",
+                )
+            )
+        valid_swaps = [sw for sw in valid_swaps if sw.base_offset not in refused]
+        for sb, nxt in ranges.items():
+            if sb in refused:
+                continue
+            for b in live:
+                if sb <= b < nxt:
                     for fn in (
                         _files.log_file,
                         _files.offset_index_file,
@@ -934,37 +978,28 @@ class Log:
                         _files.transaction_index_file,
                     ):
                         try:
-                            os.unlink(fn(d, parsed.base_offset))
+                            os.unlink(fn(d, b))
                         except FileNotFoundError:
                             pass
         for sw in valid_swaps:
-            src = os.path.join(d, sw.name)
-            if os.path.exists(src):
-                os.replace(src, src[: -len(_files.SWAP_FILE_SUFFIX)])
+            if os.path.exists(sw.path):
+                os.replace(sw.path, sw.path[: -len(_files.SWAP_FILE_SUFFIX)])
         # Orphaned index files.
-        names = os.listdir(d)
-        logs = {
-            p.base_offset
-            for p in map(_files.parse_segment_file_name, names)
-            if p is not None and p.kind == _files.LOG_FILE_SUFFIX and not p.suffix
-        }
-        for name in names:
-            p = _files.parse_segment_file_name(name)
-            if (
-                p is not None
-                and not p.suffix
-                and p.kind
-                in (
-                    _files.INDEX_FILE_SUFFIX,
-                    _files.TIME_INDEX_FILE_SUFFIX,
-                    _files.TXN_INDEX_FILE_SUFFIX,
-                )
-                and p.base_offset not in logs
-            ):
-                os.unlink(os.path.join(d, name))
-                changed = True
+        for orphan in _logdir.scan_partition(d).orphan_indexes:
+            os.unlink(orphan.path)
+            changed = True
         if changed:
             _files.fsync_dir(d)
+
+    def _live_next_offset(self, base: int) -> int:
+        """The next offset of the live segment at ``base``, read without changing its files."""
+        kw = self._segment_kwargs()
+        kw["read_only"] = True
+        seg = Segment.open(self.dir, base, **kw)
+        try:
+            return seg.read_next_offset()
+        finally:
+            seg.close_handlers()
 
     def _add_segment(self, seg: Segment) -> None:
         i = bisect_right(self._bases, seg.base_offset)
@@ -972,19 +1007,7 @@ class Log:
         self._segments.insert(i, seg)
 
     def _load_segments(self, had_clean: bool, recovery_point: int) -> None:
-        d = self.dir
-        bases = []
-        for name in os.listdir(d):
-            p = _files.parse_segment_file_name(name)
-            if (
-                p is not None
-                and p.kind == _files.LOG_FILE_SUFFIX
-                and not p.suffix
-                and os.path.isfile(os.path.join(d, name))
-            ):
-                bases.append(p.base_offset)
-        bases.sort()
-        for base in bases:
+        for base in self._scan().base_offsets:
             seg = self._open_segment(base)
             self._add_segment(seg)
             needs_recovery = False
@@ -2479,10 +2502,9 @@ class Log:
                 self._closed = True
                 self._cond.notify_all()
             self._release_dir_lock()
-            for name in os.listdir(self.dir):
-                path = os.path.join(self.dir, name)
-                if os.path.isfile(path):
-                    os.unlink(path)
+            for entry in _fs.LOCAL.list_dir(self.dir):
+                if entry.kind == _fs.FILE:
+                    os.unlink(entry.path)
             os.rmdir(self.dir)
             if self.topic_partition is not None and not self.read_only:
                 for name in (

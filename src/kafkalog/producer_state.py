@@ -187,8 +187,9 @@ def decode_snapshot(data: bytes, path: Optional[str] = None) -> List[ProducerSta
 
 def read_snapshot(path: str) -> List[ProducerStateEntry]:
     """Read the producer entries of a ``.snapshot`` file."""
-    with open(path, "rb") as f:
-        return decode_snapshot(f.read(), path=os.fspath(path))
+    from .logdir import read_file
+
+    return decode_snapshot(read_file(path), path=os.fspath(path))
 
 
 def write_snapshot(path: str, entries: Iterable[ProducerStateEntry], fsync: bool = True) -> None:
@@ -202,21 +203,11 @@ def write_snapshot(path: str, entries: Iterable[ProducerStateEntry], fsync: bool
 
 def list_snapshot_offsets(directory: str) -> List[int]:
     """Offsets of the ``<offset>.snapshot`` files in a directory, ascending."""
-    out = []
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
+    from .logdir import snapshot_files
+
+    if not os.path.isdir(directory):
         return []
-    for name in names:
-        parsed = _files.parse_segment_file_name(name)
-        if (
-            parsed is not None
-            and parsed.kind == _files.PRODUCER_SNAPSHOT_FILE_SUFFIX
-            and not parsed.suffix
-        ):
-            out.append(parsed.base_offset)
-    out.sort()
-    return out
+    return [offset for offset, _ in snapshot_files(directory)]
 
 
 # -- manager ---------------------------------------------------------------------------------------

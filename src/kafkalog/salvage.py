@@ -32,6 +32,7 @@ import time
 from typing import IO, Any, Dict, List, Optional, Tuple
 
 from . import files as _files
+from . import fs as _fs
 from ._speedups import crc as _crc
 from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, classify_dir
 from .errors import InvalidTopicError, KafkaLogError
@@ -206,14 +207,13 @@ def _topic_id(directory: str):
 
 
 def _extra_files(directory: str) -> List[str]:
-    out = []
-    for name in sorted(os.listdir(directory)):
-        full = os.path.join(directory, name)
-        if not os.path.isfile(full):
-            continue
-        if name == "quorum-state" or re.match(r"^\d+-\d+\.checkpoint$", name):
-            out.append(full)
-    return out
+    from .logdir import QUORUM_STATE_FILE, scan_partition
+
+    view = scan_partition(directory)
+    out = [p for _, _, p in view.kraft_snapshots]
+    if view.path_of(QUORUM_STATE_FILE) is not None:
+        out.append(view.path_of(QUORUM_STATE_FILE))
+    return sorted(out)
 
 
 def _plan(src: str, dst: str) -> List[_PartitionJob]:
@@ -267,7 +267,7 @@ def _check_destination(src: str, dst: str) -> None:
     if os.path.exists(dst):
         if not os.path.isdir(dst):
             raise SalvageError(f"{dst}: exists and is not a directory")
-        if os.listdir(dst):
+        if _fs.LOCAL.list_dir(dst):
             raise SalvageError(f"{dst}: exists and is not empty")
 
 

@@ -30,6 +30,7 @@ import warnings
 from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 from . import files as _files
+from . import fs as _fs
 from .errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -150,7 +151,7 @@ class Segment:
         self._txn_path = _files.transaction_index_file(self.directory, base_offset, file_suffix)
         exists = os.path.exists(self._log_path)
         if read_only:
-            self._fd = os.open(self._log_path, os.O_RDONLY)
+            self._fd = _fs.open_local_fd(self._log_path)  # regular files only
         else:
             # never through a link planted in the directory that leads out of it
             self._fd = _files.open_for_write(self._log_path, os.O_RDWR | os.O_CREAT)

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import struct
 import sys
 import time
 from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
 
 from . import files as _files
+from . import fs as _fs
+from . import logdir as _logdir
 from ._speedups import crc as _crc
 from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, classify_dir
 from .errors import CorruptCheckpointError, CorruptSnapshotError, KafkaLogError
@@ -218,28 +219,22 @@ class Verifier:
     def verify_partition(self, directory: str) -> Optional[int]:
         """Check one partition directory; returns its log end offset (None when unknown)."""
         self.partitions += 1
-        names = sorted(os.listdir(directory))
-        logs: List[int] = []
-        others: Dict[str, List[Tuple[int, str]]] = {}
-        for name in names:
-            full = os.path.join(directory, name)
-            sf = _files.parse_segment_file_name(name)
-            if sf is None:
-                continue
-            if sf.suffix:
-                self.warning(full, f"left-over {sf.suffix} file (an interrupted delete, clean or swap; "
-                                   "a broker finishes or discards it at startup)")
-                continue
-            if sf.kind == ".log":
-                logs.append(sf.base_offset)
-            else:
-                others.setdefault(sf.kind, []).append((sf.base_offset, full))
-        logs.sort()
-        log_set = set(logs)
-        for kind in (".index", ".timeindex", ".txnindex"):
-            for base, full in others.get(kind, []):
-                if base not in log_set:
-                    self.warning(full, "index file without a .log segment")
+        try:
+            view = _logdir.scan_partition(directory)
+        except OSError as e:
+            self.error(directory, f"cannot list: {e.strerror or e}")
+            return None
+        for ig in view.ignored:
+            if ig.kind != _fs.FILE and ig.kind != _fs.MISSING:
+                self.error(ig.path, f"{ig.reason}: not read")
+            elif ig.reason != "not a Kafka log file name":
+                self.warning(ig.path, f"ignored: {ig.reason}")
+        for st in view.state_files:
+            self.warning(st.path, f"left-over {st.suffix} file (an interrupted delete, clean or swap; "
+                                  "a broker finishes or discards it at startup)")
+        logs: List[int] = view.base_offsets
+        for orphan in view.orphan_indexes:
+            self.warning(orphan.path, "index file without a .log segment")
         prev_last: Optional[int] = None
         leo: Optional[int] = None
         for i, base in enumerate(logs):
@@ -255,17 +250,16 @@ class Verifier:
                                      f"(base offset {next_base})", offset=res.last_offset)
         if logs:
             leo = prev_last + 1 if prev_last is not None else logs[-1]
-        for _base, full in others.get(".snapshot", []):
+        for _base, full in view.snapshots:
             self._verify_producer_snapshot(full, leo)
-        for name in names:  # KRaft snapshots (<offset>-<epoch>.checkpoint): batches like a segment
-            if re.match(r"^\d+-\d+\.checkpoint$", name):
-                self.segments += 1
-                self._verify_segment(os.path.join(directory, name), 0, None, is_last=True)
-        epoch_path = os.path.join(directory, _files.LEADER_EPOCH_CHECKPOINT_FILE)
-        if os.path.exists(epoch_path):
+        for _end, _epoch, full in view.kraft_snapshots:  # KRaft snapshots: batches like a segment
+            self.segments += 1
+            self._verify_segment(full, 0, None, is_last=True)
+        epoch_path = view.path_of(_files.LEADER_EPOCH_CHECKPOINT_FILE)
+        if epoch_path is not None:
             self._verify_leader_epochs(epoch_path, leo)
-        meta_path = os.path.join(directory, _files.PARTITION_METADATA_FILE)
-        if os.path.exists(meta_path):
+        meta_path = view.path_of(_files.PARTITION_METADATA_FILE)
+        if meta_path is not None:
             self._verify_partition_metadata(meta_path)
         return leo
 
@@ -312,8 +306,7 @@ class Verifier:
     def _load_offset_index(self, path: str, base: int, log_size: int):
         """Entries [(offset, position)] or None when there is no file."""
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = _logdir.read_file(path)
         except FileNotFoundError:
             return None
         except OSError as e:
@@ -352,8 +345,7 @@ class Verifier:
     def _load_time_index(self, path: str, base: int):
         """(entries [(timestamp, offset)], path) or None."""
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = _logdir.read_file(path)
         except FileNotFoundError:
             return None
         except OSError as e:
@@ -595,8 +587,7 @@ class Verifier:
                           controls: Optional[List[int]]) -> None:
         self.files += 1
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = _logdir.read_file(path)
         except OSError as e:
             self.error(path, f"cannot read: {e.strerror or e}")
             return
@@ -633,8 +624,7 @@ class Verifier:
 
         self.files += 1
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = _logdir.read_file(path)
             decode_snapshot(data, path=path)
         except CorruptSnapshotError as e:
             self.error(path, e.message)

@@ -641,5 +641,5 @@ def test_spark_overwrite_without_atomic_exchange(tmp_path, monkeypatch):
         assert [r.value for r in log.iter_records()] == [b"c"]
     assert sorted(os.listdir(root)) == sorted(
         ["t-0", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-         "replication-offset-checkpoint"]
+         "replication-offset-checkpoint", ".lock"]
     )

@@ -1,0 +1,395 @@
+"""What is on disk, in Kafka's terms: the one read-only model of log roots and partition
+directories that every reader and writer of kafkalog lists and opens through.
+
+Kafka's names (``LogFileUtils``, ``LogSegments``, ``LogManager``'s view of a log dir)::
+
+    <root>/                                   a log dir (``log.dirs`` entry)
+        .lock  .kafka_cleanshutdown  meta.properties
+        recovery-point-offset-checkpoint  log-start-offset-checkpoint
+        replication-offset-checkpoint     cleaner-offset-checkpoint
+        <topic>-<n>/                          a partition (Kafka's topic rules)
+        <topic>-<n>.<id>-delete|-future|-stray/
+    <topic>-<n>/
+        <20 digits>.log .index .timeindex .txnindex .snapshot   (+ .deleted .cleaned .swap)
+        leader-epoch-checkpoint  partition.metadata  <file>.tmp
+        <end offset>-<epoch>.checkpoint  quorum-state            (KRaft metadata log)
+
+One grammar, in one place (:func:`kafkalog.files.parse_segment_file_name` for segment names):
+a base offset is exactly 20 decimal digits within the int64 range.  :func:`scan_partition`
+and :func:`scan_root` sort every name of a directory into what it is; a name that does not fit
+the grammar, or that fits it but is not a regular file (a FIFO, a device, a directory, a
+dangling or looping link), lands in ``ignored`` with the reason and is never opened, so it can
+never change offsets.  Files are opened for reading only through :meth:`PartitionView.open`
+/ :func:`open_file` (the :mod:`kafkalog.fs` interface: regular files only, ``KafkaStorageError``
+naming the path and the operation for any OS error).  Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Dict, List, NamedTuple, Optional, Tuple, Union
+
+from . import files as _files
+from . import fs as _fs
+from .errors import KafkaStorageError
+
+__all__ = [
+    "Ignored",
+    "SegmentFiles",
+    "StateFile",
+    "PartitionRef",
+    "PartitionView",
+    "RootView",
+    "scan_partition",
+    "scan_root",
+    "classify_dir",
+    "snapshot_files",
+    "open_file",
+    "read_file",
+    "file_kind",
+    "offset_index",
+    "time_index",
+    "open_segment",
+    "ROOT_CHECKPOINT_FILES",
+    "ROOT_LOCK_FILE",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+ROOT_LOCK_FILE = ".lock"
+META_PROPERTIES_FILE = "meta.properties"
+QUORUM_STATE_FILE = "quorum-state"
+ROOT_CHECKPOINT_FILES = (
+    _files.RECOVERY_POINT_CHECKPOINT_FILE,
+    _files.LOG_START_OFFSET_CHECKPOINT_FILE,
+    _files.REPLICATION_OFFSET_CHECKPOINT_FILE,
+    _files.CLEANER_OFFSET_CHECKPOINT_FILE,
+)
+_PARTITION_METADATA_FILES = (
+    _files.LEADER_EPOCH_CHECKPOINT_FILE,
+    _files.PARTITION_METADATA_FILE,
+    _files.CLEAN_SHUTDOWN_FILE,
+    QUORUM_STATE_FILE,
+)
+_KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$", re.ASCII)
+_KRAFT_SNAPSHOT_LOOSE = re.compile(r"^(\d+)-(\d+)\.checkpoint$", re.ASCII)
+_SEGMENT_KINDS = (
+    _files.LOG_FILE_SUFFIX,
+    _files.INDEX_FILE_SUFFIX,
+    _files.TIME_INDEX_FILE_SUFFIX,
+    _files.TXN_INDEX_FILE_SUFFIX,
+    _files.PRODUCER_SNAPSHOT_FILE_SUFFIX,
+)
+
+
+class Ignored(NamedTuple):
+    """A name the model does not use, and why (``kind`` is what it is: see :mod:`kafkalog.fs`)."""
+
+    name: str
+    path: str
+    kind: str
+    reason: str
+
+
+class SegmentFiles(NamedTuple):
+    """One live segment: its ``.log`` (a regular file) and the sibling index files that exist
+    as regular files (``None`` where missing)."""
+
+    base_offset: int
+    log: str
+    offset_index: Optional[str]
+    time_index: Optional[str]
+    txn_index: Optional[str]
+
+
+class StateFile(NamedTuple):
+    """A segment file with a ``.deleted``, ``.cleaned`` or ``.swap`` suffix."""
+
+    base_offset: int
+    kind: str  # ".log", ".index", ".timeindex", ".txnindex", ".snapshot"
+    suffix: str
+    path: str
+
+
+class PartitionRef(NamedTuple):
+    """A partition directory of a root: ``kind`` is ``""`` (live), ``"delete"``, ``"future"``
+    or ``"stray"``."""
+
+    topic_partition: _files.TopicPartition
+    kind: str
+    unique_id: Optional[str]
+    path: str
+
+
+def _segment_name_problem(name: str) -> Optional[str]:
+    """Why a name that looks like a segment file (``<digits>.<kind>[suffix]``) is not one."""
+    stem = name
+    for s in (_files.DELETED_FILE_SUFFIX, _files.CLEANED_FILE_SUFFIX, _files.SWAP_FILE_SUFFIX):
+        if stem.endswith(s):
+            stem = stem[: -len(s)]
+            break
+    dot = stem.find(".")
+    if dot <= 0 or stem[dot:] not in _SEGMENT_KINDS:
+        return None
+    return _files.segment_prefix_problem(stem[:dot])
+
+
+class PartitionView:
+    """The files of one partition directory, sorted by what they are (see the module doc)."""
+
+    def __init__(self, directory: str, fs: _fs.FileSystem) -> None:
+        self.directory = directory
+        self.fs = fs
+        try:
+            pd = _files.parse_partition_dir(os.path.basename(directory.rstrip("/\\")))
+            self.topic_partition: Optional[_files.TopicPartition] = pd.topic_partition
+            self.dir_kind = pd.kind
+        except ValueError:
+            self.topic_partition = None
+            self.dir_kind = ""
+        self.segments: List[SegmentFiles] = []
+        self.orphan_indexes: List[StateFile] = []  # index files whose .log is missing
+        self.snapshots: List[Tuple[int, str]] = []  # producer-state snapshots
+        self.state_files: List[StateFile] = []
+        self.temp_files: List[str] = []
+        self.metadata: Dict[str, str] = {}  # leader-epoch-checkpoint, partition.metadata, ...
+        self.kraft_snapshots: List[Tuple[int, int, str]] = []
+        self.ignored: List[Ignored] = []
+
+    # -- queries -----------------------------------------------------------------------------
+    @property
+    def base_offsets(self) -> List[int]:
+        return [s.base_offset for s in self.segments]
+
+    def path_of(self, name: str) -> Optional[str]:
+        """The path of a metadata file (``leader-epoch-checkpoint``...) if it is a regular file."""
+        return self.metadata.get(name)
+
+    def refused(self) -> List[Ignored]:
+        """Names that fit the grammar of a log file but are not regular files (a FIFO, a device,
+        a directory, a dangling or looping link): a writer must not work around them."""
+        return [i for i in self.ignored if i.kind != _fs.FILE and _fits_grammar(i.name)]
+
+    def open(self, path: str) -> _fs.ReadableFile:
+        """Open one of this view's files for reading (regular files only)."""
+        return self.fs.open_read(path)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionView({self.directory!r}, {len(self.segments)} segments, "
+            f"{len(self.ignored)} ignored)"
+        )
+
+
+def _fits_grammar(name: str) -> bool:
+    if name in _PARTITION_METADATA_FILES or name in ROOT_CHECKPOINT_FILES:
+        return True
+    return _files.parse_segment_file_name(name) is not None or bool(_KRAFT_SNAPSHOT.match(name))
+
+
+def scan_partition(directory: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> PartitionView:
+    """List one partition directory (KafkaStorageError if it cannot be listed)."""
+    directory = os.fspath(directory)
+    view = PartitionView(directory, fs)
+    logs: Dict[int, str] = {}
+    indexes: Dict[Tuple[int, str], str] = {}
+    for e in fs.list_dir(directory):
+        name = e.name
+        if name.endswith(_files.TEMP_FILE_SUFFIX) and e.kind == _fs.FILE:
+            view.temp_files.append(e.path)
+            continue
+        sf = _files.parse_segment_file_name(name)
+        grammar = sf is not None or name in _PARTITION_METADATA_FILES or bool(
+            _KRAFT_SNAPSHOT.match(name)
+        )
+        if grammar and e.kind != _fs.FILE:
+            view.ignored.append(Ignored(name, e.path, e.kind, f"a {e.kind}, not a regular file"))
+            continue
+        if sf is not None:
+            if sf.suffix:
+                view.state_files.append(StateFile(sf.base_offset, sf.kind, sf.suffix, e.path))
+            elif sf.kind == _files.LOG_FILE_SUFFIX:
+                logs[sf.base_offset] = e.path
+            elif sf.kind == _files.PRODUCER_SNAPSHOT_FILE_SUFFIX:
+                view.snapshots.append((sf.base_offset, e.path))
+            else:
+                indexes[(sf.base_offset, sf.kind)] = e.path
+            continue
+        if name in _PARTITION_METADATA_FILES:
+            view.metadata[name] = e.path
+            continue
+        m = _KRAFT_SNAPSHOT.match(name)
+        if m:
+            view.kraft_snapshots.append((int(m.group(1)), int(m.group(2)), e.path))
+            continue
+        problem = _segment_name_problem(name)
+        if problem is None and _KRAFT_SNAPSHOT_LOOSE.match(name):
+            problem = "a KRaft snapshot name has a 20-digit offset and a 10-digit epoch"
+        view.ignored.append(
+            Ignored(name, e.path, e.kind, problem or "not a Kafka log file name")
+        )
+    for base in sorted(logs):
+        view.segments.append(
+            SegmentFiles(
+                base,
+                logs[base],
+                indexes.pop((base, _files.INDEX_FILE_SUFFIX), None),
+                indexes.pop((base, _files.TIME_INDEX_FILE_SUFFIX), None),
+                indexes.pop((base, _files.TXN_INDEX_FILE_SUFFIX), None),
+            )
+        )
+    view.orphan_indexes = sorted(StateFile(b, k, "", p) for (b, k), p in indexes.items())
+    view.snapshots.sort()
+    view.state_files.sort()
+    view.temp_files.sort()
+    view.kraft_snapshots.sort()
+    return view
+
+
+class RootView:
+    """A log root: its partition directories, checkpoint and metadata files."""
+
+    def __init__(self, root: str, fs: _fs.FileSystem) -> None:
+        self.root = root
+        self.fs = fs
+        self.partitions: List[PartitionRef] = []  # live ones and -delete/-future/-stray
+        self.checkpoints: Dict[str, str] = {}
+        self.metadata: Dict[str, str] = {}  # .kafka_cleanshutdown, meta.properties, .lock
+        self.ignored: List[Ignored] = []
+
+    @property
+    def live_partitions(self) -> List[PartitionRef]:
+        return [p for p in self.partitions if not p.kind]
+
+    def __repr__(self) -> str:
+        return f"RootView({self.root!r}, {len(self.partitions)} partitions)"
+
+
+def scan_root(root: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> RootView:
+    """List a log root (KafkaStorageError if it cannot be listed).  Partitions are sorted by
+    topic, then partition number.  Existing directories are parsed leniently, as Kafka's
+    ``parseTopicPartitionName`` does: a topic name Kafka would not create today is still read
+    (writers check names with :func:`kafkalog.files.validate_topic` before making one)."""
+    root = os.fspath(root)
+    view = RootView(root, fs)
+    for e in fs.list_dir(root):
+        name = e.name
+        if name in ROOT_CHECKPOINT_FILES or name in (
+            _files.CLEAN_SHUTDOWN_FILE, META_PROPERTIES_FILE, ROOT_LOCK_FILE
+        ):
+            if e.kind != _fs.FILE:
+                view.ignored.append(
+                    Ignored(name, e.path, e.kind, f"a {e.kind}, not a regular file")
+                )
+            elif name in ROOT_CHECKPOINT_FILES:
+                view.checkpoints[name] = e.path
+            else:
+                view.metadata[name] = e.path
+            continue
+        try:
+            pd = _files.parse_partition_dir(name)
+        except ValueError:
+            pd = None
+        if pd is None:
+            reason = "not a partition directory name (<topic>-<partition>)"
+            view.ignored.append(Ignored(name, e.path, e.kind, reason))
+            continue
+        if e.kind != _fs.DIRECTORY:
+            view.ignored.append(Ignored(name, e.path, e.kind, f"a {e.kind}, not a directory"))
+            continue
+        view.partitions.append(PartitionRef(pd.topic_partition, pd.kind, pd.unique_id, e.path))
+    view.partitions.sort(key=lambda p: (p.topic_partition.topic, p.topic_partition.partition,
+                                        p.kind, p.path))
+    return view
+
+
+def snapshot_files(directory: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> List[Tuple[int, str]]:
+    """``(offset, path)`` of the producer-state snapshots of a partition directory, ascending:
+    :attr:`PartitionView.snapshots` without sorting the other names (producer-state loading
+    asks often)."""
+    out = []
+    for e in fs.list_dir(directory):
+        if e.kind == _fs.FILE and e.name.endswith(_files.PRODUCER_SNAPSHOT_FILE_SUFFIX):
+            sf = _files.parse_segment_file_name(e.name)
+            if sf is not None and not sf.suffix:
+                out.append((sf.base_offset, e.path))
+    out.sort()
+    return out
+
+
+def classify_dir(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:
+    """``"partition"`` (it holds a segment, or its name is ``<topic>-<partition>``), ``"root"``
+    (it holds a partition directory) or ``"other"``."""
+    path = os.fspath(path)
+    entries = fs.list_dir(path)
+    for e in entries:
+        sf = _files.parse_segment_file_name(e.name)
+        if sf is not None and sf.kind == _files.LOG_FILE_SUFFIX:
+            return "partition"
+    try:
+        pd = _files.parse_partition_dir(os.path.basename(os.path.normpath(path)))
+        if not pd.kind:
+            return "partition"
+    except ValueError:
+        pass
+    for e in entries:
+        if e.kind != _fs.DIRECTORY:
+            continue
+        try:
+            if not _files.parse_partition_dir(e.name).kind:
+                return "root"
+        except ValueError:
+            pass
+    return "other"
+
+
+def file_kind(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:
+    """What ``path`` is (a :mod:`kafkalog.fs` kind), without opening it."""
+    return fs.kind(path)
+
+
+def open_file(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> _fs.ReadableFile:
+    """Open a log file for reading: regular files only, KafkaStorageError otherwise."""
+    return fs.open_read(path)
+
+
+def read_file(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL,
+              limit: Optional[int] = None) -> bytes:
+    """The whole of a (small) log file: a checkpoint, a snapshot, an index.  ``limit`` bounds
+    what is read (a larger file raises KafkaStorageError rather than filling memory)."""
+    with fs.open_read(path) as f:
+        if limit is not None and f.size > limit:
+            raise KafkaStorageError(
+                f"{os.fspath(path)} is {f.size} bytes, more than the {limit} expected",
+                path=os.fspath(path), operation="reading",
+            )
+        return f.read(0, f.size)
+
+
+# -- read-only access to one segment's files (index.py and segment.py, never writable) -----------
+def offset_index(seg: SegmentFiles):
+    """The segment's offset index, read-only (:class:`kafkalog.index.OffsetIndex`: iterate it
+    for ``(offset, position)`` entries, ``lookup(offset)``); empty when the file is missing.
+    Close it after use."""
+    from .index import OffsetIndex
+
+    return OffsetIndex(seg.offset_index, seg.base_offset, writable=False)
+
+
+def time_index(seg: SegmentFiles):
+    """The segment's time index, read-only (:class:`kafkalog.index.TimeIndex`: iterate it for
+    ``(timestamp, offset)`` entries, ``last_entry``, ``lookup(timestamp)``); empty when the
+    file is missing.  Close it after use."""
+    from .index import TimeIndex
+
+    return TimeIndex(seg.time_index, seg.base_offset, writable=False)
+
+
+def open_segment(seg: SegmentFiles):
+    """The segment read-only (:class:`kafkalog.segment.Segment`: ``iter_headers()`` walks the
+    batch headers without decoding, ``read``/``iter_batches`` read).  Release it with
+    ``close_handlers()``."""
+    from .segment import Segment
+
+    return Segment.open(os.path.dirname(seg.log), seg.base_offset, read_only=True)
