@@ -193,6 +193,10 @@ cdef object _format(const uint8_t* d, Py_ssize_t end, Py_ssize_t count, int64_t 
                 pos += hvlen
         if pos != body_end:
             return None
+        if klen < 0:
+            klen = -1       # any negative length is a null key, printed as -1
+        if vlen < 0:
+            vlen = -1
         offset = <int64_t>(<uint64_t>base_offset + <uint64_t>off_delta)       # Java long wrap
         ts = append_ts if log_append else <int64_t>(<uint64_t>base_ts + <uint64_t>ts_delta)
         if base_seq < 0:

@@ -90,3 +90,18 @@ def test_formatter_twins_agree(specs, cut, last):
             batch0.base_sequence, b"CreateTime", bool(cut & 1), last, dump._u8)
     results = [t.v2_record_lines(*args) for t in TWINS]
     assert all(r == results[0] for r in results)
+
+
+@pytest.mark.parametrize("zigzag", [0x03, 0x09, 0x7F])
+@pytest.mark.parametrize("field", ["key", "value"])
+def test_negative_lengths_other_than_minus_one_print_as_null(tmp_path, monkeypatch, zigzag, field):
+    """A key or value length of -2, -5 or -64 is a null, which Kafka's dump prints as size -1
+    (the general path); the compiled formatter once printed the raw length."""
+    raw = bytearray(build([{"records": [(None, None, [], 1, 0)], "codec": "none",
+                            "ts_type": "create_time", "seq": -1}]))
+    at = 61 + 4 + (0 if field == "key" else 1)   # length, attributes, ts delta, offset delta
+    assert raw[at] == 0x01                        # zigzag -1: null
+    raw[at] = zigzag
+    fast, slow = dump_both(tmp_path, bytes(raw), "--print-data-log", monkeypatch=monkeypatch)
+    assert (fast.rc, fast.out, fast.err) == (slow.rc, slow.out, slow.err)
+    assert b"keySize: -1 valueSize: -1 " in fast.out
