@@ -935,6 +935,7 @@ class _Segments(list):
     they were listed (the read checks the directory is still that one)."""
 
     version: Optional[DirVersion] = None
+    view: Any = None  # the PartitionView they came from
 
 
 @dataclass
@@ -1093,9 +1094,12 @@ _REPORTED: set = set()  # ignored names already warned about (once per process)
 
 
 def _report_ignored(view: Any) -> None:
-    """Names the storage model did not use, reported as the CLI's ``verify`` reports them: a
-    name of the log's grammar that is not a regular file (never opened, never waited on), or
-    one that is almost a log file name.  Other unknown names are left alone, as Kafka does."""
+    """Report the names of a partition directory (a PartitionView; None: nothing) that the
+    storage model did not use, as the CLI's ``verify`` reports them: a name of the log's
+    grammar that is not a regular file (never opened, never waited on), or one that is almost
+    a log file name.  Other unknown names are left alone, as Kafka does."""
+    if view is None:
+        return
     for ig in view.ignored:
         if ig.kind != _fs.FILE and ig.kind != _fs.MISSING:
             msg = f"{ig.path}: {ig.reason}: not read"
@@ -1129,9 +1133,9 @@ def _segment_refs(directory: str) -> List[SegmentRef]:
         view = _logdir.scan_partition(directory)
     except KafkaStorageError:
         return []
-    _report_ignored(view)
     out = _refs_of_view(view)
     out.version = version
+    out.view = view
     return out
 
 
@@ -1207,20 +1211,21 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
             tp = _parse_tp_dir(os.path.basename(path))
             segs = _segment_refs(path)
             if tp is not None and (segs or not _has_tp_children(path)):
+                _report_ignored(getattr(segs, "view", None))
                 ckpt = _read_log_start_checkpoints(os.path.dirname(path)).get(tp)
                 found.append(TopicPartitionLog(tp[0], tp[1], path, segs, ckpt))
                 continue
             if segs:  # a directory of segments that is not named <topic>-<partition>
+                _report_ignored(getattr(segs, "view", None))
                 found.append(TopicPartitionLog(None, None, path, segs))
             # a log-dir root
             root = _logdir.scan_root(path)
             ckpts = _read_log_start_checkpoints(root)
             for ref in root.live_partitions:
                 tp = (ref.topic_partition.topic, ref.topic_partition.partition)
-                found.append(
-                    TopicPartitionLog(tp[0], tp[1], ref.path, _segment_refs(ref.path),
-                                      ckpts.get(tp))
-                )
+                segs = _segment_refs(ref.path)
+                _report_ignored(getattr(segs, "view", None))
+                found.append(TopicPartitionLog(tp[0], tp[1], ref.path, segs, ckpts.get(tp)))
     found = [tp for tp in found if _selected(tp, opts)]
     return _dedupe(found, opts.replica_policy)
 
