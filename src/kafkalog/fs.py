@@ -190,6 +190,12 @@ class FileSystem:
     def open_read(self, path: PathLike) -> ReadableFile:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def size(self, path: PathLike) -> int:
+        """The size of the regular file ``path`` without reading it (the errors of
+        :meth:`open_read`)."""
+        with self.open_read(path) as f:
+            return f.size
+
     def is_local(self) -> bool:
         return False
 
@@ -334,6 +340,18 @@ class LocalFileSystem(FileSystem):
                     return DANGLING_LINK
                 return MISSING
             raise _storage_error(e, "inspecting a file", path) from e
+
+    def size(self, path: PathLike) -> int:
+        path = os.fspath(path)
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                raise _not_regular(path, self.kind(path)) from e
+            raise _storage_error(e, "inspecting a file", path) from e
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(path, _kind_of_mode(st.st_mode))
+        return st.st_size
 
     def open_read(self, path: PathLike) -> ReadableFile:
         path = os.fspath(path)

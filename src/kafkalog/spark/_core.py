@@ -1116,13 +1116,9 @@ def _refs_of_view(view: Any) -> List[SegmentRef]:
     out = _Segments()
     for sf in view.segments:
         try:
-            with view.open(sf.log) as f:
-                size = f.size
-        except KafkaStorageError as e:
-            if isinstance(e, _fs.MissingFileError):
-                continue  # deleted since listed (retention)
-            _warn(f"{sf.log}: {e.message}: not read")
-            continue
+            size = view.fs.size(sf.log)
+        except _fs.MissingFileError:
+            continue  # deleted since listed (retention)
         out.append(SegmentRef(sf.base_offset, sf.log, size, sf))
     return out
 
@@ -1202,8 +1198,7 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
                     )
                 except KafkaStorageError:
                     pass
-                with _fs.LOCAL.open_read(path) as f:
-                    seg = SegmentRef(sf.base_offset, path, f.size, files)
+                seg = SegmentRef(sf.base_offset, path, _fs.LOCAL.size(path), files)
                 found.append(
                     TopicPartitionLog(tp[0] if tp else None, tp[1] if tp else None, d, [seg])
                 )

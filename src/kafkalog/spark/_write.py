@@ -786,6 +786,22 @@ def commit_job(
             abort_job(opts, job_id)
             return {"partitions": 0, "records": 0, "bytes": 0}
         raise WriteError(_exists_message(root))
+    def log_end(topic: str, partition: int) -> Optional[int]:
+        # reading the existing partition fails: nothing was touched yet
+        try:
+            return existing_log_end(root, topic, partition)
+        except OSError as e:
+            why = e if isinstance(e, KafkaStorageError) else KafkaStorageError.from_os_error(
+                e, "reading the existing partition"
+            )
+            raise KafkaStorageError(
+                f"write job {job_id} could not be committed to {root}: {why}; the target was "
+                "left as it was before the job",
+                path=getattr(e, "path", None) or getattr(e, "filename", None) or root,
+                errno=e.errno,
+                operation="committing a write job",
+            ) from e
+
     by_tp: Dict[Tuple[str, int], List[StagedPartition]] = {}
     for s in staged:
         by_tp.setdefault((s.topic, s.partition), []).append(s)
@@ -808,7 +824,7 @@ def commit_job(
                 )
             base = 0
             if exists and not overwrite:
-                base = existing_log_end(root, topic, partition) or 0
+                base = log_end(topic, partition) or 0
             pieces = _number_pieces(pieces, base)
         for a, b in zip(pieces, pieces[1:]):
             if b.first_offset < a.end_offset:
@@ -820,7 +836,7 @@ def commit_job(
                     "offsets)"
                 )
         if exists and not overwrite:
-            end = existing_log_end(root, topic, partition)
+            end = log_end(topic, partition)
             if end is not None and pieces[0].first_offset < end:
                 raise WriteError(
                     f"cannot append to {topic}-{partition}: the new records start at offset "
