@@ -130,3 +130,64 @@ def test_plan_rejects_a_fifo_given_as_the_path(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert "OptionError:" in res.stdout and "fifo" in res.stdout
     assert core is not None
+
+
+def test_header_walk_matches_the_decoded_batches(sample_root):
+    """The planner's header walk (segment.py's iter_headers, through the storage model) gives
+    each entry's attributes and producer id as a full decode of the entry does."""
+    from kafkalog.records import RecordBatch
+    from kafkalog.spark import _core as core
+
+    tps = core.discover(core.ReadOptions.parse({"path": sample_root}))
+    seen_v2 = seen_legacy = seen_txn = 0
+    for tp in tps:
+        for seg in tp.segments:
+            with open(seg.path, "rb") as f:
+                data = f.read()
+            headers = list(core.iter_headers(seg))
+            assert headers and headers[-1].position + headers[-1].size == len(data)
+            for h in headers:
+                assert h.magic == data[h.position + 16]
+                if h.magic == 2:
+                    batch = RecordBatch(data[h.position:h.position + h.size], 0, check_crc=False)
+                    assert (h.attributes, h.producer_id) == (batch.attributes, batch.producer_id)
+                    assert h.base_offset == batch.base_offset
+                    assert h.last_offset == batch.last_offset
+                    seen_v2 += 1
+                    seen_txn += bool(h.attributes & 0x10)
+                else:
+                    assert h.attributes == data[h.position + 17] and h.producer_id == -1
+                    seen_legacy += 1
+    assert seen_v2 and seen_legacy and seen_txn
+
+
+def test_directory_handle_reads_the_directory_it_opened(tmp_path):
+    """fs.open_dir, as a read task uses it: the files are listed and opened in the directory
+    that was opened, even after another takes its name; a FIFO in it is refused unopened."""
+    from kafkalog import fs
+
+    d = tmp_path / "t-0"
+    d.mkdir()
+    (d / "00000000000000000000.log").write_bytes(b"old")
+    os.mkfifo(d / "00000000000000000005.log")
+    h = fs.LOCAL.open_dir(str(d))
+    if h is None:
+        pytest.skip("this system cannot hold a directory open")
+    with h:
+        os.rename(d, tmp_path / "t-0.moved")
+        d.mkdir()
+        (d / "00000000000000000000.log").write_bytes(b"new!")
+        assert fs.LOCAL.open_dir(str(d)).identity != h.identity
+        kinds = {e.name: e.kind for e in h.list_dir()}
+        assert kinds == {"00000000000000000000.log": fs.FILE, "00000000000000000005.log": fs.FIFO}
+        with h.open_read("00000000000000000000.log") as f:
+            assert f.read(0, 10) == b"old" and bytes(f.map()) == b"old"
+        with pytest.raises(fs.NotRegularFileError) as ei:
+            h.open_read("00000000000000000005.log")
+        assert ei.value.kind == fs.FIFO and "t-0" in str(ei.value)
+        with pytest.raises(fs.MissingFileError):
+            h.open_read("00000000000000000009.log")
+    with pytest.raises(fs.MissingFileError):
+        fs.LOCAL.open_dir(str(tmp_path / "absent"))
+    with pytest.raises(fs.NotRegularFileError):
+        fs.LOCAL.open_dir(str(d / "00000000000000000000.log"))

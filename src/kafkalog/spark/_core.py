@@ -807,8 +807,8 @@ def _seg_files(seg: "SegmentRef") -> "_logdir.SegmentFiles":
 
 def offset_index_entries(seg: "SegmentRef") -> List[Tuple[int, int]]:
     """``(offset, position)`` entries of the segment's offset index (read with
-    :class:`kafkalog.index.OffsetIndex`): anything from a non-increasing entry or a position
-    past the segment on is dropped (a damaged or missing index only costs seeks)."""
+    :class:`kafkalog.index.OffsetIndex`), up to the first non-increasing one (a damaged or
+    missing index only costs seeks)."""
     sf = _seg_files(seg)
     if sf.offset_index is None:
         return []
