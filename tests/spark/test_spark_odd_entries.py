@@ -177,7 +177,8 @@ def test_directory_handle_reads_the_directory_it_opened(tmp_path):
         os.rename(d, tmp_path / "t-0.moved")
         d.mkdir()
         (d / "00000000000000000000.log").write_bytes(b"new!")
-        assert fs.LOCAL.open_dir(str(d)).identity != h.identity
+        with fs.LOCAL.open_dir(str(d)) as h2:
+            assert h2.identity != h.identity
         kinds = {e.name: e.kind for e in h.list_dir()}
         assert kinds == {"00000000000000000000.log": fs.FILE, "00000000000000000005.log": fs.FIFO}
         with h.open_read("00000000000000000000.log") as f:
