@@ -808,9 +808,12 @@ def _seg_files(seg: "SegmentRef") -> "_logdir.SegmentFiles":
 def offset_index_entries(seg: "SegmentRef") -> List[Tuple[int, int]]:
     """``(offset, position)`` entries of the segment's offset index (read with
     :class:`kafkalog.index.OffsetIndex`), up to the first non-increasing one (a damaged or
-    missing index only costs seeks)."""
+    missing index only costs seeks).  Read once per :class:`SegmentRef`."""
+    if seg.index_entries is not None:
+        return seg.index_entries
     sf = _seg_files(seg)
     if sf.offset_index is None:
+        seg.index_entries = []
         return []
     try:
         idx = _logdir.offset_index(sf)
@@ -827,6 +830,7 @@ def offset_index_entries(seg: "SegmentRef") -> List[Tuple[int, int]]:
             last_off, last_pos = off, pos
     finally:
         idx.close()
+    seg.index_entries = out
     return out
 
 
@@ -879,6 +883,10 @@ class SegmentRef:
     size: int
     # its files as the storage model found them (index paths); not part of equality
     files: Optional["_logdir.SegmentFiles"] = field(default=None, compare=False, repr=False)
+    # its offset index entries once read (they only grow: older entries stay valid)
+    index_entries: Optional[List[Tuple[int, int]]] = field(
+        default=None, compare=False, repr=False
+    )
 
 
 # A kafkalog write's commit puts a fresh one in every partition directory it swaps in (an
