@@ -20,12 +20,6 @@ ALLOWED = {
     ("cli.py", "os.open"): "os.devnull for a closed stdout, not a log file",
     ("log.py", "os.open"): "the partition directory's own flock (Kafka's .lock), not a read",
     ("index.py", "os.open"): "fsync of the index a writer owns",
-    # the Spark source and writer move onto the model next
-    ("spark/_core.py", "open"): "moves onto the model next",
-    ("spark/_core.py", "os.listdir"): "moves onto the model next",
-    ("spark/_core.py", "_glob.glob"): "moves onto the model next",
-    ("spark/_write.py", "os.listdir"): "moves onto the model next",
-    ("spark/_write.py", "os.open"): "moves onto the model next",
 }
 
 

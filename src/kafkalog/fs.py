@@ -46,6 +46,7 @@ __all__ = [
     "MissingFileError",
     "not_regular_error",
     "ReadableFile",
+    "DirectoryHandle",
     "FileSystem",
     "LocalFileSystem",
     "LOCAL",
@@ -125,6 +126,10 @@ class ReadableFile:
         valid until :meth:`close`."""
         return None
 
+    def unmap(self) -> None:
+        """Release the buffer :meth:`map` gave (the file stays open); a later ``map()`` maps
+        again."""
+
     def close(self) -> None:  # pragma: no cover - interface
         pass
 
@@ -135,8 +140,45 @@ class ReadableFile:
         self.close()
 
 
+class DirectoryHandle:
+    """A directory held open: its entries listed and its regular files opened relative to the
+    directory it was when opened, even after a rename or a new directory takes its name (a
+    reader that must see one version of a partition directory holds one).  ``identity`` tells
+    this directory from any other (device and inode where the backend has them)."""
+
+    path: str
+    identity: tuple
+
+    def list_dir(self) -> List[Entry]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def open_read(self, name: str) -> ReadableFile:  # pragma: no cover - interface
+        """Open the regular file ``name`` of this directory (the same checks as
+        :meth:`FileSystem.open_read`; MissingFileError when it is not there)."""
+        raise NotImplementedError
+
+    def close(self) -> None:  # pragma: no cover - interface
+        pass
+
+    def __enter__(self) -> "DirectoryHandle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class FileSystem:
     """Where a log's bytes live.  Subclasses implement the four methods; nothing writes."""
+
+    def open_dir(self, path: PathLike) -> Optional[DirectoryHandle]:
+        """Hold the directory ``path`` open (:class:`DirectoryHandle`), or None where the
+        backend cannot (callers then open by path).  MissingFileError when it is not there,
+        NotRegularFileError when it is not a directory."""
+        return None
+
+    def glob(self, pattern: str) -> List[str]:  # pragma: no cover - interface
+        """The paths matching a shell pattern, sorted."""
+        raise NotImplementedError
 
     def list_dir(self, path: PathLike) -> List[Entry]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -147,6 +189,12 @@ class FileSystem:
 
     def open_read(self, path: PathLike) -> ReadableFile:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def size(self, path: PathLike) -> int:
+        """The size of the regular file ``path`` without reading it (the errors of
+        :meth:`open_read`)."""
+        with self.open_read(path) as f:
+            return f.size
 
     def is_local(self) -> bool:
         return False
@@ -224,13 +272,16 @@ class _LocalFile(ReadableFile):
         fd, self._fd = self._fd, -1
         return fd
 
-    def close(self) -> None:
+    def unmap(self) -> None:
         mm, self._mm = self._mm, None
         if mm is not None:
             try:
                 mm.close()
             except BufferError:  # a view is still alive: the GC unmaps it with the view
                 pass
+
+    def close(self) -> None:
+        self.unmap()
         fd, self._fd = self._fd, -1
         if fd >= 0:
             os.close(fd)
@@ -290,6 +341,18 @@ class LocalFileSystem(FileSystem):
                 return MISSING
             raise _storage_error(e, "inspecting a file", path) from e
 
+    def size(self, path: PathLike) -> int:
+        path = os.fspath(path)
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                raise _not_regular(path, self.kind(path)) from e
+            raise _storage_error(e, "inspecting a file", path) from e
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(path, _kind_of_mode(st.st_mode))
+        return st.st_size
+
     def open_read(self, path: PathLike) -> ReadableFile:
         path = os.fspath(path)
         kind = self.kind(path)
@@ -309,6 +372,30 @@ class LocalFileSystem(FileSystem):
                 raise _storage_error(e, "opening for reading", path) from e
             raise
         return _LocalFile(path, fd, st.st_size)
+
+    def open_dir(self, path: PathLike) -> Optional[DirectoryHandle]:
+        path = os.fspath(path)
+        if not _DIR_FD:
+            return None
+        kind = self.kind(path)
+        if kind != DIRECTORY:
+            err = _not_regular(path, kind)
+            if kind not in (MISSING, DANGLING_LINK):
+                err.message = f"refusing to open {path} as a directory: it is a {kind}"
+                err.args = (err.message,)
+            raise err
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | _O_NONBLOCK | _O_CLOEXEC)
+        except OSError as e:
+            if e.errno in (errno.ENOENT, errno.ENOTDIR):
+                raise _not_regular(path, MISSING) from e
+            raise _storage_error(e, "opening a directory", path) from e
+        return _LocalDir(path, fd)
+
+    def glob(self, pattern: str) -> List[str]:
+        import glob
+
+        return sorted(glob.glob(pattern))
 
 
 class MissingFileError(NotRegularFileError, FileNotFoundError):
@@ -347,6 +434,116 @@ def _not_regular(path: str, kind: str) -> NotRegularFileError:
             path=path, errno=code, operation="opening for reading", kind=kind,
         )
     return err
+
+
+_DIR_FD = (
+    hasattr(os, "O_DIRECTORY")
+    and os.open in os.supports_dir_fd
+    and os.stat in os.supports_dir_fd
+    and os.scandir in os.supports_fd
+)
+
+
+class _LocalDir(DirectoryHandle):
+    __slots__ = ("path", "identity", "_fd")
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+        try:
+            st = os.fstat(fd)
+        except OSError as e:
+            os.close(fd)
+            raise _storage_error(e, "inspecting a directory", path) from e
+        self.identity = (st.st_dev, st.st_ino)
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    def _check_open(self) -> int:
+        if self._fd < 0:
+            raise ValueError(f"directory handle of {self.path} is closed")
+        return self._fd
+
+    def list_dir(self) -> List[Entry]:
+        fd = self._check_open()
+        out: List[Entry] = []
+        try:
+            with os.scandir(fd) as it:
+                entries = list(it)
+        except OSError as e:
+            raise _storage_error(e, "listing a directory", self.path) from e
+        entries.sort(key=_by_name)
+        make = Entry._make
+        for e in entries:
+            path = self._path(e.name)
+            try:
+                if e.is_file(follow_symlinks=False):
+                    out.append(make((e.name, path, FILE, False)))
+                elif e.is_dir(follow_symlinks=False):
+                    out.append(make((e.name, path, DIRECTORY, False)))
+                elif e.is_symlink():
+                    out.append(make((e.name, path, self._kind(e.name), True)))
+                else:
+                    st = os.stat(e.name, dir_fd=fd, follow_symlinks=False)
+                    out.append(make((e.name, path, _kind_of_mode(st.st_mode), False)))
+            except FileNotFoundError:
+                out.append(make((e.name, path, MISSING, False)))
+            except OSError as err:
+                raise _storage_error(err, "listing a directory", path) from err
+        return out
+
+    def _kind(self, name: str) -> str:
+        fd = self._check_open()
+        try:
+            return _kind_of_mode(os.stat(name, dir_fd=fd).st_mode)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                return LOOPING_LINK
+            if e.errno in (errno.ENOENT, errno.ENOTDIR):
+                try:
+                    os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    return DANGLING_LINK
+                except OSError:
+                    return MISSING
+            raise _storage_error(e, "inspecting a file", self._path(name)) from e
+
+    def open_read(self, name: str) -> ReadableFile:
+        if os.sep in name or (os.altsep and os.altsep in name) or name in ("", ".", ".."):
+            raise ValueError(f"not a name in the directory {self.path}: {name!r}")
+        fd = self._check_open()
+        path = self._path(name)
+        kind = self._kind(name)
+        if kind != FILE:
+            raise _not_regular(path, kind)
+        try:
+            ffd = os.open(name, os.O_RDONLY | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY, dir_fd=fd)
+        except OSError as e:
+            if e.errno == errno.ENOENT:  # vanished since the check
+                raise _not_regular(path, MISSING) from e
+            raise _storage_error(e, "opening for reading", path) from e
+        try:
+            st = os.fstat(ffd)
+            if not stat.S_ISREG(st.st_mode):  # swapped between the check and the open
+                raise _not_regular(path, _kind_of_mode(st.st_mode))
+        except BaseException as e:
+            os.close(ffd)
+            if isinstance(e, OSError) and not isinstance(e, KafkaStorageError):
+                raise _storage_error(e, "opening for reading", path) from e
+            raise
+        return _LocalFile(path, ffd, st.st_size)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:  # pragma: no cover - a forgotten close
+        try:
+            if self._fd >= 0:
+                os.close(self._fd)
+        except Exception:
+            pass
 
 
 LOCAL = LocalFileSystem()

@@ -188,13 +188,21 @@ def _fits_grammar(name: str) -> bool:
     return _files.parse_segment_file_name(name) is not None or bool(_KRAFT_SNAPSHOT.match(name))
 
 
-def scan_partition(directory: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> PartitionView:
-    """List one partition directory (KafkaStorageError if it cannot be listed)."""
-    directory = os.fspath(directory)
+def scan_partition(directory: Union[PathLike, _fs.DirectoryHandle],
+                   fs: _fs.FileSystem = _fs.LOCAL) -> PartitionView:
+    """List one partition directory (KafkaStorageError if it cannot be listed); ``directory``
+    may be a directory held open (:meth:`kafkalog.fs.FileSystem.open_dir`), then listed
+    through that handle."""
+    if isinstance(directory, _fs.DirectoryHandle):
+        entries = directory.list_dir()
+        directory = directory.path
+    else:
+        directory = os.fspath(directory)
+        entries = fs.list_dir(directory)
     view = PartitionView(directory, fs)
     logs: Dict[int, str] = {}
     indexes: Dict[Tuple[int, str], str] = {}
-    for e in fs.list_dir(directory):
+    for e in entries:
         name = e.name
         if name.endswith(_files.TEMP_FILE_SUFFIX) and e.kind == _fs.FILE:
             view.temp_files.append(e.path)
@@ -386,10 +394,17 @@ def time_index(seg: SegmentFiles):
     return TimeIndex(seg.time_index, seg.base_offset, writable=False)
 
 
-def open_segment(seg: SegmentFiles):
+def open_segment(seg: SegmentFiles, file: Optional[_fs.ReadableFile] = None):
     """The segment read-only (:class:`kafkalog.segment.Segment`: ``iter_headers()`` walks the
     batch headers without decoding, ``read``/``iter_batches`` read).  Release it with
-    ``close_handlers()``."""
+    ``close_handlers()``.  ``file``: its ``.log`` already open (e.g. relative to a directory
+    held open); the segment reads a duplicate of it and ``file`` stays the caller's."""
     from .segment import Segment
 
-    return Segment.open(os.path.dirname(seg.log), seg.base_offset, read_only=True)
+    fd = None
+    if file is not None:
+        try:
+            fd = os.dup(file.fileno())  # type: ignore[attr-defined]
+        except OSError as e:
+            raise KafkaStorageError.from_os_error(e, "opening for reading", path=file.path) from e
+    return Segment.open(os.path.dirname(seg.log), seg.base_offset, read_only=True, fd=fd)

@@ -72,6 +72,7 @@ _RECORD_OVERHEAD_V0 = 14
 _V2_OVERHEAD = 61
 _V2_PEEK = 43  # through maxTimestamp
 _V1_PEEK = 26  # through the v1 timestamp
+_V2_PID_PEEK = 51  # through producerId
 _ENTRY = struct.Struct(">qi")
 _OFFSET_ENTRY = struct.Struct(">ii")
 _V2_PEEK_STRUCT = struct.Struct(">qiibIhiqq")  # ... through maxTimestamp
@@ -106,6 +107,8 @@ class BatchHeader(NamedTuple):
     last_offset: int
     max_timestamp: int
     partition_leader_epoch: int
+    attributes: int = 0  # v2: the batch attributes; v0/v1: the wrapper's
+    producer_id: int = -1  # v2 only
 
 
 def _now_ms() -> int:
@@ -133,6 +136,7 @@ class Segment:
         preallocate: bool = False,
         init_file_size: int = 0,
         clock=None,
+        fd: Optional[int] = None,
     ) -> None:
         if base_offset < 0:
             raise ValueError(f"base offset must be non-negative, not {base_offset}")
@@ -150,7 +154,9 @@ class Segment:
         self._ti_path = _files.time_index_file(self.directory, base_offset, file_suffix)
         self._txn_path = _files.transaction_index_file(self.directory, base_offset, file_suffix)
         exists = os.path.exists(self._log_path)
-        if read_only:
+        if read_only and fd is not None:
+            self._fd = fd  # the .log opened by the caller (a regular file), now the segment's
+        elif read_only:
             self._fd = _fs.open_local_fd(self._log_path)  # regular files only
         else:
             # never through a link planted in the directory that leads out of it
@@ -250,6 +256,7 @@ class Segment:
         preallocate: bool = False,
         init_file_size: int = 0,
         clock=None,
+        fd: Optional[int] = None,
     ) -> "Segment":
         """Open (or, unless ``read_only``, create) the segment at ``base_offset`` in
         ``directory``; like Kafka's ``LogSegment.open`` the roll jitter is drawn at random from
@@ -268,6 +275,7 @@ class Segment:
             preallocate=preallocate,
             init_file_size=init_file_size,
             clock=clock,
+            fd=fd,
         )
 
     # -- basic facts -------------------------------------------------------------------------------
@@ -482,7 +490,7 @@ class Segment:
         unpack_entry = _ENTRY.unpack_from
         while pos + _HEADER_SIZE_UP_TO_MAGIC < end:
             rel = pos - chunk_start
-            if rel + _V2_PEEK > len(chunk):
+            if rel + _V2_PID_PEEK > len(chunk):
                 chunk_start = pos
                 chunk = self._read_at(pos, min(_HEADER_CHUNK_BYTES, end - pos))
                 rel = 0
@@ -510,19 +518,20 @@ class Segment:
                         offset,
                         self._log_path,
                     )
-                if rel + _V2_PEEK > len(chunk):  # pragma: no cover - guarded by the read above
+                if rel + _V2_PID_PEEK > len(chunk):  # pragma: no cover - guarded by the read above
                     chunk_start = pos
-                    chunk = self._read_at(pos, _V2_PEEK)
+                    chunk = self._read_at(pos, _V2_PID_PEEK)
                     rel = 0
-                (base, _l, epoch, _m, _c, _a, delta, _bt, max_ts) = _V2_PEEK_STRUCT.unpack_from(
+                (base, _l, epoch, _m, _c, attrs, delta, _bt, max_ts) = _V2_PEEK_STRUCT.unpack_from(
                     chunk, rel
                 )
-                yield BatchHeader(pos, total, 2, base, base + delta, max_ts, epoch)
+                pid = _Q.unpack_from(chunk, rel + _V2_PEEK)[0]
+                yield BatchHeader(pos, total, 2, base, base + delta, max_ts, epoch, attrs, pid)
             elif magic < 2:
                 ts = -1
                 if magic == 1 and rel + _V1_PEEK <= len(chunk):
                     ts = _Q.unpack_from(chunk, rel + 18)[0]
-                yield BatchHeader(pos, total, magic, offset, offset, ts, -1)
+                yield BatchHeader(pos, total, magic, offset, offset, ts, -1, chunk[rel + 17])
             else:
                 raise CorruptRecordError(
                     f"Invalid magic found in record: {magic}", pos, offset, self._log_path

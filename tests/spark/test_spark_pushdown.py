@@ -235,7 +235,7 @@ class _Universe:
             stamps.update(tss)
             for s in tp.segments:
                 offsets.update((s.base_offset - 1, s.base_offset, s.base_offset + 1))
-                for o, _p in core.read_offset_index(s.path[:-4] + ".index", s.base_offset):
+                for o, _p in core.offset_index_entries(s):
                     offsets.update((o - 1, o, o + 1))
             offsets.update((tp.earliest(), tp.latest() - 1, tp.latest(), tp.latest() + 1))
         self.rows = rows

@@ -21,25 +21,22 @@ skipped, and so are internal topics (``__*``) unless ``includeInternalTopics`` i
 
 from __future__ import annotations
 
-import array
 import bisect
-import contextlib
-import glob as _glob
 import json
 import logging
 import math
-import mmap
 import os
 import re
 import struct
-import sys
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .. import files as _files
+from .. import fs as _fs
+from .. import logdir as _logdir
 from ._paths import UnsupportedPathError, local_path
-from ..errors import KafkaLogError
+from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError
 
 log = logging.getLogger("kafkalog.spark")
 
@@ -53,11 +50,6 @@ EARLIEST = -2
 LATEST = -1
 
 _ENTRY = struct.Struct(">qi")
-_V2_HEAD = struct.Struct(
-    ">qiibIhiqq"
-)  # base, length, epoch, magic, crc, attrs, lastDelta, baseTs, maxTs
-_Q = struct.Struct(">q")
-_HEADER_READ = 61
 
 # Options of spark-sql-kafka that talk to brokers or consumers: accepted and ignored (so are
 # other ``kafka.*`` consumer settings, except those in _REJECTED_KAFKA_OPTIONS).
@@ -805,126 +797,80 @@ def java_regex(pattern: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-# Files: indexes and header walks
+# Files: indexes and header walks, through the storage model (index.py, segment.py)
 # ------------------------------------------------------------------------------------------------
-def _read_int_pairs(path: str, entry_size: int) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return b""
-    return data[: len(data) - len(data) % entry_size]
+def _seg_files(seg: "SegmentRef") -> "_logdir.SegmentFiles":
+    if seg.files is not None:
+        return seg.files
+    return _logdir.SegmentFiles(seg.base_offset, seg.path, None, None, None)
 
 
-def read_offset_index(path: str, base_offset: int) -> List[Tuple[int, int]]:
-    """``(offset, position)`` entries of a ``.index`` file: the zero-filled preallocated tail
-    and anything after a non-increasing entry are dropped (a damaged index only costs seeks)."""
-    data = _read_int_pairs(path, 8)
-    if not data:
+def offset_index_entries(seg: "SegmentRef") -> List[Tuple[int, int]]:
+    """``(offset, position)`` entries of the segment's offset index (read with
+    :class:`kafkalog.index.OffsetIndex`), up to the first non-increasing one (a damaged or
+    missing index only costs seeks).  Read once per :class:`SegmentRef`."""
+    if seg.index_entries is not None:
+        return seg.index_entries
+    sf = _seg_files(seg)
+    if sf.offset_index is None:
+        seg.index_entries = []
         return []
-    a = array.array("i")
-    a.frombytes(data)
-    if sys.byteorder == "little":
-        a.byteswap()
+    try:
+        idx = _logdir.offset_index(sf)
+    except KafkaStorageError:
+        return []
     out: List[Tuple[int, int]] = []
-    last_rel = -1
-    last_pos = -1
-    for i in range(0, len(a), 2):
-        rel, pos = a[i], a[i + 1]
-        if rel == 0 and pos == 0:
-            break  # preallocated tail
-        if rel <= last_rel or pos <= last_pos or rel < 0 or pos < 0:
-            break
-        out.append((base_offset + rel, pos))
-        last_rel, last_pos = rel, pos
+    try:
+        last_off = seg.base_offset - 1
+        last_pos = -1
+        for off, pos in idx:
+            if off <= last_off or pos <= last_pos or pos < 0:
+                break
+            out.append((off, pos))
+            last_off, last_pos = off, pos
+    finally:
+        idx.close()
+    seg.index_entries = out
     return out
 
 
-def read_time_index_last(path: str, base_offset: int) -> Optional[Tuple[int, int]]:
-    """The last ``(timestamp, offset)`` entry of a ``.timeindex`` (the segment's max timestamp
-    for a closed segment), or None when empty or missing."""
-    data = _read_int_pairs(path, 12)
-    best = None
-    for i in range(0, len(data), 12):
-        ts, rel = struct.unpack_from(">qi", data, i)
-        if ts == 0 and rel == 0:
-            break
-        if best is not None and ts <= best[0]:
-            break
-        best = (ts, base_offset + rel)
-    return best
-
-
-def read_time_index(path: str, base_offset: int) -> List[Tuple[int, int]]:
-    data = _read_int_pairs(path, 12)
+def time_index_entries(seg: "SegmentRef") -> Tuple[List[Tuple[int, int]], bool]:
+    """``(timestamp, offset)`` entries of the segment's time index (read with
+    :class:`kafkalog.index.TimeIndex`), up to the first non-increasing one, and whether the
+    file holds exactly those (a closed segment's trimmed index)."""
+    sf = _seg_files(seg)
+    if sf.time_index is None:
+        return [], False
+    try:
+        ti = _logdir.time_index(sf)
+    except KafkaStorageError:
+        return [], False
     out: List[Tuple[int, int]] = []
-    for i in range(0, len(data), 12):
-        ts, rel = struct.unpack_from(">qi", data, i)
-        if ts == 0 and rel == 0:
-            break
-        if out and ts <= out[-1][0]:
-            break
-        out.append((ts, base_offset + rel))
-    return out
+    try:
+        for ts, off in ti:
+            if out and ts <= out[-1][0]:
+                break
+            out.append((ts, off))
+        trimmed = ti.length == 12 * len(out)
+    finally:
+        ti.close()
+    return out, trimmed
 
 
-@dataclass
-class Header:
-    position: int
-    size: int  # whole entry, log overhead included
-    magic: int
-    base_offset: int  # v0/v1: the entry offset (the last inner offset of a wrapper)
-    last_offset: int
-    max_timestamp: int
-    attributes: int
-    producer_id: int
-
-
-def walk_headers(path: str, start: int = 0, end: Optional[int] = None) -> Iterator[Header]:
-    """Log entries starting in ``[start, end)`` of a segment file, from their headers only (no
-    CRC check, no decompression).  Stops at a partial entry or a header no entry can have.
-    ``path`` may be an open file descriptor (left open)."""
-    with open(path, "rb", closefd=not isinstance(path, int)) as f:
-        fd = f.fileno()
-        size = os.fstat(fd).st_size
-        stop = size if end is None else min(end, size)
-        pos = start
-        buf = b""
-        buf_start = 0
-        while pos < stop:
-            rel = pos - buf_start
-            if rel < 0 or rel + _HEADER_READ > len(buf):
-                buf = os.pread(fd, 64 * 1024, pos)
-                buf_start = pos
-                rel = 0
-            if len(buf) - rel < 17:
-                return
-            offset, length = _ENTRY.unpack_from(buf, rel)
-            total = length + 12
-            if length < 14 or pos + total > size:
-                return
-            magic = buf[rel + 16]
-            if magic == 2:
-                if total < 61 or len(buf) - rel < 61:
-                    if len(buf) - rel < 61 and pos + 61 <= size:
-                        buf = os.pread(fd, 64 * 1024, pos)
-                        buf_start = pos
-                        continue
-                    return
-                base, _l, _e, _m, _c, attrs, delta, _bts, max_ts = _V2_HEAD.unpack_from(buf, rel)
-                pid = _Q.unpack_from(buf, rel + 43)[0]
-                yield Header(pos, total, 2, base, base + delta, max_ts, attrs, pid)
-            elif magic in (0, 1):
-                ts = -1
-                attrs = 0
-                if len(buf) - rel >= 18:
-                    attrs = buf[rel + 17]
-                if magic == 1 and len(buf) - rel >= 26:
-                    ts = _Q.unpack_from(buf, rel + 18)[0]
-                yield Header(pos, total, magic, offset, offset, ts, attrs, -1)
-            else:
-                return
-            pos += total
+def iter_headers(
+    seg: "SegmentRef", start: int = 0, end: Optional[int] = None,
+    file: Optional[_fs.ReadableFile] = None,
+) -> Iterator[Any]:
+    """The batch headers of a segment from ``start`` (:meth:`kafkalog.segment.Segment.
+    iter_headers`: no CRC check, no decompression), stopping quietly at a partial entry or a
+    header no entry can have.  ``file``: the ``.log`` already open (read through it)."""
+    sg = _logdir.open_segment(_seg_files(seg), file)
+    try:
+        yield from sg.iter_headers(start, end)
+    except CorruptRecordError:
+        return
+    finally:
+        sg.close_handlers()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -935,19 +881,18 @@ class SegmentRef:
     base_offset: int
     path: str
     size: int
+    # its files as the storage model found them (index paths); not part of equality
+    files: Optional["_logdir.SegmentFiles"] = field(default=None, compare=False, repr=False)
+    # its offset index entries once read (they only grow: older entries stay valid)
+    index_entries: Optional[List[Tuple[int, int]]] = field(
+        default=None, compare=False, repr=False
+    )
 
 
 # A kafkalog write's commit puts a fresh one in every partition directory it swaps in (an
 # identity no directory shares, unlike an inode number, which the filesystem reuses).  Kafka
 # ignores files it does not know in a partition directory.
 GENERATION_FILE = ".kafkalog-generation"
-
-_DIR_FD = (
-    hasattr(os, "O_DIRECTORY")
-    and os.open in os.supports_dir_fd
-    and os.stat in os.supports_dir_fd
-    and os.listdir in os.supports_fd
-)
 
 DirVersion = Tuple[int, int, Optional[str]]
 
@@ -958,45 +903,39 @@ def write_generation(directory: str) -> str:
     import uuid
 
     gen = uuid.uuid4().hex
-    path = os.path.join(directory, GENERATION_FILE)
+    # a new file: a hard link to the previous directory's marker is unlinked, never written
+    fd = _files.create_new_file(os.path.join(directory, GENERATION_FILE))
     try:
-        os.unlink(path)  # a hard link to the previous directory's marker
-    except FileNotFoundError:
-        pass
-    with open(path, "x") as f:
-        f.write(gen + "\n")
+        _files.write_all(fd, (gen + "\n").encode("ascii"))
+    finally:
+        os.close(fd)
     return gen
 
 
-def _version_of_fd(dfd: int) -> DirVersion:
-    st = os.fstat(dfd)
+def _version_of(handle: "_fs.DirectoryHandle") -> DirVersion:
+    """The version of a directory held open: its identity and its generation marker."""
     gen = None
     try:
-        fd = os.open(GENERATION_FILE, os.O_RDONLY, dir_fd=dfd)
-    except OSError:
+        with handle.open_read(GENERATION_FILE) as f:
+            gen = f.read(0, 64).decode("ascii", "replace").strip()
+    except KafkaStorageError:  # no marker (or not a regular file): identity only
         pass
-    else:
-        try:
-            gen = os.read(fd, 64).decode("ascii", "replace").strip()
-        finally:
-            os.close(fd)
-    return (st.st_dev, st.st_ino, gen)
+    dev, ino = handle.identity[:2]
+    return (dev, ino, gen)
 
 
 def dir_version(directory: str) -> Optional[DirVersion]:
     """What tells this partition directory from any other that takes its name later: its
     device and inode and its generation marker (None where the directory is missing or
     the system cannot open a directory)."""
-    if not _DIR_FD:
-        return None
     try:
-        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
+        handle = _fs.LOCAL.open_dir(directory)
+    except KafkaStorageError:
         return None
-    try:
-        return _version_of_fd(dfd)
-    finally:
-        os.close(dfd)
+    if handle is None:
+        return None
+    with handle:
+        return _version_of(handle)
 
 
 class _Segments(list):
@@ -1004,6 +943,7 @@ class _Segments(list):
     they were listed (the read checks the directory is still that one)."""
 
     version: Optional[DirVersion] = None
+    view: Any = None  # the PartitionView they came from
 
 
 @dataclass
@@ -1057,15 +997,13 @@ class TopicPartitionLog:
             leo = self.log_start_checkpoint or 0
         else:
             seg = self.segments[-1]
-            idx = read_offset_index(
-                _files.offset_index_file(self.directory, seg.base_offset), seg.base_offset
-            )
+            idx = offset_index_entries(seg)
             start = idx[-1][1] if idx and idx[-1][1] < seg.size else 0
             last = None
-            for h in walk_headers(seg.path, start):
+            for h in iter_headers(seg, start):
                 last = h
             if last is None and start > 0:
-                for h in walk_headers(seg.path, 0):
+                for h in iter_headers(seg, 0):
                     last = h
             leo = last.last_offset + 1 if last is not None else seg.base_offset
         self._leo = leo
@@ -1138,7 +1076,7 @@ def _open_transactions(
     for i in range(seg_i, len(segs)):
         start = pos if i == seg_i else 0
         last_base, last_pos = segs[i].base_offset, start
-        for h in walk_headers(segs[i].path, start):
+        for h in iter_headers(segs[i], start):
             last_pos = h.position + h.size
             if h.magic != 2 or not (h.attributes & 0x10) or h.producer_id < 0:
                 continue
@@ -1160,29 +1098,60 @@ def _is_internal(topic: Optional[str]) -> bool:
     return topic is not None and topic.startswith("__")
 
 
-def _segment_refs(directory: str) -> List[SegmentRef]:
+_REPORTED: set = set()  # ignored names already warned about (once per process)
+
+
+def _report_ignored(view: Any) -> None:
+    """Report the names of a partition directory (a PartitionView; None: nothing) that the
+    storage model did not use, as the CLI's ``verify`` reports them: a name of the log's
+    grammar that is not a regular file (never opened, never waited on), or one that is almost
+    a log file name.  Other unknown names are left alone, as Kafka does."""
+    if view is None:
+        return
+    for ig in view.ignored:
+        if ig.kind != _fs.FILE and ig.kind != _fs.MISSING:
+            msg = f"{ig.path}: {ig.reason}: not read"
+        elif ig.reason != "not a Kafka log file name":
+            msg = f"{ig.path}: ignored: {ig.reason}"
+        else:
+            continue
+        if msg not in _REPORTED:
+            _REPORTED.add(msg)
+            _warn(msg)
+
+
+def _refs_of_view(view: Any) -> List[SegmentRef]:
     out = _Segments()
-    out.version = dir_version(directory)
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return []
-    for name in names:
-        sf = _files.parse_segment_file_name(name)
-        if sf is not None and sf.kind == ".log" and sf.suffix == "":
-            p = os.path.join(directory, name)
-            try:
-                size = os.path.getsize(p)
-            except OSError:
-                continue
-            out.append(SegmentRef(sf.base_offset, p, size))
-    out.sort(key=lambda s: s.base_offset)
+    for sf in view.segments:
+        try:
+            size = view.fs.size(sf.log)
+        except _fs.MissingFileError:
+            continue  # deleted since listed (retention)
+        out.append(SegmentRef(sf.base_offset, sf.log, size, sf))
     return out
 
 
-def _read_log_start_checkpoints(root: str) -> Dict[Tuple[str, int], int]:
-    p = os.path.join(root, _files.LOG_START_OFFSET_CHECKPOINT_FILE)
-    if not os.path.isfile(p):
+def _segment_refs(directory: str) -> List[SegmentRef]:
+    version = dir_version(directory)
+    try:
+        view = _logdir.scan_partition(directory)
+    except KafkaStorageError:
+        return []
+    out = _refs_of_view(view)
+    out.version = version
+    out.view = view
+    return out
+
+
+def _read_log_start_checkpoints(root: Any) -> Dict[Tuple[str, int], int]:
+    """``log-start-offset-checkpoint`` entries of a root (a :class:`RootView` or a path)."""
+    if not isinstance(root, _logdir.RootView):
+        try:
+            root = _logdir.scan_root(root)
+        except KafkaStorageError:
+            return {}
+    p = root.checkpoints.get(_files.LOG_START_OFFSET_CHECKPOINT_FILE)
+    if p is None:
         return {}
     try:
         return {
@@ -1204,11 +1173,11 @@ def _parse_tp_dir(name: str) -> Optional[Tuple[str, int]]:
 
 def _expand(path: str) -> List[str]:
     if any(c in path for c in "*?["):
-        found = sorted(_glob.glob(path))
+        found = _fs.LOCAL.glob(path)
         if not found:
             raise FileNotFoundError(f"path {path!r} matches nothing")
         return found
-    if not os.path.exists(path):
+    if _fs.LOCAL.kind(path) in (_fs.MISSING, _fs.DANGLING_LINK):
         raise FileNotFoundError(f"path {path!r} does not exist")
     return [path]
 
@@ -1220,15 +1189,24 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
     for raw in opts.paths:
         for path in _expand(raw):
             path = os.path.abspath(path)
-            if os.path.isfile(path):
+            kind = _fs.LOCAL.kind(path)
+            if kind != _fs.DIRECTORY:
                 sf = _files.parse_segment_file_name(os.path.basename(path))
-                if sf is None or sf.kind != ".log":
+                if kind != _fs.FILE or sf is None or sf.kind != ".log" or sf.suffix:
                     raise OptionError(
                         f"{path} is neither a directory nor a <20 digits>.log segment file"
+                        + ("" if kind == _fs.FILE else f" (it is a {kind})")
                     )
                 d = os.path.dirname(path)
                 tp = _parse_tp_dir(os.path.basename(d))
-                seg = SegmentRef(sf.base_offset, path, os.path.getsize(path))
+                files = None
+                try:
+                    files = next(
+                        (s for s in _logdir.scan_partition(d).segments if s.log == path), None
+                    )
+                except KafkaStorageError:
+                    pass
+                seg = SegmentRef(sf.base_offset, path, _fs.LOCAL.size(path), files)
                 found.append(
                     TopicPartitionLog(tp[0] if tp else None, tp[1] if tp else None, d, [seg])
                 )
@@ -1236,32 +1214,29 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
             tp = _parse_tp_dir(os.path.basename(path))
             segs = _segment_refs(path)
             if tp is not None and (segs or not _has_tp_children(path)):
+                _report_ignored(getattr(segs, "view", None))
                 ckpt = _read_log_start_checkpoints(os.path.dirname(path)).get(tp)
                 found.append(TopicPartitionLog(tp[0], tp[1], path, segs, ckpt))
                 continue
             if segs:  # a directory of segments that is not named <topic>-<partition>
+                _report_ignored(getattr(segs, "view", None))
                 found.append(TopicPartitionLog(None, None, path, segs))
             # a log-dir root
-            ckpts = _read_log_start_checkpoints(path)
-            for name in sorted(os.listdir(path)):
-                d = os.path.join(path, name)
-                if not os.path.isdir(d):
-                    continue
-                tp = _parse_tp_dir(name)
-                if tp is None:
-                    continue
-                found.append(TopicPartitionLog(tp[0], tp[1], d, _segment_refs(d), ckpts.get(tp)))
+            root = _logdir.scan_root(path)
+            ckpts = _read_log_start_checkpoints(root)
+            for ref in root.live_partitions:
+                tp = (ref.topic_partition.topic, ref.topic_partition.partition)
+                segs = _segment_refs(ref.path)
+                _report_ignored(getattr(segs, "view", None))
+                found.append(TopicPartitionLog(tp[0], tp[1], ref.path, segs, ckpts.get(tp)))
     found = [tp for tp in found if _selected(tp, opts)]
     return _dedupe(found, opts.replica_policy)
 
 
 def _has_tp_children(path: str) -> bool:
     try:
-        return any(
-            _parse_tp_dir(n) is not None and os.path.isdir(os.path.join(path, n))
-            for n in os.listdir(path)
-        )
-    except OSError:
+        return bool(_logdir.scan_root(path).live_partitions)
+    except KafkaStorageError:
         return False
 
 
@@ -1321,24 +1296,17 @@ def _dedupe(found: List[TopicPartitionLog], policy: str) -> List[TopicPartitionL
 def _segment_max_timestamp(tp: TopicPartitionLog, seg: SegmentRef) -> int:
     """The largest record timestamp of a segment (ms): the last ``.timeindex`` entry of a closed
     segment (a trimmed index), else a header walk from the last indexed position."""
-    ti_path = _files.time_index_file(tp.directory, seg.base_offset)
-    entries = read_time_index(ti_path, seg.base_offset)
-    try:
-        trimmed = os.path.getsize(ti_path) == 12 * len(entries)
-    except OSError:
-        trimmed = False
+    entries, trimmed = time_index_entries(seg)
     if entries and trimmed:
         return entries[-1][0]
     best = -1
     start = 0
     if entries:
         best = entries[-1][0]
-        idx = read_offset_index(
-            _files.offset_index_file(tp.directory, seg.base_offset), seg.base_offset
-        )
+        idx = offset_index_entries(seg)
         pos = [p for o, p in idx if o <= entries[-1][1]]
         start = pos[-1] if pos else 0
-    for h in walk_headers(seg.path, start):
+    for h in iter_headers(seg, start):
         if h.max_timestamp > best:
             best = h.max_timestamp
     return best
@@ -1348,12 +1316,10 @@ def position_of_offset(tp: TopicPartitionLog, seg: SegmentRef, target: int) -> O
     """Position of the first entry of ``seg`` holding an offset >= ``target`` (its last offset
     >= target), found like Kafka's ``translateOffset``: index lookup then header walk.  None
     when the segment has no such entry."""
-    idx = read_offset_index(
-        _files.offset_index_file(tp.directory, seg.base_offset), seg.base_offset
-    )
+    idx = offset_index_entries(seg)
     i = bisect.bisect_right(idx, (target, 2**62)) - 1
     start = idx[i][1] if i >= 0 else 0
-    for h in walk_headers(seg.path, start):
+    for h in iter_headers(seg, start):
         if h.last_offset >= target:
             return h.position
     return None
@@ -1362,13 +1328,11 @@ def position_of_offset(tp: TopicPartitionLog, seg: SegmentRef, target: int) -> O
 def end_position_of_offset(tp: TopicPartitionLog, seg: SegmentRef, end: int) -> Optional[int]:
     """Position of the first entry of ``seg`` whose offsets are all >= ``end`` (the entry after
     the one holding ``end - 1``); None when every entry of the segment is needed."""
-    idx = read_offset_index(
-        _files.offset_index_file(tp.directory, seg.base_offset), seg.base_offset
-    )
+    idx = offset_index_entries(seg)
     i = bisect.bisect_right(idx, (end - 1, 2**62)) - 1
     start = idx[i][1] if i >= 0 else 0
     prev_last = None
-    for h in walk_headers(seg.path, start):
+    for h in iter_headers(seg, start):
         if h.magic == 2 and h.base_offset >= end:
             return h.position
         if prev_last is not None and prev_last >= end - 1:
@@ -1390,15 +1354,13 @@ def offset_for_timestamp(tp: TopicPartitionLog, ts: int) -> Optional[int]:
         if _segment_max_timestamp(tp, seg) < ts:
             continue
         # time index: the largest entry with timestamp <= ts, then the offset index from there
-        tindex = read_time_index(
-            _files.time_index_file(tp.directory, seg.base_offset), seg.base_offset
-        )
+        tindex, _trimmed = time_index_entries(seg)
         k = bisect.bisect_right([t for t, _ in tindex], ts) - 1
         from_off = max(tindex[k][1] if k >= 0 else seg.base_offset, start_off)
         pos = position_of_offset(tp, seg, from_off)
         if pos is None:
             continue
-        for h in walk_headers(seg.path, pos):
+        for h in iter_headers(seg, pos):
             if h.max_timestamp < ts and h.magic > 0:
                 continue
             table = ka.to_arrow(
@@ -1670,12 +1632,10 @@ def _cut_points(
 ) -> List[int]:
     """Entry positions in (start, end) about ``target`` bytes apart, from the ``.index`` (or a
     header walk when the segment has no usable index)."""
-    idx = read_offset_index(
-        _files.offset_index_file(tp.directory, seg.base_offset), seg.base_offset
-    )
+    idx = offset_index_entries(seg)
     positions = [p for _, p in idx if start < p < end]
     if not positions and end - start > target:
-        positions = [h.position for h in walk_headers(seg.path, start, end) if h.position > start]
+        positions = [h.position for h in iter_headers(seg, start, end) if h.position > start]
     cuts = []
     last = start
     for p in positions:
@@ -1834,46 +1794,43 @@ def pack(pieces: Sequence[Piece], target: int, open_cost: int = OPEN_COST_BYTES)
 # read_committed: aborted transactions of a partition
 # ------------------------------------------------------------------------------------------------
 def aborted_transactions(
-    directory: str, segment_paths: Optional[Sequence[str]] = None, dir_fd: Optional[int] = None
+    directory: str,
+    segment_paths: Optional[Sequence[str]] = None,
+    dir_handle: Optional["_fs.DirectoryHandle"] = None,
 ) -> List[Tuple[int, int, int]]:
     """``(producer_id, first_offset, abort_marker_offset)`` of every aborted transaction of a
     partition, from its ``.txnindex`` files and from the ABORT markers in the data (a header walk
-    plus the control records; for logs written without transaction indexes).  With ``dir_fd``
-    (the partition directory, opened) the files are listed and opened relative to it, and
-    ``segment_paths`` defaults to every segment in it.  A file that vanishes meanwhile raises
-    FileNotFoundError."""
+    plus the control records; for logs written without transaction indexes).  With
+    ``dir_handle`` (the partition directory, held open: :meth:`kafkalog.fs.FileSystem.open_dir`)
+    the files are listed and opened through it, and ``segment_paths`` defaults to every segment
+    in it.  A file that vanishes meanwhile raises FileNotFoundError."""
     from ..index import _TXN_ENTRY
     from ..records import RecordBatch
 
     out = set()
     try:
-        names = sorted(os.listdir(directory if dir_fd is None else dir_fd))
-    except OSError:
-        if dir_fd is not None:
+        view = _logdir.scan_partition(directory if dir_handle is None else dir_handle)
+    except KafkaStorageError:
+        if dir_handle is not None:
             raise
-        names = []
+        view = None
 
-    def opener(path: str, flags: int) -> int:
-        if dir_fd is None:
-            return os.open(path, flags)
-        return os.open(os.path.basename(path), flags, dir_fd=dir_fd)
+    def open_file(path: str) -> _fs.ReadableFile:
+        if dir_handle is None:
+            return _fs.LOCAL.open_read(path)
+        return dir_handle.open_read(os.path.basename(path))
 
     if segment_paths is None:
-        logs = []
-        for name in names:
-            sf = _files.parse_segment_file_name(name)
-            if sf is not None and sf.kind == ".log" and sf.suffix == "":
-                logs.append((sf.base_offset, os.path.join(directory, name)))
-        segment_paths = [p for _, p in sorted(logs)]
-    for name in names:
-        sf = _files.parse_segment_file_name(name)
-        if sf is None or sf.kind != ".txnindex" or sf.suffix != "":
-            continue
-        path = os.path.join(directory, name)
-        with open(path, "rb", opener=opener) as f:
+        segment_paths = [sf.log for sf in view.segments] if view is not None else []
+    txn_paths: List[str] = []
+    if view is not None:
+        txn_paths = [sf.txn_index for sf in view.segments if sf.txn_index is not None]
+        txn_paths += [o.path for o in view.orphan_indexes if o.kind == ".txnindex"]
+    for path in sorted(txn_paths):
+        with open_file(path) as f:
             base = 0
             while True:
-                data = f.read(_TXN_ENTRY.size * 4096)
+                data = f.read(base, _TXN_ENTRY.size * 4096)
                 data = data[: len(data) - len(data) % _TXN_ENTRY.size]
                 if not data:
                     break
@@ -1894,14 +1851,17 @@ def aborted_transactions(
     after_marker: Dict[int, int] = {}  # producer -> the offset after its last marker seen
     scan_start: Optional[int] = None
     for path in segment_paths:
-        with open(path, "rb", opener=opener) as f:
-            for h in walk_headers(f.fileno()):
+        sf = _files.parse_segment_file_name(os.path.basename(path))
+        base_offset = sf.base_offset if sf is not None else 0
+        with open_file(path) as f:
+            seg = SegmentRef(base_offset, path, f.size)
+            for h in iter_headers(seg, file=f):
                 if scan_start is None:
                     scan_start = h.base_offset
                 if h.magic != 2 or not (h.attributes & 0x10):
                     continue
                 if h.attributes & 0x20:  # control batch
-                    data = os.pread(f.fileno(), h.size, h.position)
+                    data = f.read(h.position, h.size)
                     try:
                         recs = RecordBatch(data, 0, check_crc=False).records()
                     except Exception:
@@ -1939,14 +1899,14 @@ def _replaced(piece: Piece, why: str) -> ConcurrentWriteError:
 
 
 class _SplitFiles:
-    """The files a split reads, one partition directory at a time: the directory is opened
-    once, checked to be the version the split was planned on, and its segments (up to
-    ``EAGER`` of them at once, before anything of it is decoded) and, for read_committed, its
-    transaction data are opened relative to that open directory.  A directory a concurrent
-    write swaps out afterwards stays readable through these handles, so every partition is
-    read wholly from one version; what cannot be had from the planned version raises
-    :class:`ConcurrentWriteError`, and a segment deleted in place (retention) is data loss
-    under ``failOnDataLoss``."""
+    """The files a split reads, one partition directory at a time: the directory is held open
+    once (:meth:`kafkalog.fs.FileSystem.open_dir`), checked to be the version the split was
+    planned on, and its segments (up to ``EAGER`` of them at once, before anything of it is
+    decoded) and, for read_committed, its transaction data are opened through that handle.  A
+    directory a concurrent write swaps out afterwards stays readable through these handles, so
+    every partition is read wholly from one version; what cannot be had from the planned
+    version raises :class:`ConcurrentWriteError`, and a segment deleted in place (retention) is
+    data loss under ``failOnDataLoss``."""
 
     EAGER = 64  # segment files held open per partition directory (the rest are opened late)
 
@@ -1958,8 +1918,8 @@ class _SplitFiles:
             if not ps or ps[-1] != piece.path:
                 ps.append(piece.path)
         self.current: Optional[str] = None  # the directory open now
-        self.dfd: Optional[int] = None
-        self.fds: Dict[str, Optional[int]] = {}
+        self.dh: Optional[_fs.DirectoryHandle] = None
+        self.files: Dict[str, Optional[_fs.ReadableFile]] = {}
         self.aborted: Optional[List[Tuple[int, int, int]]] = None
 
     @staticmethod
@@ -1972,28 +1932,28 @@ class _SplitFiles:
             return
         self.close()
         self.current = d
-        if piece.version is not None and _DIR_FD:
+        if piece.version is not None:
             try:
-                self.dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-            except (FileNotFoundError, NotADirectoryError):
+                self.dh = _fs.LOCAL.open_dir(d)
+            except _fs.NotRegularFileError:  # gone, or something else now has its name
                 raise _replaced(piece, "disappeared") from None
-            if _version_of_fd(self.dfd) != piece.version:
+            if self.dh is not None and _version_of(self.dh) != piece.version:
                 raise _replaced(piece, "was replaced")
         for path in self.paths.get(d, [])[: self.EAGER]:
-            if path not in self.fds:
-                self.fds[path] = self._open(piece, path)
+            if path not in self.files:
+                self.files[path] = self._open(piece, path)
         if self.opts.read_committed:
             self.aborted = self._aborted(piece, d)
 
     def _aborted(self, piece: Piece, d: str) -> List[Tuple[int, int, int]]:
         for _ in range(3):
             try:
-                if self.dfd is None:
+                if self.dh is None:
                     segs = [x.path for x in _segment_refs(d)] or [piece.path]
                     return aborted_transactions(d, segs)
-                return aborted_transactions(d, dir_fd=self.dfd)
+                return aborted_transactions(d, dir_handle=self.dh)
             except FileNotFoundError:
-                if self.dfd is not None and dir_version(d) != piece.version:
+                if self.dh is not None and dir_version(d) != piece.version:
                     raise _replaced(piece, "was replaced") from None
                 # a segment deleted by retention while it was read: read the rest again
         raise ConcurrentWriteError(
@@ -2001,13 +1961,13 @@ class _SplitFiles:
             path=d,
         )
 
-    def _open(self, piece: Piece, path: str) -> Optional[int]:
+    def _open(self, piece: Piece, path: str) -> Optional[_fs.ReadableFile]:
         try:
-            if self.dfd is None:
-                return os.open(path, os.O_RDONLY)
-            return os.open(os.path.basename(path), os.O_RDONLY, dir_fd=self.dfd)
-        except FileNotFoundError:
-            if self.dfd is not None and dir_version(piece.directory) != piece.version:
+            if self.dh is None:
+                return _fs.LOCAL.open_read(path)
+            return self.dh.open_read(os.path.basename(path))
+        except _fs.MissingFileError:
+            if self.dh is not None and dir_version(piece.directory) != piece.version:
                 raise _replaced(piece, "was replaced") from None
         name = piece.directory if piece.topic is None else f"{piece.topic}-{piece.partition}"
         upto = "" if piece.until_offset is None else f" up to offset {piece.until_offset - 1}"
@@ -2024,18 +1984,18 @@ class _SplitFiles:
         _warn(msg + "; skipped (failOnDataLoss=false)")
         return None
 
-    def fd(self, piece: Piece) -> Optional[int]:
+    def file(self, piece: Piece) -> Optional[_fs.ReadableFile]:
         """The open segment of ``piece`` (None: deleted, skipped under failOnDataLoss=false)."""
         self._enter(piece)
-        if piece.path not in self.fds:
+        if piece.path not in self.files:
             # past the eagerly opened ones: keep one late-opened file at a time
-            late = [p for p in self.fds if p not in self.paths[self.current][: self.EAGER]]
+            late = [p for p in self.files if p not in self.paths[self.current][: self.EAGER]]
             for p in late:
-                fd = self.fds.pop(p)
-                if fd is not None:
-                    os.close(fd)
-            self.fds[piece.path] = self._open(piece, piece.path)
-        return self.fds[piece.path]
+                f = self.files.pop(p)
+                if f is not None:
+                    f.close()
+            self.files[piece.path] = self._open(piece, piece.path)
+        return self.files[piece.path]
 
     def aborted_for(self, piece: Piece) -> Optional[List[Tuple[int, int, int]]]:
         self._enter(piece)
@@ -2045,14 +2005,14 @@ class _SplitFiles:
         self.close()
 
     def close(self) -> None:
-        for fd in list(self.fds.values()) + [self.dfd]:
-            if fd is not None:
+        for f in list(self.files.values()) + [self.dh]:
+            if f is not None:
                 try:
-                    os.close(fd)
+                    f.close()
                 except OSError:
                     pass
-        self.fds.clear()
-        self.dfd = None
+        self.files.clear()
+        self.dh = None
         self.current = None
         self.aborted = None
 
@@ -2093,19 +2053,20 @@ def read_split(
     files = _SplitFiles(split.pieces, opts)
 
     def decode(piece: Piece, start: int, stop: Optional[int]):
-        fd = files.fd(piece)
-        if fd is None:
+        f = files.file(piece)
+        if f is None:
             return
-        size = os.fstat(fd).st_size
-        if size == 0 or start >= size:
+        if f.size == 0 or start >= f.size:
             return
-        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        buf = f.map()
+        if buf is None:  # a backend without local pages: read the range
+            end = f.size if stop is None else min(stop, f.size)
+            buf, start, stop = f.read(start, end - start), 0, None
         try:
-            yield from _decode_buffer(piece, mm, start, stop)
+            yield from _decode_buffer(piece, buf, start, stop)
         finally:
-            # a view may still be alive (e.g. in a traceback): then the GC closes the map
-            with contextlib.suppress(BufferError):
-                mm.close()
+            del buf
+            f.unmap()  # a view still alive (e.g. in a traceback) keeps it until the GC
 
     def _decode_buffer(piece: Piece, buf, start: int, stop: Optional[int]):
         aborted = files.aborted_for(piece) if opts.read_committed else None
@@ -2126,7 +2087,7 @@ def read_split(
     def piece_batches(piece: Piece) -> Iterator[Any]:
         # open first, outside the corrupt-data handling below: a replaced directory or a
         # deleted segment is not corrupt data
-        if files.fd(piece) is None:
+        if files.file(piece) is None:
             return
         if opts.fail_on_data_loss:
             try:
@@ -2158,8 +2119,8 @@ def read_split(
                 return
             except KafkaLogError as e:
                 bad = e.position
-                fd = files.fd(piece)
-                size = _entry_size(fd, bad) if bad is not None and fd is not None else None
+                f = files.file(piece)
+                size = _entry_size(f, bad) if bad is not None and f is not None else None
                 _warn(
                     f"skipping corrupt data in {piece.path} at position {bad}: {e} (failOnDataLoss=false)"
                 )
@@ -2251,10 +2212,10 @@ def read_split(
     files.close()
 
 
-def _entry_size(fd: int, position: int) -> Optional[int]:
+def _entry_size(f: "_fs.ReadableFile", position: int) -> Optional[int]:
     try:
-        head = os.pread(fd, 12, position)
-    except OSError:
+        head = f.read(position, 12)
+    except (OSError, ValueError):
         return None
     if len(head) < 12:
         return None

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import files as _files
+from .. import fs as _fs
 from ..errors import CorruptCheckpointError, KafkaStorageError
 from ._paths import local_path
 
@@ -150,13 +151,16 @@ def effective_mode(opts: "WriteOptions", overwrite: bool) -> str:
 def target_has_data(root: str) -> bool:
     """Whether the target exists with anything in it but kafkalog's staging area (what the
     errorifexists and ignore modes test at commit)."""
-    try:
-        names = os.listdir(root)
-    except FileNotFoundError:
+    kind = _fs.LOCAL.kind(root)
+    if kind in (_fs.MISSING, _fs.DANGLING_LINK):
         return False
-    except NotADirectoryError:
+    if kind != _fs.DIRECTORY:
         return True
-    return any(n != STAGING_DIR for n in names)
+    try:
+        entries = _fs.LOCAL.list_dir(root)
+    except _fs.MissingFileError:
+        return False
+    return any(e.name != STAGING_DIR for e in entries)
 
 
 def check_save_mode(opts: "WriteOptions", mode: str) -> bool:
@@ -391,7 +395,7 @@ def existing_log_end(root: str, topic: str, partition: int) -> Optional[int]:
     from ._core import TopicPartitionLog, _segment_refs
 
     d = os.path.join(root, _files.partition_dir_name(topic, partition))
-    if not os.path.isdir(d):
+    if _fs.LOCAL.kind(d) != _fs.DIRECTORY:
         return None
     segs = _segment_refs(d)
     if not segs:
@@ -657,10 +661,10 @@ _SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
 
 def _segment_files(d: str) -> List[str]:
     out = []
-    for name in os.listdir(d):
-        sf = _files.parse_segment_file_name(name)
+    for e in _fs.LOCAL.list_dir(d):
+        sf = _files.parse_segment_file_name(e.name)
         if sf is not None and sf.suffix == "" and sf.kind in _SEGMENT_KINDS:
-            out.append(name)
+            out.append(e.name)
     return sorted(out)
 
 
@@ -782,6 +786,22 @@ def commit_job(
             abort_job(opts, job_id)
             return {"partitions": 0, "records": 0, "bytes": 0}
         raise WriteError(_exists_message(root))
+    def log_end(topic: str, partition: int) -> Optional[int]:
+        # reading the existing partition fails: nothing was touched yet
+        try:
+            return existing_log_end(root, topic, partition)
+        except OSError as e:
+            why = e if isinstance(e, KafkaStorageError) else KafkaStorageError.from_os_error(
+                e, "reading the existing partition"
+            )
+            raise KafkaStorageError(
+                f"write job {job_id} could not be committed to {root}: {why}; the target was "
+                "left as it was before the job",
+                path=getattr(e, "path", None) or getattr(e, "filename", None) or root,
+                errno=e.errno,
+                operation="committing a write job",
+            ) from e
+
     by_tp: Dict[Tuple[str, int], List[StagedPartition]] = {}
     for s in staged:
         by_tp.setdefault((s.topic, s.partition), []).append(s)
@@ -804,7 +824,7 @@ def commit_job(
                 )
             base = 0
             if exists and not overwrite:
-                base = existing_log_end(root, topic, partition) or 0
+                base = log_end(topic, partition) or 0
             pieces = _number_pieces(pieces, base)
         for a, b in zip(pieces, pieces[1:]):
             if b.first_offset < a.end_offset:
@@ -816,7 +836,7 @@ def commit_job(
                     "offsets)"
                 )
         if exists and not overwrite:
-            end = existing_log_end(root, topic, partition)
+            end = log_end(topic, partition)
             if end is not None and pieces[0].first_offset < end:
                 raise WriteError(
                     f"cannot append to {topic}-{partition}: the new records start at offset "
@@ -867,7 +887,8 @@ def commit_job(
                 existing = Log.open(target, read_only=False)
                 log_start = existing.log_start_offset
                 existing.close()
-                for fname in os.listdir(target):
+                for entry in _fs.LOCAL.list_dir(target):
+                    fname = entry.name
                     src = os.path.join(target, fname)
                     sf = _files.parse_segment_file_name(fname)
                     if (
@@ -877,10 +898,10 @@ def commit_job(
                     ):
                         # an empty active segment at the old log end: the new data replaces it
                         continue
-                    if os.path.islink(src):
+                    if entry.link:
                         # a link leading out of the partition is never carried into the new one
                         _refuse_outside_link(src, target)
-                    if os.path.isfile(src):
+                    if entry.kind == _fs.FILE:
                         _link_or_copy(src, os.path.join(merged, fname))
                 epochs.extend(_epoch_entries(target))
                 try:
@@ -1025,13 +1046,15 @@ def _combine_pieces(
 def _copy_batches(path: str, shift: int, log: Any) -> None:
     """Append every batch of the segment file ``path`` to ``log``, base offsets moved by
     ``shift``."""
-    with open(path, "rb", buffering=1024 * 1024) as f:
+    with _fs.LOCAL.open_read(path) as f:
+        pos = 0
         while True:
-            head = f.read(12)
+            head = f.read(pos, 12)
             if len(head) < 12:
                 break
             size = _ENTRY.unpack_from(head, 0)[1]
-            body = f.read(size)
+            body = f.read(pos + 12, size) if size >= 0 else b""
+            pos += 12 + size
             if len(body) < size or size < 49 or body[4] != 2:
                 raise WriteError(f"unexpected data in the staged segment {path}")
             batch = bytearray(head + body)
@@ -1065,14 +1088,10 @@ def _link_or_copy(src: str, dst: str) -> None:
 def _fsync_tree(d: str, fsync: bool) -> None:
     if not fsync:
         return
-    for name in os.listdir(d):
-        p = os.path.join(d, name)
-        if os.path.isfile(p):
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+    for e in _fs.LOCAL.list_dir(d):
+        if e.kind == _fs.FILE:
+            with _fs.LOCAL.open_read(e.path) as f:
+                os.fsync(f.fileno())  # type: ignore[attr-defined]
     _files.fsync_dir(d)
 
 
