@@ -64,7 +64,7 @@ SDIST="$(ls "$WORK"/dist/kafkalog-*.tar.gz)"
 WHEEL="$(ls "$WORK"/dist/kafkalog-*.whl)"
 if [[ "$(uname -s)" == Linux ]]; then
     step "auditwheel repair to a manylinux tag"
-    quietly "$WORK/auditwheel.log" "$T/auditwheel" repair -w "$WORK/wheelhouse" "$WHEEL"
+    quietly "$WORK/auditwheel.log" env PATH="$T:$PATH" "$T/auditwheel" repair -w "$WORK/wheelhouse" "$WHEEL"
     WHEEL="$(ls "$WORK"/wheelhouse/kafkalog-*manylinux*.whl)" || fail "no manylinux wheel"
 fi
 
@@ -136,7 +136,7 @@ quietly "$WORK/venv-nocc.log" env CC=/bin/false pipi venv-nocc -v "$SDIST"
 n="$(grep -c "WARNING: kafkalog is installed WITHOUT its compiled twins" "$WORK/venv-nocc.log" || true)"
 [[ "$n" == 1 ]] || fail "expected one fallback warning in the pip log, found $n ($WORK/venv-nocc.log)"
 grep -m1 "WARNING: kafkalog is installed WITHOUT" "$WORK/venv-nocc.log" | sed 's/^/   /'
-version="$(cd "$RUN" && "$WORK/venv-nocc/bin/kafkalog" --version)"
+version="$(cd "$RUN" && "$WORK/venv-nocc/bin/kafkalog" --version | tr -s ' \n' ' ')"
 echo "   $version"
 grep -q "implementation: python; built without the compiled twins: the C build failed" <<<"$version" \
     || fail "kafkalog --version does not give the true fallback reason: $version"
