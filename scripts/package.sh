@@ -117,7 +117,7 @@ PYEOF
     (cd "$RUN" && env "$@" "$WORK/$1/bin/python" -m pytest -p no:cacheprovider -q -x "${PACKAGE_TESTS[@]}" | tail -2) \
         || fail "the suite against $1 ($impl)"
 }
-pipi() { "$WORK/$1/bin/python" -m pip install --disable-pip-version-check --progress-bar off --no-deps "${@:2}"; }
+pipi() { "$WORK/$1/bin/python" -m pip install --disable-pip-version-check --progress-bar off --no-deps --ignore-installed "${@:2}"; }
 
 step "wheel: install into a fresh venv, run the subset (compiled, then pure)"
 make_venv venv-wheel
