@@ -10,7 +10,10 @@ install_kafkalog() {
     want="$("$PY" setup.py --source-hash)"
     if "$PY" - "$want" "$extras" <<'PYEOF' 2>/dev/null
 import importlib.metadata as md, json, sys
-from packaging.requirements import Requirement
+try:
+    from packaging.requirements import Requirement
+except ImportError:  # a fresh venv: pip's own copy
+    from pip._vendor.packaging.requirements import Requirement
 want, extras = sys.argv[1], set(filter(None, sys.argv[2].split(",")))
 dist = md.distribution("kafkalog")
 info = json.loads(dist.locate_file("kafkalog/_build_info.json").read_text())

@@ -114,8 +114,8 @@ assert kafkalog.IMPLEMENTATION == impl, (kafkalog.IMPLEMENTATION, kafkalog.FALLB
 print(f"   kafkalog {kafkalog.__version__} from {kafkalog.__file__}: {impl}")
 PYEOF
     )
-    (cd "$RUN" && env "$@" "$WORK/$1/bin/python" -m pytest -p no:cacheprovider -q -x "${PACKAGE_TESTS[@]}" | tail -2) \
-        || fail "the suite against $1 ($impl)"
+    (cd "$RUN" && env "$@" "$venv/bin/python" -m pytest -p no:cacheprovider -q -x "${PACKAGE_TESTS[@]}" | tail -2) \
+        || fail "the suite against $venv ($impl)"
 }
 pipi() { "$WORK/$1/bin/python" -m pip install --disable-pip-version-check --progress-bar off --no-deps --ignore-installed "${@:2}"; }
 
