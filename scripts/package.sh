@@ -132,7 +132,7 @@ suite venv-sdist cython
 
 step "sdist with no working C compiler (CC=/bin/false): pure twins, one warning, --version says why"
 make_venv venv-nocc
-quietly "$WORK/venv-nocc.log" env CC=/bin/false pipi venv-nocc -v "$SDIST"
+CC=/bin/false quietly "$WORK/venv-nocc.log" pipi venv-nocc -v "$SDIST"
 n="$(grep -c "WARNING: kafkalog is installed WITHOUT its compiled twins" "$WORK/venv-nocc.log" || true)"
 [[ "$n" == 1 ]] || fail "expected one fallback warning in the pip log, found $n ($WORK/venv-nocc.log)"
 grep -m1 "WARNING: kafkalog is installed WITHOUT" "$WORK/venv-nocc.log" | sed 's/^/   /'
