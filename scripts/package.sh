@@ -114,7 +114,7 @@ assert kafkalog.IMPLEMENTATION == impl, (kafkalog.IMPLEMENTATION, kafkalog.FALLB
 print(f"   kafkalog {kafkalog.__version__} from {kafkalog.__file__}: {impl}")
 PYEOF
     )
-    (cd "$RUN" && env "$@" "$venv/bin/python" -m pytest -p no:cacheprovider -q -x "${PACKAGE_TESTS[@]}" | tail -2) \
+    (cd "$RUN" && env "$@" "$venv/bin/python" -m pytest -p no:cacheprovider -q -x ${SUITE_DESELECT:+--deselect "$SUITE_DESELECT"} "${PACKAGE_TESTS[@]}" | tail -2) \
         || fail "the suite against $venv ($impl)"
 }
 pipi() { "$WORK/$1/bin/python" -m pip install --disable-pip-version-check --progress-bar off --no-deps --ignore-installed "${@:2}"; }
@@ -142,6 +142,7 @@ grep -q "implementation: python; built without the compiled twins: the C build f
     || fail "kafkalog --version does not give the true fallback reason: $version"
 # the suite's conftest insists on the compiled twins unless the pure ones are requested;
 # the fallback itself is what the --version check above proves
-suite venv-nocc python KAFKALOG_PURE_PYTHON=1
+# (test_api checks that a falsy KAFKALOG_PURE_PYTHON loads compiled twins, which this install lacks)
+SUITE_DESELECT=tests/test_api.py::test_falsy_env_values_keep_compiled suite venv-nocc python KAFKALOG_PURE_PYTHON=1
 
 step "all package checks passed (wheel $(basename "$WHEEL"), sdist $(basename "$SDIST")); output in $WORK"
