@@ -6,5 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-"$PY" -m pip install --quiet --disable-pip-version-check --upgrade ".[all,spark]"
+source scripts/_install.sh
+install_kafkalog "all,spark"
 exec "$PY" -m kafkalog.demo "$@"

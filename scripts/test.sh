@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: install kafkalog with its test dependencies (this
 # builds the compiled twins), then run the suite twice - compiled twins, then pure Python -
-# and, when no arguments are given, a 10-second fuzz smoke run of every fuzz harness.
+# and, when no arguments are given, a 10-second fuzz smoke run of every fuzz harness and the
+# packaging checks (scripts/package.sh: the wheel and the sdist built, checked and tested as users
+# get them; KAFKALOG_SKIP_PACKAGE=1 skips them).  An install is skipped when the installed build
+# is current (scripts/_install.sh).
 # Extra arguments go to pytest (e.g. scripts/test.sh -k conformance).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 
-"$PY" -m pip install --quiet --disable-pip-version-check --upgrade ".[test,fuzz]"
+source scripts/_install.sh
+install_kafkalog "test,fuzz"
 
 # Run from a directory where ./src is not importable, so the installed build is what loads.
 status=0
@@ -25,5 +29,9 @@ if [[ $# -eq 0 ]]; then
         > "$fuzz_dir/fuzz.log" 2>&1 || { status=1; tail -60 "$fuzz_dir/fuzz.log"; }
     grep -E "^== fuzz harness|DONE|FAILED" "$fuzz_dir/fuzz.log" || true
     rm -rf "$fuzz_dir"
+    if [[ -z "${KAFKALOG_SKIP_PACKAGE:-}" ]]; then
+        echo "== packaging: build, check and test the wheel and the sdist (scripts/package.sh)"
+        PYTHON="$PY" bash scripts/package.sh || status=$?
+    fi
 fi
 exit $status

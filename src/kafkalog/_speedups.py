@@ -2,11 +2,14 @@
 
 ``KAFKALOG_PURE_PYTHON`` (read once, at import) set to 1/true/yes/on forces the pure twins;
 any other value, or none, loads the compiled twins and falls back to pure Python only if they
-cannot be imported (then ``FALLBACK_REASON`` says why).  Everything else in kafkalog imports
-the chosen modules from here and never names a twin.
+cannot be imported (then ``FALLBACK_REASON`` says why: the reason the build recorded in
+``_build_info.json`` when it was installed without them, else the import error).  Everything
+else in kafkalog imports the chosen modules from here and never names a twin.
 """
 from __future__ import annotations
 
+import importlib
+import json
 import os
 import platform
 from typing import Optional
@@ -16,19 +19,42 @@ __all__ = ["IMPLEMENTATION", "FALLBACK_REASON", "PURE_REQUESTED", "varint", "crc
 PURE_REQUESTED = os.environ.get("KAFKALOG_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes", "on")
 FALLBACK_REASON: Optional[str] = None
 
-if PURE_REQUESTED:
-    from . import _batch_py as batch, _crc_py as crc, _legacy_py as legacy, _varint_py as varint
 
+def _build_reason() -> Optional[str]:
+    """Why the installed build has no compiled twins, as setup.py recorded it (None: unknown)."""
+    try:
+        with open(os.path.join(os.path.dirname(__file__), "_build_info.json"), encoding="utf-8") as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        return None  # a source checkout, or an install by other means
+    if isinstance(info, dict) and not info.get("compiled", True) and info.get("reason"):
+        return str(info["reason"])
+    return None
+
+
+def _load(suffix: str):
+    # import_module, not "from . import", so a missing module reads as missing rather than as
+    # the "partially initialized module (circular import)" error of a package mid-import
+    return tuple(
+        importlib.import_module(f"{__package__}.{name}{suffix}")
+        for name in ("_batch", "_crc", "_legacy", "_varint")
+    )
+
+
+if PURE_REQUESTED:
+    batch, crc, legacy, varint = _load("_py")
     IMPLEMENTATION = "python"
 else:
     try:
-        from . import _batch as batch, _crc as crc, _legacy as legacy, _varint as varint  # type: ignore
-
+        batch, crc, legacy, varint = _load("")
         IMPLEMENTATION = "cython"
     except ImportError as exc:  # no compiler at install time, PyPy, a broken wheel
-        from . import _batch_py as batch, _crc_py as crc, _legacy_py as legacy, _varint_py as varint
-
+        batch, crc, legacy, varint = _load("_py")
         IMPLEMENTATION = "python"
-        FALLBACK_REASON = (
-            f"compiled twins unavailable on {platform.python_implementation()}: {exc}"
-        )
+        _why = _build_reason()
+        if _why is not None:
+            FALLBACK_REASON = f"built without the compiled twins: {_why}"
+        else:
+            FALLBACK_REASON = (
+                f"compiled twins unavailable on {platform.python_implementation()}: {exc}"
+            )
