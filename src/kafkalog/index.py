@@ -23,6 +23,7 @@ read-only :class:`~kafkalog.log.Log` rebuilds an index it may not write.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -87,6 +88,62 @@ def _round_down(n: int, factor: int) -> int:
     return n - n % factor
 
 
+_BLOCK = 4096
+# posix_fallocate errors meaning "this file system cannot reserve space that way".
+_NO_FALLOCATE = {errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS, getattr(errno, "ENOTSUP", 95)}
+
+
+def _reserve(fd: int, start: int, end: int) -> None:
+    """Make the file system back bytes ``[start, end)`` of ``fd`` with real blocks, so that
+    writing through a memory map of them can never fault (SIGBUS) on a full disk: a full disk
+    is an OSError (ENOSPC) here instead.  Existing bytes are never changed.  Uses
+    ``posix_fallocate``; where the file system or platform lacks it, writes a zero byte into
+    every block that still reads as zero (what the C library's own emulation does)."""
+    if end <= start:
+        return
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is not None:
+        try:
+            fallocate(fd, start, end - start)
+            return
+        except OSError as e:
+            if e.errno not in _NO_FALLOCATE:
+                raise
+    size = os.fstat(fd).st_size
+    pos = start - start % _BLOCK + _BLOCK - 1  # the last byte of each block
+    last = end - 1
+    while True:
+        p = min(pos, last)
+        if p < start:
+            p = start
+        if p >= size or os.pread(fd, 1, p) in (b"", b"\0"):
+            os.pwrite(fd, b"\0", p)
+        if p >= last:
+            break
+        pos += _BLOCK
+
+
+def _count_entries_in_file(fd: int, size: int, entry_size: int) -> int:
+    """Entries in an existing index file: every slot up to the first all-zero one, read with
+    ``pread`` rather than through a map, so that a sparse tail the file system cannot back
+    (a full disk) is never faulted in."""
+    slots = size // entry_size
+
+    def zero(n: int) -> bool:
+        return not any(os.pread(fd, entry_size, n * entry_size))
+
+    if slots == 0 or not zero(slots - 1):
+        return slots
+    lo, hi = 0, slots - 1  # the answer lies in [lo, hi]; slot hi is zero
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if zero(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 class _Index:
     """Shared machinery of the two memory-mapped indexes (Kafka's AbstractIndex)."""
 
@@ -142,14 +199,24 @@ class _Index:
                         )
                     size = _round_down(max_index_size, es)
                     os.ftruncate(fd, size)
+                    try:
+                        _reserve(fd, 0, size)
+                    except OSError:
+                        os.ftruncate(fd, 0)  # no sparse tail left to fault on later
+                        raise
+                    entries = 0
                 else:
                     size = os.fstat(fd).st_size
+                    entries = _count_entries_in_file(fd, size, es)
+                    # Back the tail that appends will write through the map (an untrimmed
+                    # file from a crash may be sparse on a disk that is now full).
+                    _reserve(fd, entries * es, size)
                 self._map(fd, size)
             except OSError as e:
                 raise KafkaStorageError.from_os_error(e, "opening an index", path=self.path)
             finally:
                 os.close(fd)  # the mapping keeps its own handle
-            self._entries = 0 if created else self._count_entries(size // es)
+            self._entries = entries
         else:
             try:
                 fd = os.open(self.path, os.O_RDONLY)
@@ -157,10 +224,13 @@ class _Index:
                 return  # an absent index reads as empty
             try:
                 size = os.fstat(fd).st_size
+                # Only slots below the entry count are ever read through the map.
+                self._entries = _count_entries_in_file(fd, size, es)
                 self._map(fd, size)
+            except OSError as e:
+                raise KafkaStorageError.from_os_error(e, "opening an index", path=self.path)
             finally:
                 os.close(fd)
-            self._entries = self._count_entries(size // es)
 
     # -- mapping ------------------------------------------------------------------------------
     def _map(self, fd: int, size: int) -> None:
@@ -195,24 +265,6 @@ class _Index:
         self._buf = None
         if isinstance(buf, mmap.mmap):
             buf.close()
-
-    def _is_zero_slot(self, n: int) -> bool:
-        off = n * self.ENTRY_SIZE
-        return not any(self._buf[off : off + self.ENTRY_SIZE])
-
-    def _count_entries(self, slots: int) -> int:
-        """Entries in an existing file: every slot up to the first all-zero one (a zero-filled
-        preallocated tail is not data: no real entry is ever all zeros)."""
-        if slots == 0 or not self._is_zero_slot(slots - 1):
-            return slots
-        lo, hi = 0, slots - 1  # the answer lies in [lo, hi]; slot hi is zero
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._is_zero_slot(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
 
     # -- properties -----------------------------------------------------------------------------
     @property
@@ -330,7 +382,14 @@ class _Index:
             try:
                 fd = _open_for_write(self.path, os.O_RDWR)
                 try:
+                    old_size = os.fstat(fd).st_size
                     os.ftruncate(fd, rounded)
+                    if rounded > old_size:
+                        try:
+                            _reserve(fd, old_size, rounded)
+                        except OSError:
+                            os.ftruncate(fd, old_size)  # never leave an unbacked tail mapped
+                            raise
                     self._map(fd, rounded)
                 finally:
                     os.close(fd)
