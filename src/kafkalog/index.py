@@ -88,6 +88,14 @@ def _round_down(n: int, factor: int) -> int:
     return n - n % factor
 
 
+def _check_int(name: str, value, lo: int, hi: int, where) -> None:
+    """TypeError for a non-integer ``value``, ValueError outside ``[lo, hi]``."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__} ({where})")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], not {value} ({where})")
+
+
 _BLOCK = 4096
 # posix_fallocate errors meaning "this file system cannot reserve space that way".
 _NO_FALLOCATE = {errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS, getattr(errno, "ENOTSUP", 95)}
@@ -170,6 +178,8 @@ class _Index:
         in_memory: bool = False,
     ) -> None:
         es = self.ENTRY_SIZE
+        _check_int("base_offset", base_offset, 0, 2**63 - 1, path)
+        _check_int("max_index_size", max_index_size, -1, _INT32_MAX, path)
         self.path = os.fspath(path) if path is not None else None
         self.base_offset = base_offset
         self._max_index_size = max_index_size
@@ -367,6 +377,7 @@ class _Index:
         """Set the file (or buffer) length to ``new_size`` rounded down to the entry size;
         entries beyond it are dropped.  Returns whether the length changed."""
         self._check_writable()
+        _check_int("new_size", new_size, -(2**63), _INT32_MAX, self.path)
         rounded = _round_down(max(new_size, 0), self.ENTRY_SIZE)
         if rounded == self._length:
             return False
@@ -628,7 +639,12 @@ class OffsetIndex(_Index):
             )
         if not self._writable or self._closed:
             self._check_writable()
-        _OFFSET_ENTRY.pack_into(self._buf, n << 3, rel, position)
+        try:
+            _OFFSET_ENTRY.pack_into(self._buf, n << 3, rel, position)
+        except struct.error:
+            _check_int("offset", offset, 0, 2**63 - 1, self.path)
+            _check_int("position", position, 0, _INT32_MAX, self.path)
+            raise
         self._entries = n + 1
         self._last_offset = offset
 
@@ -787,7 +803,12 @@ class TimeIndex(_Index):
                 )
             if not self._writable or self._closed:
                 self._check_writable()
-            _TIME_ENTRY.pack_into(self._buf, n * 12, timestamp, rel)
+            try:
+                _TIME_ENTRY.pack_into(self._buf, n * 12, timestamp, rel)
+            except struct.error:
+                _check_int("timestamp", timestamp, -(2**63), 2**63 - 1, self.path)
+                _check_int("offset", offset, 0, 2**63 - 1, self.path)
+                raise
             self._entries = n + 1
             self._last_entry = TimestampOffset(timestamp, offset)
 
