@@ -233,23 +233,36 @@ class _Index:
             except FileNotFoundError:
                 return  # an absent index reads as empty
             try:
-                size = os.fstat(fd).st_size
-                # Only slots below the entry count are ever read through the map.
-                self._entries = _count_entries_in_file(fd, size, es)
-                self._map(fd, size)
+                for attempt in range(3):
+                    size = os.fstat(fd).st_size
+                    # Only the entries are mapped: slots past them (maybe a sparse tail the
+                    # file system cannot back) are never touched.
+                    self._entries = _count_entries_in_file(fd, size, es)
+                    try:
+                        self._map(fd, size, self._entries * es)
+                        break
+                    except ValueError:  # a writer trimmed the file meanwhile: look again
+                        if attempt == 2:
+                            raise CorruptIndexError(
+                                f"index file {self.path} keeps shrinking while it is opened",
+                                path=self.path,
+                            ) from None
             except OSError as e:
                 raise KafkaStorageError.from_os_error(e, "opening an index", path=self.path)
             finally:
                 os.close(fd)
 
     # -- mapping ------------------------------------------------------------------------------
-    def _map(self, fd: int, size: int) -> None:
-        if size == 0:
+    def _map(self, fd: int, size: int, map_size: Optional[int] = None) -> None:
+        """Map ``map_size`` bytes (default: all ``size`` bytes of the file)."""
+        if map_size is None:
+            map_size = size
+        if map_size == 0:
             self._buf = None
-            self._length = 0
+            self._length = size
             return
         access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-        self._buf = mmap.mmap(fd, size, access=access)
+        self._buf = mmap.mmap(fd, map_size, access=access)
         self._length = size
 
     def _remap_after_failure(self) -> None:
