@@ -372,6 +372,11 @@ def stats_for_paths(paths: Sequence[str], deep: bool = True, progress: bool = Fa
             else:
                 raise ValueError(f"{p}: no Kafka log segments or partition directories in it")
         elif os.path.isfile(p):
+            if not p.endswith((".log", ".checkpoint")):
+                raise ValueError(
+                    f"{p}: not a Kafka log segment: expected an <offset>.log file, a partition "
+                    "directory or a log directory"
+                )
             groups.append((p, [p]))
         else:
             raise FileNotFoundError(2, "No such file or directory", p)

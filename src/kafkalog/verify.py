@@ -169,7 +169,8 @@ class Verifier:
                       _files.REPLICATION_OFFSET_CHECKPOINT_FILE, _files.CLEANER_OFFSET_CHECKPOINT_FILE):
             self._read_root_checkpoint(path)
         else:
-            self.warning(path, "not a file kafkalog knows how to verify")
+            self.error(path, "not a Kafka log file: expected a segment (<offset>.log), an index, "
+                             "a snapshot, a checkpoint, a partition directory or a log directory")
 
     def verify_root(self, root: str) -> None:
         leos: Dict[Tuple[str, int], int] = {}
