@@ -68,7 +68,14 @@ import os
 import struct
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
-import pyarrow as pa
+try:
+    import pyarrow as pa
+except ImportError as _e:  # name the extra that installs it
+    raise ModuleNotFoundError(
+        f'kafkalog.arrow needs pyarrow, which is not installed ({_e}); install it with: '
+        'pip install "kafkalog[arrow]"',
+        name="pyarrow",
+    ) from _e
 
 from . import _speedups
 from ._format import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
