@@ -2052,11 +2052,25 @@ class Log:
                     max_position = limit_pos if seg is limit_seg else None
                     result = seg.read(offset, max_bytes, max_position, min_one_message)
                     if result is not None:
+                        self._check_read(seg, offset, result)
                         return result
                     i += 1
                 return MemoryRecords(b"")
             except _STORAGE_ERRORS as e:
                 self._io_error(e, "reading")
+
+    def _check_read(self, seg: Segment, offset: int, result: MemoryRecords) -> None:
+        """Check the framing and CRC of every complete batch ``read`` returns, so that a
+        corrupt batch raises here naming the segment file and the batch's file position (the
+        caller only holds a copy, whose positions start at 0); a partial last batch is left
+        to the caller, as a fetch may end inside one."""
+        try:
+            for b in result:
+                b.ensure_valid()
+        except KafkaLogError as e:
+            found = seg.translate_offset(offset)
+            e.path = None
+            raise e.located(seg.log_path, found.position if found is not None else 0)
 
     def iter_batches(self, start_offset: Optional[int] = None) -> Iterator[Any]:
         """Every batch from the one holding ``start_offset`` (default: the log start) to the
@@ -2098,9 +2112,14 @@ class Log:
                         self._io_error(e, "reading")
                 records = MemoryRecords(chunk)
                 consumed = 0
-                for b in records:
-                    consumed = b.position + b.size_in_bytes
-                    yield b
+                try:
+                    for b in records:
+                        consumed = b.position + b.size_in_bytes
+                        yield b
+                except KafkaLogError as e:  # name the file and the file position
+                    if e.path is None:
+                        e.located(seg.log_path, pos)
+                    raise
                 if consumed == 0:
                     if len(chunk) >= 12:
                         need = struct.unpack_from(">i", chunk, 8)[0] + 12

@@ -87,3 +87,33 @@ def test_unknown_codec_is_refused_on_append(tmp_path, codec, validate_records, f
         assert lg.log_end_offset == 2
     finally:
         lg.close()
+
+
+@pytest.mark.parametrize("read_from", [0, 2, 4])
+def test_read_of_a_corrupt_batch_names_the_segment_file_and_position(tmp_path, read_from):
+    d = tmp_path / "t-0"
+    lg = Log.open(d, {"index.interval.bytes": 1})
+    positions = []
+    for i in range(4):
+        positions.append(lg.size)
+        lg.append(_batch(n=2))
+    lg.close()
+    seg = d / "00000000000000000000.log"
+    data = bytearray(seg.read_bytes())
+    data[positions[2] + 70] ^= 0xFF  # a record byte of the batch holding offsets 4-5
+    seg.write_bytes(bytes(data))
+    lg = Log.open(d)  # a clean shutdown: nothing is recovered
+    try:
+        with pytest.raises(CorruptRecordError) as e:
+            lg.read(read_from, 1 << 20)
+        assert e.value.path == str(seg)
+        assert e.value.position == positions[2]
+        assert e.value.offset == 4
+        assert str(seg) in str(e.value)
+        assert [b.base_offset for b in lg.read(6, 1 << 20)] == [6]  # later batches still read
+        with pytest.raises(CorruptRecordError) as e2:
+            for b in lg.iter_batches(read_from):
+                b.ensure_valid()
+        assert e2.value.offset == 4
+    finally:
+        lg.close()
