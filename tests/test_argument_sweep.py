@@ -122,6 +122,56 @@ TARGETS = [
     ),
 ]
 
+try:
+    import pyarrow  # noqa: F401
+
+    import kafkalog.arrow as _ka
+except ImportError:  # pragma: no cover - without the [arrow] extra
+    _ka = None
+
+if _ka is not None:
+    _BUF = _batch(3, "gzip")
+    _TABLE = _ka.to_arrow(_BUF)
+
+    class _Arrow:
+        """The arrow module's functions, as methods (the sweep calls methods)."""
+
+        def to_arrow(self, **kw):
+            return _ka.to_arrow(_BUF, **kw)
+
+        def iter_batches(self, **kw):
+            return _ka.iter_batches(_BUF, **kw)
+
+        def from_arrow(self, **kw):
+            return _ka.from_arrow(_TABLE, **kw)
+
+        def write_arrow(self, **kw):
+            return None  # covered through Log.append_as_follower
+
+    TARGETS += [
+        (
+            "arrow.to_arrow",
+            lambda p: _Arrow(),
+            "to_arrow",
+            {"max_batch_size": None, "max_decompressed_size": 1 << 20, "start_position": 0,
+             "partition": None},
+        ),
+        (
+            "arrow.iter_batches",
+            lambda p: _Arrow(),
+            "iter_batches",
+            {"max_rows": 10, "max_bytes": 1 << 20, "max_decompressed_size": 1 << 20},
+        ),
+        (
+            "arrow.from_arrow",
+            lambda p: _Arrow(),
+            "from_arrow",
+            {"batch_bytes": 1 << 20, "batch_records": None, "base_offset": 0, "producer_id": -1,
+             "producer_epoch": -1, "base_sequence": -1, "partition_leader_epoch": 0,
+             "compression_level": None},
+        ),
+    ]
+
 CONSTRUCTORS = [
     ("OffsetIndex", lambda p, **kw: OffsetIndex(**kw), {"path": None, "base_offset": 0, "max_index_size": 4096}),
     ("TimeIndex", lambda p, **kw: TimeIndex(**kw), {"path": None, "base_offset": 0, "max_index_size": 4096}),
@@ -137,6 +187,11 @@ CONSTRUCTORS = [
         {"base_offset": 0, "max_index_size": 4096, "index_interval_bytes": 4096},
     ),
     ("Log.open config", lambda p, **kw: Log.open(p / "t-0", kw), {"segment.bytes": 1 << 20}),
+    (
+        "MemoryRecords",
+        lambda p, **kw: [list(b) for b in MemoryRecords(_batch(3, "gzip"), **kw)],
+        {"max_decompressed_size": 1 << 20},
+    ),
 ]
 
 
