@@ -200,3 +200,33 @@ def test_bomb_peak_memory_about_the_limit(codec, tmp_path):
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["err"] == "DecompressedSizeError"
     assert out["peak"] <= 1.25 * limit, out
+
+
+def test_from_arrow_offsets_further_apart_than_int64_split_batches_in_both_twins():
+    """Offsets -2^63 and a large positive one are more than 2^31-1 apart: a new batch in both
+    twins (the compiled twin's signed difference wrapped and put them in one batch)."""
+    pa = pytest.importorskip("pyarrow")
+    table = pa.table(
+        {
+            "key": pa.array([None, None], pa.binary()),
+            "value": pa.array([b"", b""], pa.binary()),
+            "offset": pa.array([-(2**63), 278172146860033], pa.int64()),
+            "timestamp": pa.array([-1, -1], pa.int64()),
+        }
+    )
+    results = {}
+    for name, mod in (("cython", _arrow_c), ("python", _arrow_py)):
+        if mod is None:
+            continue
+        saved = ka._core
+        ka._core = mod
+        try:
+            results[name] = ka.from_arrow(table)
+        except Exception as e:  # noqa: BLE001 - compared below
+            results[name] = repr(e)
+        finally:
+            ka._core = saved
+    assert len(set(results.values())) == 1, results
+    out = next(iter(results.values()))
+    assert isinstance(out, bytes)
+    assert [r.offset for b in MemoryRecords(out) for r in b] == [-(2**63), 278172146860033]

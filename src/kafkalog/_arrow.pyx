@@ -2405,7 +2405,9 @@ cdef int plan(int64_t n, Fix* oc, Fix* tc, Fix* yc, Bin* kc, Bin* vc, Hdr* hc,
             return -1
         new_batch = b == NULL
         if b != NULL:
-            new_batch = (b.count >= batch_records or off - b.base_offset > INT32_MAX_
+            # offsets increase, so the unsigned difference is exact (a signed one can wrap)
+            new_batch = (b.count >= batch_records
+                         or <uint64_t>off - <uint64_t>b.base_offset > <uint64_t>INT32_MAX_
                          or ttype != b.ttype or (ttype == 1 and ts != b.first_ts))
             if not new_batch:
                 rs = record_size(body_size(off - b.base_offset, ts - b.first_ts, kl, vl, hsize))
