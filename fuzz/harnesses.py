@@ -761,6 +761,86 @@ def seeds_arrow() -> Iterator[bytes]:
     yield from _corpus_logs(b"\x03\x07", b"\x03")
 
 
+def _v2_with_section(section: bytes, count: int, codec: int) -> bytes:
+    """A v2 batch at offset 0 (valid CRC) whose records section is ``section`` as given."""
+    body = struct.pack(">hiqqqhii", codec, count - 1, 1000, 1000, -1, -1, -1, count) + section
+    from kafkalog._crc_py import crc32c
+
+    return struct.pack(">qiibI", 0, 9 + len(body), 0, 2, crc32c(body)) + body
+
+
+def _lz4_frame(blocks: list, block_checksum: bool) -> bytes:
+    from kafkalog.compression import _lz4_hc, xxh32
+
+    flg, bd = 0x60 | (0x10 if block_checksum else 0), 0x40
+    out = bytearray(struct.pack("<I", 0x184D2204) + bytes((flg, bd, _lz4_hc(bytes((flg, bd))))))
+    for blk, stored in blocks:
+        out += struct.pack("<I", len(blk) | (0x80000000 if stored else 0)) + blk
+        if block_checksum:
+            out += struct.pack("<I", xxh32(blk))
+    return bytes(out + struct.pack("<I", 0))
+
+
+def check_arrow_codec(data: bytes) -> None:
+    """Crafted LZ4 and snappy blocks in a well-formed batch, through ``check_arrow``'s
+    invariants (twin parity of the columnar path, agreement with the record decoder).
+
+    ``data[0]``: check_arrow's flag byte (its CRC fix-up bit is cleared: the CRC is made
+    valid here).  ``data[1]``: bit 0 codec (0 lz4, 1 snappy); bits 1-2 records declared
+    (1-4); bit 3 lz4: split the payload into two blocks at a data-chosen point, snappy: xerial
+    framing; bit 4 lz4 block checksums; bit 5 lz4: the first block stored uncompressed.
+    ``data[2:]``: the raw block bytes (the fuzzer mutates them, not the framing).
+    """
+    if len(data) < 3:
+        return
+    flags, mode, payload = data[0] & ~2, data[1], data[2:]
+    count = 1 + ((mode >> 1) & 3)
+    if mode & 1:
+        if mode & 8:
+            section = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + struct.pack(
+                ">i", len(payload)) + payload
+        else:
+            section = payload
+        codec = 2
+    else:
+        if mode & 8 and len(payload) > 1:
+            cut = 1 + payload[0] % (len(payload) - 1)
+            blocks = [(payload[1:cut], bool(mode & 32)), (payload[cut:], False)]
+        else:
+            blocks = [(payload, bool(mode & 32))]
+        section = _lz4_frame(blocks, bool(mode & 16))
+        codec = 3
+    check_arrow(bytes((flags,)) + _v2_with_section(section, count, codec))
+
+
+def seeds_arrow_codec() -> Iterator[bytes]:
+    from kafkalog import MemoryRecordsBuilder
+
+    for values in ([b"value"], [b"x" * 300, b"y"], [bytes(range(256)) * 3, b"a" * 1000]):
+        for codec, mode in (("lz4", 0), ("snappy", 1)):
+            try:
+                b = MemoryRecordsBuilder(2, codec, 0)
+            except Exception:  # pragma: no cover - codec library missing
+                continue
+            for i, v in enumerate(values):
+                b.append(1000 + i, b"k", v, [("h", b"v")])
+            section = b.build()[61:]
+            mode |= (len(values) - 1) << 1
+            if codec == "lz4":  # the first block of Kafka's frame (header 7 bytes)
+                size = struct.unpack_from("<I", section, 7)[0] & 0x7FFFFFFF
+                raw = section[11 : 11 + size]
+            else:
+                raw = section
+            for flags in (0x01, 0x09, 0x81):
+                yield bytes((flags, mode)) + raw
+    # blocks at LZ4's end-of-block limits: a long match whose length bytes reach the last 5
+    # input bytes, and a last sequence with fewer than 5 literals
+    for tail in (0, 1, 2, 4, 5):
+        lit = b"\x00" * 4
+        block = bytes([0x4F]) + lit + b"\x01\x00" + b"\xff\xff\xff\x05" + bytes([tail << 4])
+        yield bytes((0x01, 0)) + block + b"a" * tail
+
+
 # ------------------------------------------------------------------------------------------------
 # conformance corpus
 # ------------------------------------------------------------------------------------------------
@@ -805,6 +885,7 @@ HARNESSES: dict[str, tuple[Callable[[bytes], None], Callable[[], Iterator[bytes]
     "segment": (check_segment, seeds_segment),
     "decoders": (check_decoders, seeds_decoders),
     "arrow": (check_arrow, seeds_arrow),
+    "arrow_codec": (check_arrow_codec, seeds_arrow_codec),
 }
 
 

@@ -36,6 +36,7 @@ MUTATIONS = {
     "segment": 1500,
     "decoders": 3000,
     "arrow": 1500,
+    "arrow_codec": 2000,
 }
 
 

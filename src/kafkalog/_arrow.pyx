@@ -14,8 +14,11 @@ Same names, signatures and results as ``_arrow_py`` (read its docstring for the 
   reuses from batch to batch.  gzip and zstd batches, and the values of compressed v0/v1
   wrappers, are decompressed by ``kafkalog.compression`` (zlib and zstd release the GIL
   inside); the decompressed records / inner messages are then parsed without the GIL.  When
-  the native snappy/lz4 decoders meet anything unusual (or a bound), the batch goes to
-  ``kafkalog.compression`` instead, so results and errors are those of the pure twin.
+  the native snappy/lz4 decoders meet anything unusual, the batch goes to
+  ``kafkalog.compression`` instead, so results and errors are those of the pure twin; a
+  batch whose output would pass ``max_decompressed_size`` is refused with the same
+  DecompressedSizeError without being decompressed twice, and the scratch buffer never
+  grows past that limit.
 * Freed column buffers return to a small pool (``_set_pool_limit``) and are reused by the
   next decode(), so a streaming loop does not fault fresh pages in for every chunk.
 * Every read is checked against the end of its buffer *before* it happens; the nogil code
@@ -281,6 +284,25 @@ cdef inline int gb_ensure(GBuf* b, size_t need) noexcept nogil:
     if need <= b.cap and b.data != NULL:
         return 0
     return gb_reserve(b, need)
+
+cdef int gb_ensure_at_most(GBuf* b, size_t need, size_t most) noexcept nogil:
+    """Like gb_ensure, but growth never goes past ``most`` bytes (>= need): a decompression
+    scratch stays within its limit instead of doubling past it."""
+    cdef size_t nc
+    cdef void* p
+    if need <= b.cap and b.data != NULL:
+        return 0
+    nc = b.cap * 2 if b.cap else <size_t>MIN_CAP
+    if nc < need:
+        nc = need
+    if nc > most:
+        nc = most if most >= need else need
+    p = realloc(b.data, nc + SLACK)
+    if p == NULL:
+        return -1
+    b.data = <uint8_t*>p
+    b.cap = nc
+    return 0
 
 cdef int bm_cover(GBuf* b, int64_t rows, uint8_t fill) noexcept nogil:
     """Make a bitmap cover ``rows`` bits; bytes first touched here are set to ``fill``."""
@@ -715,6 +737,7 @@ cdef const uint8_t* XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 cdef int snappy_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t limit) noexcept nogil:
     """Kafka snappy (xerial framing, or one raw block) into ``out`` (len reset).  0 ok,
+    -2 the output would pass ``limit`` (DecompressedSizeError, as kafkalog.compression says),
     -1 anything unusual (the caller falls back to kafkalog.compression)."""
     cdef Py_ssize_t ip, clen, hdr
     cdef uint64_t ulen
@@ -739,8 +762,10 @@ cdef int snappy_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t li
             if snappy_len(s + ip, clen, &hdr, &ulen) < 0:
                 return -1
             if <int64_t>(out.len + ulen) > limit:
-                return -1
-            if gb_ensure(out, out.len + <size_t>ulen) < 0:
+                # kafkalog.compression's answer, without decoding anything again: too big,
+                # unless the declared length is impossible for the chunk (then it decides)
+                return -2 if ulen <= <uint64_t>(22 * clen + 32) else -1
+            if gb_ensure_at_most(out, out.len + <size_t>ulen, <size_t>limit) < 0:
                 return -1
             if snappy_block(s + ip, clen, hdr, out.data + out.len, <Py_ssize_t>ulen) < 0:
                 return -1
@@ -750,8 +775,8 @@ cdef int snappy_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t li
     if snappy_len(s, n, &hdr, &ulen) < 0:
         return -1
     if <int64_t>ulen > limit:
-        return -1
-    if gb_ensure(out, <size_t>ulen) < 0:
+        return -2 if ulen <= <uint64_t>(22 * n + 32) else -1
+    if gb_ensure_at_most(out, <size_t>ulen, <size_t>limit) < 0:
         return -1
     if snappy_block(s, n, hdr, out.data, <Py_ssize_t>ulen) < 0:
         return -1
@@ -802,10 +827,15 @@ cdef uint32_t xxh32(const uint8_t* p, Py_ssize_t n, uint32_t seed) noexcept nogi
 
 cdef Py_ssize_t lz4_block(const uint8_t* s, Py_ssize_t n, uint8_t* dst, Py_ssize_t cap) noexcept nogil:
     """Decode one LZ4 block into at most ``cap`` bytes at ``dst`` (SLACK spare bytes after);
-    the decoded length, or -1."""
+    the decoded length, or -1.  With ``dst`` NULL nothing is written: the block is only
+    checked and its decoded length returned.  The format's end-of-block rules hold: the last
+    sequence is literals only, the last 5 bytes are literals and the last match starts at
+    least 12 bytes before the end of the block."""
     cdef Py_ssize_t ip = 0
     cdef Py_ssize_t op = 0
     cdef Py_ssize_t ln, off
+    cdef Py_ssize_t mstart = -1
+    cdef Py_ssize_t mend = -1
     cdef uint8_t token, b
     while True:
         if ip >= n:
@@ -824,11 +854,16 @@ cdef Py_ssize_t lz4_block(const uint8_t* s, Py_ssize_t n, uint8_t* dst, Py_ssize
                     break
         if ln > n - ip or ln > cap - op:
             return -1
-        lit_copy(dst + op, s + ip, ln, n - ip)
+        if dst != NULL:
+            lit_copy(dst + op, s + ip, ln, n - ip)
         ip += ln
         op += ln
         if ip == n:
-            return op  # the last sequence holds literals only
+            # the last sequence holds literals only; the end-of-block rules (LASTLITERALS,
+            # MFLIMIT) apply to the last match
+            if mstart >= 0 and (op - mend < 5 or op - mstart < 12):
+                return -1
+            return op
         if ip > n - 8:
             return -1  # as LZ4_decompress_safe: a match needs 2 + 1 + 5 bytes after literals
         off = <Py_ssize_t>s[ip] | (<Py_ssize_t>s[ip + 1] << 8)
@@ -848,12 +883,17 @@ cdef Py_ssize_t lz4_block(const uint8_t* s, Py_ssize_t n, uint8_t* dst, Py_ssize
         ln += 4
         if ln > cap - op:
             return -1
-        match_copy(dst + op, off, ln)
+        if dst != NULL:
+            match_copy(dst + op, off, ln)
+        mstart = op
         op += ln
+        mend = op
 
 cdef int lz4_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t limit) noexcept nogil:
     """One LZ4 frame as Kafka writes it (v2 batches: header checksum verified) into ``out``.
-    0 ok, -1 anything unusual (the caller falls back to kafkalog.compression)."""
+    0 ok, -2 the output would pass ``limit`` (found without decoding past it: a block that
+    may cross the limit is first only measured), -1 anything unusual (the caller falls back
+    to kafkalog.compression)."""
     cdef uint8_t flg, bd
     cdef Py_ssize_t hp, ip, maxblock, r
     cdef uint32_t bsz
@@ -892,7 +932,17 @@ cdef int lz4_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t limit
                 return -1
             if xxh32(s + ip, bsz, 0) != le32(s + ip + bsz):
                 return -1
-        if gb_ensure(out, out.len + <size_t>maxblock) < 0:
+        if <int64_t>(out.len + maxblock) > limit:
+            # this block may cross the limit: measure it first, so that a bomb is refused
+            # without holding more than the limit
+            r = bsz if raw else lz4_block(s + ip, bsz, NULL, maxblock)
+            if r < 0:
+                return -1
+            if <int64_t>(out.len + r) > limit:
+                return -2
+            if gb_ensure_at_most(out, out.len + <size_t>r, <size_t>limit) < 0:
+                return -1
+        elif gb_ensure_at_most(out, out.len + <size_t>maxblock, <size_t>limit) < 0:
             return -1
         if raw:
             memcpy(out.data + out.len, s + ip, bsz)
@@ -902,8 +952,6 @@ cdef int lz4_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t limit
             if r < 0:
                 return -1
         out.len += <size_t>r
-        if <int64_t>out.len > limit:
-            return -1
         ip += bsz + (4 if block_sum else 0)
     if content_sum:
         if 4 > n - ip:
@@ -1403,7 +1451,7 @@ cdef struct Walk:
     GBuf* scratch
     Batch bt           # header of the entry at pos when R_GIL / after R_ERR
     int magic          # magic of the entry at pos when R_GIL
-    int need_python    # R_GIL reason: 1 legacy, 2 python decompression
+    int need_python    # R_GIL reason: 1 legacy, 2 python decompression, 3 over the limit
 
 
 cdef void prescan(Walk* w, int64_t* rows_out, int64_t* data_out) noexcept nogil:
@@ -1818,7 +1866,7 @@ cdef int walk(Walk* w, Out* o, Err* e) noexcept nogil:
             else:
                 codec = lz4_decompress(data, dn, w.scratch, w.max_dec)
             if codec != 0:
-                w.need_python = 2
+                w.need_python = 3 if codec == -2 else 2
                 return R_GIL
             data = w.scratch.data
             dn = <Py_ssize_t>w.scratch.len
@@ -1996,8 +2044,17 @@ cdef class Decoder:
                     if mv.ndim != 1 or mv.itemsize != 1:
                         mv = mv.cast("B")
                 out_mark(&o, &m)
+                if self.scratch.cap > (<size_t>4 << 20):
+                    gb_free(&self.scratch)  # never held while kafkalog.compression works
                 if w.need_python == 1:
                     self._legacy_wrapper(mv, &w, &o, &e)
+                elif w.need_python == 3:
+                    exc = _compression_mod()._too_big(
+                        "snappy" if w.bt.codec == 2 else "lz4", w.max_dec
+                    )
+                    exc.position = w.bt.position
+                    exc.offset = w.bt.base_offset
+                    raise exc
                 else:
                     self._python_batch(mv, &w, &o, &e)
                 if out_overflowed(&o):
@@ -2348,7 +2405,9 @@ cdef int plan(int64_t n, Fix* oc, Fix* tc, Fix* yc, Bin* kc, Bin* vc, Hdr* hc,
             return -1
         new_batch = b == NULL
         if b != NULL:
-            new_batch = (b.count >= batch_records or off - b.base_offset > INT32_MAX_
+            # offsets increase, so the unsigned difference is exact (a signed one can wrap)
+            new_batch = (b.count >= batch_records
+                         or <uint64_t>off - <uint64_t>b.base_offset > <uint64_t>INT32_MAX_
                          or ttype != b.ttype or (ttype == 1 and ts != b.first_ts))
             if not new_batch:
                 rs = record_size(body_size(off - b.base_offset, ts - b.first_ts, kl, vl, hsize))

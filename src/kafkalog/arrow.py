@@ -67,7 +67,14 @@ import os
 import struct
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
-import pyarrow as pa
+try:
+    import pyarrow as pa
+except ImportError as _e:  # name the extra that installs it
+    raise ModuleNotFoundError(
+        f'kafkalog.arrow needs pyarrow, which is not installed ({_e}); install it with: '
+        'pip install "kafkalog[arrow]"',
+        name="pyarrow",
+    ) from _e
 
 from . import _speedups
 from ._format import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
@@ -455,6 +462,18 @@ def _column_bits(names: Sequence[str]) -> int:
     return bits
 
 
+def _check_int_args(**args: Any) -> None:
+    """TypeError for a non-integer, ValueError for an integer a signed 64-bit value cannot
+    hold (``None`` passes: the defaults); finer checks are the decoders' own."""
+    for name, v in args.items():
+        if v is None:
+            continue
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError(f"{name} must be an int, not {type(v).__name__}")
+        if not -(2**63) <= v < 2**63:
+            raise ValueError(f"{name} is out of range: {v}")
+
+
 def _decode_segments(
     source,
     columns,
@@ -474,6 +493,15 @@ def _decode_segments(
     max_rows,
     max_bytes,
 ) -> Tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    _check_int_args(
+        max_batch_size=max_batch_size,
+        max_decompressed_size=max_decompressed_size,
+        partition=partition,
+        start_position=start_position,
+        stop_position=stop_position,
+        max_rows=max_rows,
+        max_bytes=max_bytes,
+    )
     names = _column_names(columns, batch_metadata)
     ts_type, scale = _timestamp_type(timestamp_unit)
     out_schema = schema(names, timestamp_unit=timestamp_unit)
@@ -778,6 +806,16 @@ def from_arrow(
         table = pa.Table.from_batches([table])
     if not isinstance(table, pa.Table):
         raise TypeError(f"table must be a pyarrow.Table or RecordBatch, not {type(table).__name__}")
+    _check_int_args(
+        compression_level=compression_level,
+        batch_bytes=batch_bytes,
+        batch_records=batch_records,
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch,
+    )
     codec = int(CompressionType.parse(compression))
     n = table.num_rows
     keep = []

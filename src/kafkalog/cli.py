@@ -25,6 +25,25 @@ class _CliError(Exception):
     pass
 
 
+class _UsageError(_CliError):
+    """A command line that names nothing to work on: exit status 2, like argparse's errors."""
+
+
+def _size_arg(text: str) -> int:
+    """A size or count: a Java int that is not negative."""
+    v = _java_int_arg(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative (a size or count is expected)")
+    return v
+
+
+def _offset_arg(text: str) -> int:
+    v = _int_arg(text)
+    if not 0 <= v <= 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"{text} is not an offset (0 .. 2^63-1)")
+    return v
+
+
 def _int_arg(text: str) -> int:
     try:
         return int(text.replace("_", ""), 0) if text.lower().startswith(("0x", "0o", "0b")) else int(text)
@@ -104,10 +123,10 @@ def _add_dump(sub) -> None:
     g.add_argument("--index-sanity-check", action="store_true",
                    help="for .index/.timeindex files: run only the sanity check a broker runs at "
                         "startup to decide whether to rebuild the index")
-    g.add_argument("--max-message-size", type=_java_int_arg, default=5 * 1024 * 1024, metavar="size",
+    g.add_argument("--max-message-size", type=_size_arg, default=5 * 1024 * 1024, metavar="size",
                    help="size of the largest batch: how many bytes are read at each offset-index "
                         "position when checking an .index (default 5242880)")
-    g.add_argument("--max-bytes", type=_java_int_arg, default=INT_MAX, metavar="size",
+    g.add_argument("--max-bytes", type=_size_arg, default=INT_MAX, metavar="size",
                    help="read only the batches lying entirely within the first SIZE bytes of each "
                         ".log/.checkpoint file (default: the whole file); the trailing-bytes "
                         "report is then not printed")
@@ -146,10 +165,10 @@ def _add_dump(sub) -> None:
     x.add_argument("--header-encoding", choices=("string", "hex", "base64"),
                    help="how header values are written (default: string in text, --binary-encoding "
                         "with --json)")
-    x.add_argument("--from-offset", type=_int_arg, metavar="OFFSET",
+    x.add_argument("--from-offset", type=_offset_arg, metavar="OFFSET",
                    help="start at the batch holding OFFSET; the .index is used to seek (no scan "
                         "from the start) and earlier segments of a directory are skipped")
-    x.add_argument("--to-offset", type=_int_arg, metavar="OFFSET",
+    x.add_argument("--to-offset", type=_offset_arg, metavar="OFFSET",
                    help="stop after the batch holding OFFSET (records after it are not printed)")
     x.add_argument("--from-timestamp", type=_timestamp_arg, metavar="TIME",
                    help="start at the first batch with a timestamp >= TIME (ms since the epoch or "
@@ -183,7 +202,7 @@ def _add_verify(sub) -> None:
                    help="one JSON object per problem, then a summary object")
     p.add_argument("--strict", action="store_true", help="warnings also make the exit status 1")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the summary line")
-    p.add_argument("--max-problems", type=_int_arg, default=1000, metavar="N",
+    p.add_argument("--max-problems", type=_size_arg, default=1000, metavar="N",
                    help="stop listing problems after N (they are still counted; default 1000)")
     _add_progress(p)
     p.set_defaults(func=_run_verify)
@@ -212,7 +231,7 @@ def _add_salvage(sub) -> None:
                         "directory) or a new log root (for a log root); must not exist or be empty")
     p.add_argument("--deep", action="store_true",
                    help="also require every record of a batch to decode (decompression included)")
-    p.add_argument("--segment-bytes", type=_int_arg, default=1024 ** 3, metavar="BYTES",
+    p.add_argument("--segment-bytes", type=_size_arg, default=1024 ** 3, metavar="BYTES",
                    help="segment size of the output log (default 1 GiB)")
     p.add_argument("--json", action="store_true", help="report as JSON objects")
     _add_progress(p)
@@ -302,7 +321,7 @@ def _run_dump(args) -> int:
         files.extend(f.split(","))  # Kafka splits on "," and keeps empty names and spaces
     files.extend(args.paths)
     if not files:
-        raise _CliError('Missing required argument "[files]" (give --files f1,f2 or PATHs)')
+        raise _UsageError('Missing required argument "[files]" (give --files f1,f2 or PATHs)')
     if args.offsets_decoder:
         parser = OffsetsMessageParser()
     elif args.transaction_log_decoder:
@@ -463,7 +482,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             msg = f"{e.filename}: {e.strerror}"
         sys.stderr.write(f"kafkalog {args.command}: error: {msg}\n")
         sys.stderr.flush()
-        return 1
+        return 2 if isinstance(e, _UsageError) else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

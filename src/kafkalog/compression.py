@@ -61,6 +61,7 @@ from kafkalog.errors import (
     DecompressedSizeError,
     DecompressionError,
     KafkaLogError,
+    MissingCodecError,
     UnsupportedCompressionError,
 )
 
@@ -191,7 +192,7 @@ def _import(name: str) -> Any:
 def _missing(codec: int, exc: BaseException) -> UnsupportedCompressionError:
     name = _NAMES[codec]
     extra = _EXTRAS[codec]
-    return UnsupportedCompressionError(
+    return MissingCodecError(
         f"{name} compression needs a library that is not installed ({exc}); "
         f"install it with: pip install 'kafkalog[{extra}]'"
     )
@@ -204,7 +205,7 @@ def _load(codec: int) -> None:
     with _load_lock:
         err = _load_errors.get(codec)
         if err is not None:
-            raise UnsupportedCompressionError(err.message)
+            raise MissingCodecError(err.message)
         try:
             if codec == LZ4:
                 if _lz4_block_decompress is None:
@@ -231,7 +232,7 @@ def _load(codec: int) -> None:
         except (ImportError, AttributeError) as exc:
             err = _missing(codec, exc)
             _load_errors[codec] = err
-            raise UnsupportedCompressionError(err.message) from exc
+            raise MissingCodecError(err.message) from exc
 
 
 def _load_lz4_frame() -> Callable[..., bytes]:

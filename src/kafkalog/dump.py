@@ -639,6 +639,7 @@ class Dumper:
     def run(self, files: Sequence[str]) -> int:
         """Dump every file (Kafka's loop); end-of-run reports last.  Raises DumpError."""
         opts = self.opts
+        dumped = 0  # inputs of a kind kafka-dump-log reads
         try:
             for arg in files:
                 shown = java_path(arg)
@@ -667,6 +668,8 @@ class Dumper:
                         self._json({"type": "ignored", "file": shown})
                     else:
                         self._stderr(f"Ignoring unknown file {shown}")
+                    continue
+                dumped += 1
         finally:
             self.out.flush()
         if opts.json_output:
@@ -678,6 +681,12 @@ class Dumper:
             if text:
                 self.err.write(text)
                 self.err.flush()
+        if not dumped:
+            raise DumpError(
+                "nothing to dump: expected Kafka log files (.log, .index, .timeindex, "
+                ".txnindex, .snapshot, .checkpoint), partition directories or log directories"
+                + ("" if all(os.path.exists(f) for f in files) else " (a path does not exist)")
+            )
         return 0
 
     # -- .log / .checkpoint --------------------------------------------------------------------------

@@ -29,6 +29,7 @@ __all__ = [
     "KafkaStorageError",
     "InvalidTopicError",
     "UnsafePathError",
+    "MissingCodecError",
 ]
 
 
@@ -213,3 +214,12 @@ class UnsafePathError(KafkaLogError):
     """kafkalog refused to write a file because doing so would leave the directory it belongs
     in: the name is a symbolic link leading elsewhere (or dangling), or a directory kafkalog
     creates resolves outside the directory it should be in.  ``path`` is the refused name."""
+
+
+class MissingCodecError(UnsupportedCompressionError):
+    """A known codec whose library is not installed (a missing dependency, not bad data); the
+    message names the extra that installs it (``pip install 'kafkalog[zstd]'``)."""
+
+    #: the exit status of the ``verify`` and ``stats`` commands when batches went unread
+    #: because of a missing codec library (1 is for problems in the data, 2 for usage)
+    exit_status = 3

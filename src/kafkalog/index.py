@@ -23,6 +23,7 @@ read-only :class:`~kafkalog.log.Log` rebuilds an index it may not write.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -88,6 +89,70 @@ def _round_down(n: int, factor: int) -> int:
     return n - n % factor
 
 
+def _check_int(name: str, value, lo: int, hi: int, where) -> None:
+    """TypeError for a non-integer ``value``, ValueError outside ``[lo, hi]``."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__} ({where})")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], not {value} ({where})")
+
+
+_BLOCK = 4096
+# posix_fallocate errors meaning "this file system cannot reserve space that way".
+_NO_FALLOCATE = {errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS, getattr(errno, "ENOTSUP", 95)}
+
+
+def _reserve(fd: int, start: int, end: int) -> None:
+    """Make the file system back bytes ``[start, end)`` of ``fd`` with real blocks, so that
+    writing through a memory map of them can never fault (SIGBUS) on a full disk: a full disk
+    is an OSError (ENOSPC) here instead.  Existing bytes are never changed.  Uses
+    ``posix_fallocate``; where the file system or platform lacks it, writes a zero byte into
+    every block that still reads as zero (what the C library's own emulation does)."""
+    if end <= start:
+        return
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is not None:
+        try:
+            fallocate(fd, start, end - start)
+            return
+        except OSError as e:
+            if e.errno not in _NO_FALLOCATE:
+                raise
+    size = os.fstat(fd).st_size
+    pos = start - start % _BLOCK + _BLOCK - 1  # the last byte of each block
+    last = end - 1
+    while True:
+        p = min(pos, last)
+        if p < start:
+            p = start
+        if p >= size or os.pread(fd, 1, p) in (b"", b"\0"):
+            os.pwrite(fd, b"\0", p)
+        if p >= last:
+            break
+        pos += _BLOCK
+
+
+def _count_entries_in_file(fd: int, size: int, entry_size: int) -> int:
+    """Entries in an existing index file: every slot up to the first all-zero one, read with
+    ``pread`` rather than through a map, so that a sparse tail the file system cannot back
+    (a full disk) is never faulted in."""
+    slots = size // entry_size
+
+    def zero(n: int) -> bool:
+        return not any(os.pread(fd, entry_size, n * entry_size))
+
+    if slots == 0 or not zero(slots - 1):
+        return slots
+    lo, hi = 0, slots - 1  # the answer lies in [lo, hi]; slot hi is zero
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if zero(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 class _Index:
     """Shared machinery of the two memory-mapped indexes (Kafka's AbstractIndex)."""
 
@@ -114,6 +179,8 @@ class _Index:
         in_memory: bool = False,
     ) -> None:
         es = self.ENTRY_SIZE
+        _check_int("base_offset", base_offset, 0, 2**63 - 1, path)
+        _check_int("max_index_size", max_index_size, -1, _INT32_MAX, path)
         self.path = os.fspath(path) if path is not None else None
         self.base_offset = base_offset
         self._max_index_size = max_index_size
@@ -143,34 +210,60 @@ class _Index:
                         )
                     size = _round_down(max_index_size, es)
                     os.ftruncate(fd, size)
+                    try:
+                        _reserve(fd, 0, size)
+                    except OSError:
+                        os.ftruncate(fd, 0)  # no sparse tail left to fault on later
+                        raise
+                    entries = 0
                 else:
                     size = os.fstat(fd).st_size
+                    entries = _count_entries_in_file(fd, size, es)
+                    # Back the tail that appends will write through the map (an untrimmed
+                    # file from a crash may be sparse on a disk that is now full).
+                    _reserve(fd, entries * es, size)
                 self._map(fd, size)
             except OSError as e:
                 raise KafkaStorageError.from_os_error(e, "opening an index", path=self.path)
             finally:
                 os.close(fd)  # the mapping keeps its own handle
-            self._entries = 0 if created else self._count_entries(size // es)
+            self._entries = entries
         else:
             try:
                 fd = _fs.open_local_fd(self.path)  # regular files only
             except FileNotFoundError:
                 return  # an absent index reads as empty
             try:
-                size = os.fstat(fd).st_size
-                self._map(fd, size)
+                for attempt in range(3):
+                    size = os.fstat(fd).st_size
+                    # Only the entries are mapped: slots past them (maybe a sparse tail the
+                    # file system cannot back) are never touched.
+                    self._entries = _count_entries_in_file(fd, size, es)
+                    try:
+                        self._map(fd, size, self._entries * es)
+                        break
+                    except ValueError:  # a writer trimmed the file meanwhile: look again
+                        if attempt == 2:
+                            raise CorruptIndexError(
+                                f"index file {self.path} keeps shrinking while it is opened",
+                                path=self.path,
+                            ) from None
+            except OSError as e:
+                raise KafkaStorageError.from_os_error(e, "opening an index", path=self.path)
             finally:
                 os.close(fd)
-            self._entries = self._count_entries(size // es)
 
     # -- mapping ------------------------------------------------------------------------------
-    def _map(self, fd: int, size: int) -> None:
-        if size == 0:
+    def _map(self, fd: int, size: int, map_size: Optional[int] = None) -> None:
+        """Map ``map_size`` bytes (default: all ``size`` bytes of the file)."""
+        if map_size is None:
+            map_size = size
+        if map_size == 0:
             self._buf = None
-            self._length = 0
+            self._length = size
             return
         access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-        self._buf = mmap.mmap(fd, size, access=access)
+        self._buf = mmap.mmap(fd, map_size, access=access)
         self._length = size
 
     def _remap_after_failure(self) -> None:
@@ -196,24 +289,6 @@ class _Index:
         self._buf = None
         if isinstance(buf, mmap.mmap):
             buf.close()
-
-    def _is_zero_slot(self, n: int) -> bool:
-        off = n * self.ENTRY_SIZE
-        return not any(self._buf[off : off + self.ENTRY_SIZE])
-
-    def _count_entries(self, slots: int) -> int:
-        """Entries in an existing file: every slot up to the first all-zero one (a zero-filled
-        preallocated tail is not data: no real entry is ever all zeros)."""
-        if slots == 0 or not self._is_zero_slot(slots - 1):
-            return slots
-        lo, hi = 0, slots - 1  # the answer lies in [lo, hi]; slot hi is zero
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._is_zero_slot(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
 
     # -- properties -----------------------------------------------------------------------------
     @property
@@ -316,6 +391,7 @@ class _Index:
         """Set the file (or buffer) length to ``new_size`` rounded down to the entry size;
         entries beyond it are dropped.  Returns whether the length changed."""
         self._check_writable()
+        _check_int("new_size", new_size, -(2**63), _INT32_MAX, self.path)
         rounded = _round_down(max(new_size, 0), self.ENTRY_SIZE)
         if rounded == self._length:
             return False
@@ -331,7 +407,14 @@ class _Index:
             try:
                 fd = _open_for_write(self.path, os.O_RDWR)
                 try:
+                    old_size = os.fstat(fd).st_size
                     os.ftruncate(fd, rounded)
+                    if rounded > old_size:
+                        try:
+                            _reserve(fd, old_size, rounded)
+                        except OSError:
+                            os.ftruncate(fd, old_size)  # never leave an unbacked tail mapped
+                            raise
                     self._map(fd, rounded)
                 finally:
                     os.close(fd)
@@ -570,7 +653,12 @@ class OffsetIndex(_Index):
             )
         if not self._writable or self._closed:
             self._check_writable()
-        _OFFSET_ENTRY.pack_into(self._buf, n << 3, rel, position)
+        try:
+            _OFFSET_ENTRY.pack_into(self._buf, n << 3, rel, position)
+        except struct.error:
+            _check_int("offset", offset, 0, 2**63 - 1, self.path)
+            _check_int("position", position, 0, _INT32_MAX, self.path)
+            raise
         self._entries = n + 1
         self._last_offset = offset
 
@@ -729,7 +817,12 @@ class TimeIndex(_Index):
                 )
             if not self._writable or self._closed:
                 self._check_writable()
-            _TIME_ENTRY.pack_into(self._buf, n * 12, timestamp, rel)
+            try:
+                _TIME_ENTRY.pack_into(self._buf, n * 12, timestamp, rel)
+            except struct.error:
+                _check_int("timestamp", timestamp, -(2**63), 2**63 - 1, self.path)
+                _check_int("offset", offset, 0, 2**63 - 1, self.path)
+                raise
             self._entries = n + 1
             self._last_entry = TimestampOffset(timestamp, offset)
 

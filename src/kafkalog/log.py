@@ -550,6 +550,14 @@ class _Prepared(NamedTuple):
     magic: int
 
 
+def _check_int_arg(name: str, value: Any, lo: int, hi: int) -> None:
+    """TypeError for a non-integer argument, ValueError for one outside ``[lo, hi]``."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], not {value}")
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -1385,6 +1393,10 @@ class Log:
         batches).  Raises InvalidRecordError, CorruptRecordError, RecordTooLargeError or
         InvalidTimestampError for what Kafka rejects; nothing is written then.
         """
+        if leader_epoch is not None and (
+            type(leader_epoch) is not int or not -(2**31) <= leader_epoch <= _INT32_MAX
+        ):
+            _check_int_arg("leader_epoch", leader_epoch, -(2**31), _INT32_MAX)
         t = type(records)
         mv = (
             records
@@ -1417,6 +1429,7 @@ class Log:
                     if (
                         length + 12 == n
                         and not attrs & 0x28  # neither LogAppendTime nor control
+                        and (attrs & 7) <= 4  # a codec id readers know (else refused below)
                         and (target < 0 or (attrs & 7) == target)
                         and base == 0
                         and n <= self._max_message_bytes
@@ -1580,6 +1593,11 @@ class Log:
             if not b.is_valid():
                 raise CorruptRecordError(
                     f"Record is corrupt (stored crc = {b.crc}) in topic partition {tp}."
+                )
+            if b.attributes & 7 > 4:
+                raise InvalidRecordError(
+                    f"Unknown compression type id {b.attributes & 7} in the batch at offset "
+                    f"{b.base_offset} in the append to {tp}."
                 )
             if b.compression_type != CompressionType.NONE:
                 source_codec = b.compression_type
@@ -1779,6 +1797,12 @@ class Log:
                             f"{[x.last_offset for x in batches][:10]}"
                         )
                     prev_last = b.last_offset
+                    if prev_last > LONG_MAX - 1:  # the log end offset must stay a long
+                        raise InvalidOffsetError(
+                            f"Offset {prev_last} in the append to {tp} is out of range: the "
+                            f"last offset of a batch must be below {LONG_MAX}",
+                            offset=prev_last,
+                        )
                     if b.size_in_bytes > self.config.max_message_bytes:
                         raise RecordTooLargeError(
                             f"The record batch size in the append to {tp} is "
@@ -1788,6 +1812,11 @@ class Log:
                     if not b.is_valid():
                         raise CorruptRecordError(
                             f"Record is corrupt (stored crc = {b.crc}) in topic partition {tp}."
+                        )
+                    if b.attributes & 7 > 4:
+                        raise InvalidRecordError(
+                            f"Unknown compression type id {b.attributes & 7} in the batch at "
+                            f"offset {b.base_offset} in the append to {tp}."
                         )
                     if b.max_timestamp > max_ts:
                         max_ts = b.max_timestamp
@@ -2046,11 +2075,25 @@ class Log:
                     max_position = limit_pos if seg is limit_seg else None
                     result = seg.read(offset, max_bytes, max_position, min_one_message)
                     if result is not None:
+                        self._check_read(seg, offset, result)
                         return result
                     i += 1
                 return MemoryRecords(b"")
             except _STORAGE_ERRORS as e:
                 self._io_error(e, "reading")
+
+    def _check_read(self, seg: Segment, offset: int, result: MemoryRecords) -> None:
+        """Check the framing and CRC of every complete batch ``read`` returns, so that a
+        corrupt batch raises here naming the segment file and the batch's file position (the
+        caller only holds a copy, whose positions start at 0); a partial last batch is left
+        to the caller, as a fetch may end inside one."""
+        try:
+            for b in result:
+                b.ensure_valid()
+        except KafkaLogError as e:
+            found = seg.translate_offset(offset)
+            e.path = None
+            raise e.located(seg.log_path, found.position if found is not None else 0)
 
     def iter_batches(self, start_offset: Optional[int] = None) -> Iterator[Any]:
         """Every batch from the one holding ``start_offset`` (default: the log start) to the
@@ -2092,9 +2135,14 @@ class Log:
                         self._io_error(e, "reading")
                 records = MemoryRecords(chunk)
                 consumed = 0
-                for b in records:
-                    consumed = b.position + b.size_in_bytes
-                    yield b
+                try:
+                    for b in records:
+                        consumed = b.position + b.size_in_bytes
+                        yield b
+                except KafkaLogError as e:  # name the file and the file position
+                    if e.path is None:
+                        e.located(seg.log_path, pos)
+                    raise
                 if consumed == 0:
                     if len(chunk) >= 12:
                         need = struct.unpack_from(">i", chunk, 8)[0] + 12
@@ -2315,6 +2363,14 @@ class Log:
         """Move the log start offset forward (Kafka's DeleteRecords); the segments wholly below
         it go at the next :meth:`delete_retention`.  Raises OffsetOutOfRangeError beyond the
         high watermark.  Returns whether it moved."""
+        if type(new_start) is not int:
+            _check_int_arg("new_start", new_start, 0, LONG_MAX)
+        if not 0 <= new_start <= LONG_MAX:
+            raise InvalidOffsetError(
+                f"Cannot increment the log start offset of partition {self._tp_name()} to "
+                f"{new_start}: offsets lie in [0, {LONG_MAX}]",
+                offset=new_start,
+            )
         with self._lock:
             self._check_writable()
             try:

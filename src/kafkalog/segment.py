@@ -483,6 +483,8 @@ class Segment:
         checking CRCs.  Stops at a partial batch at the end; raises CorruptRecordError on a
         header no batch can have (size below 14, unknown magic, v2 size below 61)."""
         self._check_open()
+        if start_position < 0:
+            raise ValueError(f"start_position must be >= 0, not {start_position} ({self._log_path})")
         end = self.size if end_position is None else min(end_position, self.size)
         pos = start_position
         chunk = b""
@@ -545,6 +547,8 @@ class Segment:
         (v2) or LegacyRecordBatch (v0/v1) objects over chunks read from the file.  CRCs are
         not checked here (call ``batch.ensure_valid()``); a malformed header raises."""
         self._check_open()
+        if start_position < 0:
+            raise ValueError(f"start_position must be >= 0, not {start_position} ({self._log_path})")
         end = self.size if end_position is None else min(end_position, self.size)
         pos = start_position
         want = _FIRST_SCAN_CHUNK_BYTES  # lookups usually need only the first batches

@@ -21,7 +21,9 @@ from collections import Counter
 from typing import IO, Any, Dict, List, Optional, Sequence
 
 from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, _segment_files, classify_dir
-from .errors import KafkaLogError
+from .errors import KafkaLogError, MissingCodecError
+
+EXIT_MISSING_DEPENDENCY = MissingCodecError.exit_status
 from .records import LegacyRecordBatch, RecordBatch
 
 __all__ = ["KeyCardinality", "SegmentStats", "run_stats", "stats_for_paths"]
@@ -126,6 +128,8 @@ class SegmentStats:
         self.keys = KeyCardinality()
         self.errors: List[str] = []
         self.segments = 1
+        self.unchecked = 0  # batches whose codec library is not installed
+        self.missing: List[str] = []  # what is missing, once each
 
     def _ts(self, lo: int, hi: int) -> None:
         if lo >= 0 and (self.min_timestamp is None or lo < self.min_timestamp):
@@ -176,6 +180,8 @@ class SegmentStats:
         self.tombstones += o.tombstones
         self.keys.merge(o.keys)
         self.errors.extend(o.errors)
+        self.unchecked += o.unchecked
+        self.missing.extend(m for m in o.missing if m not in self.missing)
 
     @property
     def compression_ratio(self) -> Optional[float]:
@@ -212,6 +218,8 @@ class SegmentStats:
             "distinctKeys": self.keys.estimate() if self.deep else None,
             "distinctKeysExact": self.keys.is_exact if self.deep else None,
             "errors": self.errors,
+            "uncheckedBatches": self.unchecked,
+            "missingDependencies": self.missing,
         }
 
     def text(self, indent: str) -> str:
@@ -240,6 +248,9 @@ class SegmentStats:
             approx = "" if self.keys.is_exact else "~"
             lines.append(f"{indent}distinct keys {approx}{self.keys.estimate()}, null keys {self.null_keys}, "
                          f"tombstones {self.tombstones}")
+        if self.unchecked:
+            lines.append(f"{indent}unchecked batches {self.unchecked} (their codec library is not "
+                         "installed: records and compression ratio leave them out)")
         for e in self.errors[:5]:
             lines.append(f"{indent}error: {e}")
         return "\n".join(lines)
@@ -267,6 +278,7 @@ def segment_stats(path: str, deep: bool = True, progress: bool = False) -> Segme
             magic = buf[pos + 16]
             st.batches += 1
             st.magic[magic] += 1
+            stored_before = st.stored_record_bytes
             try:
                 if magic == 2:
                     (bo, _l, _ple, _m, _crc, attrs, lod, bts, mts, pid, _ep, _bs, count) = _V2.unpack_from(buf, pos)
@@ -339,6 +351,11 @@ def segment_stats(path: str, deep: bool = True, progress: bool = False) -> Segme
                             st._ts(ts, ts)
                 else:
                     st.errors.append(f"invalid magic {magic} at position {pos}")
+            except MissingCodecError as e:  # a missing dependency, not corruption
+                st.unchecked += 1
+                st.stored_record_bytes = stored_before  # the ratio leaves the batch out
+                if e.message not in st.missing:
+                    st.missing.append(e.message)
             except KafkaLogError as e:
                 st.errors.append(f"position {pos}: {e.message}")
             pos += bsize
@@ -372,6 +389,11 @@ def stats_for_paths(paths: Sequence[str], deep: bool = True, progress: bool = Fa
             else:
                 raise ValueError(f"{p}: no Kafka log segments or partition directories in it")
         elif os.path.isfile(p):
+            if not p.endswith((".log", ".checkpoint")):
+                raise ValueError(
+                    f"{p}: not a Kafka log segment: expected an <offset>.log file, a partition "
+                    "directory or a log directory"
+                )
             groups.append((p, [p]))
         else:
             raise FileNotFoundError(2, "No such file or directory", p)
@@ -407,4 +429,15 @@ def run_stats(paths: Sequence[str], *, json_output: bool = False, deep: bool = T
                 out.write("  total\n")
             out.write(total.text("    ") + "\n")
     out.flush()
+    missing: List[str] = []
+    unchecked = 0
+    for _name, total, _segs in results:
+        unchecked += total.unchecked
+        missing.extend(m for m in total.missing if m not in missing)
+    for m in missing:
+        err.write(f"kafkalog stats: missing dependency: {m}\n")
+    if missing:
+        err.write(f"kafkalog stats: {unchecked} batch(es) not read (exit status {EXIT_MISSING_DEPENDENCY})\n")
+        err.flush()
+        return EXIT_MISSING_DEPENDENCY
     return 0

@@ -47,11 +47,11 @@ def test_usage_errors_exit_2():
     assert r.rc == 2 and "unrecognized arguments: --no-such-flag" in r.err
     assert run_cli("frobnicate").rc == 2
     assert run_cli("dump", "--max-bytes", "lots").rc == 2
+    assert run_cli("dump").rc == 2  # no files: a usage error, as docs/cli.md says
 
 
 def test_bad_input_is_one_line_and_exit_1(chdir_tmp):
     cases = [
-        ("dump", []),                                       # no files
         ("dump", ["missing.log"]),                           # no such file
         ("dump", ["."]),                                     # a directory without segments
         ("verify", ["nowhere"]),

@@ -176,11 +176,12 @@ def test_unknown_files_are_ignored(chdir_tmp):
     write(chdir_tmp / "leader-epoch-checkpoint", b"0\n0\n")
     write(chdir_tmp / "00000000000000000000.log.deleted", b"")
     r = run_cli("dump", "--files", "notes.txt,leader-epoch-checkpoint,00000000000000000000.log.deleted")
-    assert r.rc == 0
+    assert r.rc == 1  # nothing could be dumped (kafka-dump-log exits 0 here)
     assert r.lines == ["Dumping notes.txt", "Dumping leader-epoch-checkpoint",
                        "Dumping 00000000000000000000.log.deleted"]
-    assert r.err_lines == ["Ignoring unknown file notes.txt", "Ignoring unknown file leader-epoch-checkpoint",
-                           "Ignoring unknown file 00000000000000000000.log.deleted"]
+    assert r.err_lines[:3] == ["Ignoring unknown file notes.txt", "Ignoring unknown file leader-epoch-checkpoint",
+                               "Ignoring unknown file 00000000000000000000.log.deleted"]
+    assert len(r.err_lines) == 4 and r.err_lines[3].startswith("kafkalog dump: error: nothing to dump")
 
 
 def test_several_files_in_order(chdir_tmp):
