@@ -47,7 +47,7 @@ def generate(root: str, parquet: str, records: int, partitions: int, compression
     import pyarrow.parquet as pq
 
     import kafkalog.arrow as ka
-    from kafkalog.log import Log
+    from kafkalog.storage.log import Log
 
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(parquet, ignore_errors=True)

@@ -56,7 +56,7 @@ def _templates(n_batches: int = 4096, seed: int = 11):
 
 
 def write_log(directory: str, mb: int) -> int:
-    from kafkalog.log import Log
+    from kafkalog.storage.log import Log
 
     tpl = _templates()
     target = mb * 1024 * 1024
@@ -71,8 +71,8 @@ def write_log(directory: str, mb: int) -> int:
 
 _CHILD = r"""
 import json, resource, sys, time
-from kafkalog.log import Log
-from kafkalog.cleaner import Cleaner, CleanerConfig
+from kafkalog.storage.log import Log
+from kafkalog.storage.cleaner import Cleaner, CleanerConfig
 d, map_mb = sys.argv[1], int(sys.argv[2])
 log = Log.open(d, {"cleanup.policy": "compact", "segment.bytes": %d, "delete.retention.ms": 86400000})
 cleaner = Cleaner(CleanerConfig(dedupe_buffer_size=map_mb * 1024 * 1024))

@@ -22,8 +22,8 @@ import pytest
 from conftest import BATCH, make_records  # bench/conftest.py
 
 import kafkalog
-from kafkalog.dump import Dumper, DumpOptions
-from kafkalog.verify import run_verify
+from kafkalog.tools.dump import Dumper, DumpOptions
+from kafkalog.tools.verify import run_verify
 
 SIZE_MB = int(os.environ.get("KAFKALOG_BENCH_CLI_MB", "1024"))
 ROUNDS = int(os.environ.get("KAFKALOG_BENCH_CLI_ROUNDS", "1"))

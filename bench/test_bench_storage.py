@@ -20,9 +20,9 @@ import struct
 import pytest
 
 from kafkalog._speedups import crc
-from kafkalog.log import Log
+from kafkalog.storage.log import Log
 from kafkalog.records import MemoryRecordsBuilder
-from kafkalog.segment import Segment
+from kafkalog.storage.segment import Segment
 
 BATCH_BYTES = 16 * 1024
 BATCHES_PER_ROUND = 2048  # 32 MiB per round

@@ -310,7 +310,7 @@ def check_index(data: bytes) -> None:
     """Open the bytes as an offset, time and transaction index (read-only), sanity-check them
     and look up a few targets.  Only KafkaLogError may escape; a lookup returns an entry at or
     below its target (or the documented default) and the index's own entries."""
-    from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
+    from kafkalog.storage.index import OffsetIndex, TimeIndex, TransactionIndex
 
     base = 100
     probes = [0, base, base + 1, base + 1000, 2**31, -1, 2**62]
@@ -379,12 +379,12 @@ def seeds_index() -> Iterator[bytes]:
 
 
 # ------------------------------------------------------------------------------------------------
-# checkpoints (kafkalog.files)
+# checkpoints (kafkalog.storage.files)
 # ------------------------------------------------------------------------------------------------
 def check_checkpoint(data: bytes) -> None:
     """Each checkpoint reader over the bytes: only KafkaLogError escapes, and what reads back
     round-trips through the matching writer."""
-    from kafkalog import files
+    from kafkalog.storage import files
 
     p = _write("checkpoint", data)
     q = os.path.join(_tmpdir(), "checkpoint.out")
@@ -441,7 +441,7 @@ def seeds_checkpoint() -> Iterator[bytes]:
 def check_snapshot(data: bytes) -> None:
     """decode_snapshot over the bytes after a flag byte (bit 0: fix the CRC first): only
     CorruptSnapshotError escapes, and what decodes re-encodes to the same bytes."""
-    from kafkalog import producer_state as ps
+    from kafkalog.storage import producer_state as ps
     from kafkalog._crc_py import crc32c
 
     if not data:
@@ -460,7 +460,7 @@ def check_snapshot(data: bytes) -> None:
 
 
 def seeds_snapshot() -> Iterator[bytes]:
-    from kafkalog import producer_state as ps
+    from kafkalog.storage import producer_state as ps
 
     yield b"\x01" + ps.encode_snapshot([])
     yield b"\x01" + ps.encode_snapshot(
@@ -472,14 +472,14 @@ def seeds_snapshot() -> Iterator[bytes]:
 
 
 # ------------------------------------------------------------------------------------------------
-# segment recovery (kafkalog.segment / kafkalog.log)
+# segment recovery (kafkalog.storage.segment / kafkalog.storage.log)
 # ------------------------------------------------------------------------------------------------
 def check_segment(data: bytes) -> None:
     """Write the bytes after a flag byte as a segment's .log (flag bit 1: fix up CRCs), then
     recover it writable (bit 0 clear) or open it as a Log read-only (bit 0 set).  Only
     KafkaLogError escapes; after recovery the .log holds exactly the valid prefix that
     MemoryRecords reports, every batch in it reads, and the rebuilt indexes pass sanity checks."""
-    from kafkalog.segment import Segment
+    from kafkalog.storage.segment import Segment
 
     if not data:
         return
@@ -496,7 +496,7 @@ def check_segment(data: bytes) -> None:
     with open(os.path.join(d, "00000000000000000000.log"), "wb") as f:
         f.write(body)
     if flags & 1:
-        from kafkalog.log import Log
+        from kafkalog.storage.log import Log
 
         try:
             log = Log.open(d, read_only=True)
@@ -533,7 +533,7 @@ def seeds_segment() -> Iterator[bytes]:
 
 
 # ------------------------------------------------------------------------------------------------
-# dump decoders (kafkalog.decoders)
+# dump decoders (kafkalog.tools.decoders)
 # ------------------------------------------------------------------------------------------------
 class _FakeRecord:
     __slots__ = ("headers", "key", "offset", "timestamp", "value")
@@ -550,7 +550,7 @@ def check_decoders(data: bytes) -> None:
     """The dump CLI's decoders over a key/value split of the bytes: every parser returns text
     (or None) and JSON-able objects; only DecodeError (documented: a missing key) or
     KafkaLogError escape."""
-    from kafkalog import decoders as dec
+    from kafkalog.tools import decoders as dec
 
     if len(data) < 2:
         return

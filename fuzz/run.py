@@ -29,9 +29,9 @@ _INTERESTING32 = [0, 1, -1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 2**31 - 1,
 # Python modules to instrument for coverage (the compiled twins cannot be).
 _INSTRUMENTED = (
     "kafkalog", "kafkalog._batch_py", "kafkalog._legacy_py", "kafkalog._varint_py",
-    "kafkalog._crc_py", "kafkalog.compression", "kafkalog.control", "kafkalog.decoders",
-    "kafkalog.files", "kafkalog.index", "kafkalog.log", "kafkalog.producer_state",
-    "kafkalog.segment", "kafkalog._arrow_py", "kafkalog.arrow",
+    "kafkalog._crc_py", "kafkalog.compression", "kafkalog.control", "kafkalog.tools.decoders",
+    "kafkalog.storage.files", "kafkalog.storage.index", "kafkalog.storage.log", "kafkalog.storage.producer_state",
+    "kafkalog.storage.segment", "kafkalog._arrow_py", "kafkalog.arrow",
 )
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from kafkalog import MemoryRecords, MemoryRecordsBuilder
 from kafkalog.errors import KafkaLogError, KafkaStorageError
-from kafkalog.index import AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TransactionIndex
-from kafkalog.log import Log
-from kafkalog.segment import Segment
+from kafkalog.storage.index import AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TransactionIndex
+from kafkalog.storage.log import Log
+from kafkalog.storage.segment import Segment
 
 BOUNDARY = [
     -(2**64),

@@ -539,7 +539,7 @@ def test_read_committed(twin, tmp_path):
     t = ka.to_arrow(buf, ["offset"], read_committed=True, aborted_transactions=[(2, 3, 12)])
     assert t.column(0).to_pylist() == [0, 1, 2, 6, 7, 9, 10, 11, 14, 15, 16]
     # the transaction index of a partition directory (the marker lives in another segment)
-    from kafkalog.index import AbortedTxn, TransactionIndex
+    from kafkalog.storage.index import AbortedTxn, TransactionIndex
 
     d = tmp_path / "t-0"
     d.mkdir()
@@ -892,7 +892,7 @@ def test_from_arrow_input_types_and_errors():
 
 
 def test_write_arrow_to_a_log_and_read_it_back(twin, tmp_path):
-    from kafkalog.log import Log
+    from kafkalog.storage.log import Log
 
     d = tmp_path / "restore-0"
     src = ka.to_arrow(build_log(2, "none", headers=True, nulls=True, gaps=True, batches=4))

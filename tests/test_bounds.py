@@ -228,7 +228,7 @@ _CHILD = textwrap.dedent(
                     n += 1
             return "truncated" if mr.truncated_bytes else "ok"
         if kind in ("index", "timeindex"):
-            from kafkalog.index import OffsetIndex, TimeIndex
+            from kafkalog.storage.index import OffsetIndex, TimeIndex
             cls = OffsetIndex if kind == "index" else TimeIndex
             idx = cls(case["path"], 0, writable=False)
             try:
@@ -239,7 +239,7 @@ _CHILD = textwrap.dedent(
                 idx.close()
             return "ok"
         if kind == "txnindex":
-            from kafkalog.index import TransactionIndex
+            from kafkalog.storage.index import TransactionIndex
             idx = TransactionIndex(0, case["path"], writable=False)
             try:
                 idx.last_offset  # opening it should read only the last entry
@@ -247,15 +247,15 @@ _CHILD = textwrap.dedent(
                 idx.close()
             return "ok"
         if kind == "snapshot":
-            from kafkalog.producer_state import decode_snapshot
+            from kafkalog.storage.producer_state import decode_snapshot
             decode_snapshot(data)
             return "ok"
         if kind == "checkpoint":
-            from kafkalog.files import read_offset_checkpoint
+            from kafkalog.storage.files import read_offset_checkpoint
             read_offset_checkpoint(case["path"])
             return "ok"
         if kind == "epoch-checkpoint":
-            from kafkalog.files import read_leader_epoch_checkpoint
+            from kafkalog.storage.files import read_leader_epoch_checkpoint
             read_leader_epoch_checkpoint(case["path"])
             return "ok"
         raise AssertionError(kind)

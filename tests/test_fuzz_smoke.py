@@ -120,7 +120,7 @@ _KB2_LOG = bytes.fromhex(
 
 def test_kb2_segment_close_after_recover(tmp_path):
     from kafkalog.errors import InvalidOffsetError
-    from kafkalog.segment import Segment
+    from kafkalog.storage.segment import Segment
 
     (tmp_path / "00000000000000000000.log").write_bytes(_KB2_LOG)
     seg = Segment.open(str(tmp_path), 0, index_interval_bytes=64, max_index_size=4096)
@@ -143,7 +143,7 @@ _KB4_LOG = bytes.fromhex(
 @pytest.mark.parametrize("read_only", [True, False])
 def test_kb4_negative_base_offset_leader_epoch(tmp_path, read_only):
     from kafkalog.errors import KafkaLogError
-    from kafkalog.log import Log
+    from kafkalog.storage.log import Log
 
     (tmp_path / "00000000000000000000.log").write_bytes(_KB4_LOG)
     try:

@@ -43,7 +43,7 @@ def test_build_without_twins_reports_the_recorded_reason(tmp_path):
     assert path.startswith(str(site)), path
     assert impl == "python"
     assert reason == f"built without the compiled twins: {why}"
-    version = _run(site, "import sys; sys.argv=['kafkalog', '--version']; from kafkalog.cli import main; main()")
+    version = _run(site, "import sys; sys.argv=['kafkalog', '--version']; from kafkalog.tools.cli import main; main()")
     # argparse may wrap the line
     assert " ".join(version.split()) == f"kafkalog {_run(site, 'import kafkalog; print(kafkalog.__version__)').strip()} (implementation: python; built without the compiled twins: {why})"
 

@@ -76,15 +76,15 @@ __all__ = (
 
 # The storage engine is imported on first use, so `import kafkalog` stays light for codec users.
 _LAZY = {
-    "Log": "log",
-    "LogConfig": "log",
-    "LogAppendInfo": "log",
-    "Segment": "segment",
-    "OffsetIndex": "index",
-    "TimeIndex": "index",
-    "TransactionIndex": "index",
-    "Cleaner": "cleaner",
-    "CleanerConfig": "cleaner",
+    "Log": "storage.log",
+    "LogConfig": "storage.log",
+    "LogAppendInfo": "storage.log",
+    "Segment": "storage.segment",
+    "OffsetIndex": "storage.index",
+    "TimeIndex": "storage.index",
+    "TransactionIndex": "storage.index",
+    "Cleaner": "storage.cleaner",
+    "CleanerConfig": "storage.cleaner",
 }
 
 

@@ -1,7 +1,7 @@
-"""``python -m kafkalog``: the ``kafkalog`` command line (see :mod:`kafkalog.cli`)."""
+"""``python -m kafkalog``: the ``kafkalog`` command line (see :mod:`kafkalog.tools.cli`)."""
 import sys
 
-from .cli import main
+from .tools.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

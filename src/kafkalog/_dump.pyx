@@ -3,7 +3,7 @@
 --deep-iteration [--print-data-log]`` for one v2 data batch, formatted straight from the records
 section into one buffer (no record objects).
 
-Only the common case is taken: the caller (``kafkalog.dump``) uses it for magic-2 data batches
+Only the common case is taken: the caller (``kafkalog.tools.dump``) uses it for magic-2 data batches
 printed as text with the string decoders, record metadata shown and no header values.  Anything
 this formatter does not do exactly as the general path - a malformed record, a sequence number
 past Int.MAX - makes it return None, and the caller formats that batch the general way (which

@@ -1,7 +1,7 @@
 """Pure-Python twin of :mod:`kafkalog._dump`: the record lines of ``kafkalog dump
 --deep-iteration [--print-data-log]`` for one v2 data batch.
 
-The caller (``kafkalog.dump``) uses it for magic-2 data batches printed as text with the string
+The caller (``kafkalog.tools.dump``) uses it for magic-2 data batches printed as text with the string
 decoders, record metadata shown and no header values.  It returns None where it does not do
 exactly what the general path does (a malformed record, a sequence number past Int.MAX); the
 caller then formats that batch the general way, which also raises the right error.

@@ -201,7 +201,7 @@ def schema(
 # -- sources ---------------------------------------------------------------------------------------
 class _Segment:
     """One thing to decode: an in-memory buffer, a file (mapped when decoded) or a
-    :class:`kafkalog.log.Log` (read through :meth:`~kafkalog.log.Log.read`)."""
+    :class:`kafkalog.storage.log.Log` (read through :meth:`~kafkalog.storage.log.Log.read`)."""
 
     __slots__ = ("buffer", "path", "topic", "partition", "log")
 
@@ -221,7 +221,7 @@ def _is_log(obj) -> bool:
 
 
 def _tp_of_dir(directory: str):
-    from .files import parse_partition_dir
+    from .storage.files import parse_partition_dir
 
     try:
         tp = parse_partition_dir(directory).topic_partition
@@ -231,8 +231,8 @@ def _tp_of_dir(directory: str):
 
 
 def _segment_logs(directory: str) -> List[Tuple[int, str]]:
-    from .fs import not_regular_error
-    from .logdir import scan_partition
+    from .storage.fs import not_regular_error
+    from .storage.logdir import scan_partition
 
     view = scan_partition(directory)
     for ig in view.refused():  # a segment that cannot be read: never skipped silently
@@ -255,7 +255,7 @@ def _resolve(source, topic, partition) -> List[_Segment]:
         return [_Segment(buffer=source.buffer())]
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
         return [_Segment(buffer=source)]
-    if _is_log(source):  # kafkalog.log.Log: read through the log (sees unflushed appends)
+    if _is_log(source):  # kafkalog.storage.log.Log: read through the log (sees unflushed appends)
         t, p = _tp_of_dir(getattr(source, "dir", "") or "")
         return [_Segment(log=source, topic=t, partition=p)]
     try:
@@ -286,7 +286,7 @@ class _Opened:
     def __enter__(self):
         if self.seg.path is None:
             return self.seg.buffer
-        from .logdir import open_file
+        from .storage.logdir import open_file
 
         self._f = open_file(self.seg.path)  # regular files only; KafkaStorageError otherwise
         buf = self._f.map()
@@ -303,8 +303,8 @@ class _Opened:
 
 # -- read_committed: aborted transactions ---------------------------------------------------------
 def _txnindex_aborted(directory: str) -> List[Tuple[int, int, int]]:
-    from .index import TransactionIndex
-    from .logdir import scan_partition
+    from .storage.index import TransactionIndex
+    from .storage.logdir import scan_partition
 
     out = []
     for seg in scan_partition(directory).segments:
@@ -866,12 +866,12 @@ def from_arrow(
 
 
 def write_arrow(log: Any, table: Any, *, preserve_offsets: Optional[bool] = None, **options) -> int:
-    """Append a table to a :class:`kafkalog.log.Log` as v2 batches; returns the records written.
+    """Append a table to a :class:`kafkalog.storage.log.Log` as v2 batches; returns the records written.
 
     The records keep the table's ``offset`` column when there is one (``preserve_offsets``,
     default: whether the column exists; they must lie at or after the log end offset and
     increase), else they get the log's next offsets.  The batches are appended with
-    :meth:`~kafkalog.log.Log.append_as_follower` (offsets already assigned, as a replica
+    :meth:`~kafkalog.storage.log.Log.append_as_follower` (offsets already assigned, as a replica
     appends), in groups that fit a segment, so the log rolls segments and maintains its
     indexes and producer state as usual.  ``options`` are :func:`from_arrow`'s
     (``compression``, ``batch_bytes`` - keep it under the log's ``max.message.bytes`` -,
@@ -893,7 +893,7 @@ def write_arrow(log: Any, table: Any, *, preserve_offsets: Optional[bool] = None
     append = getattr(log, "append_as_follower", None)
     if append is None:
         raise TypeError(
-            f"{type(log).__name__} has no append_as_follower(); pass a kafkalog.log.Log"
+            f"{type(log).__name__} has no append_as_follower(); pass a kafkalog.storage.log.Log"
         )
     start = pos = 0
     n = len(data)

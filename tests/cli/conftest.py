@@ -1,7 +1,7 @@
 """Helpers for the command-line tests: run ``kafkalog`` in-process or as a child process, and
 build logs of every format and codec.
 
-``run_cli(...)`` calls :func:`kafkalog.cli.main` with stdout/stderr captured (stdout as bytes,
+``run_cli(...)`` calls :func:`kafkalog.tools.cli.main` with stdout/stderr captured (stdout as bytes,
 since ``dump`` writes bytes); ``run_child(...)`` runs ``python -m kafkalog`` with the same
 ``kafkalog`` on its path (for pipes, exit codes and memory).
 """
@@ -51,7 +51,7 @@ class Result:
 
 def run_cli(*args: str, cwd: Optional[os.PathLike] = None) -> Result:
     """``kafkalog ARGS`` in this process."""
-    from kafkalog.cli import main
+    from kafkalog.tools.cli import main
 
     bio = io.BytesIO()
     out = io.TextIOWrapper(bio, encoding="utf-8", write_through=True)
@@ -110,7 +110,7 @@ def make_log_dir(directory: Path, batches: Sequence[bytes], index_interval: int 
                  segment_bytes: int = 1 << 30) -> Path:
     """A partition directory written by kafkalog's Log (follower appends: offsets kept), with
     indexes and checkpoints, closed cleanly."""
-    from kafkalog.log import Log
+    from kafkalog.storage.log import Log
 
     log = Log.open(str(directory), {"index.interval.bytes": index_interval, "segment.bytes": segment_bytes,
                                      "max.message.bytes": 1 << 30})

@@ -106,8 +106,8 @@ def test_python_dash_m_and_exit_codes(tmp_path):
 
 
 def test_progress_bar_draws_on_a_terminal_only():
-    from kafkalog.cli import _progress_default
-    from kafkalog.dump import Progress
+    from kafkalog.tools.cli import _progress_default
+    from kafkalog.tools.dump import Progress
 
     s = io.StringIO()
     p = Progress(100 << 20, "x.log", enabled=True, stream=s)
@@ -141,7 +141,7 @@ def big_segment(path, size_bytes: int) -> int:
 
 _RSS_CHILD = textwrap.dedent("""
     import os, resource, sys
-    from kafkalog.cli import main
+    from kafkalog.tools.cli import main
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     rc = main(sys.argv[1:])

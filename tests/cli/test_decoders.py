@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from kafkalog.decoders import (
+from kafkalog.tools.decoders import (
     ClusterMetadataMessageParser,
     DecodeError,
     JavaDouble,
@@ -120,7 +120,7 @@ def test_offsets_decoder_record_types():
           + struct.pack(">h", -1) + struct.pack(">i", 1) + member)
     with pytest.raises(DecodeError):
         # a null non-nullable bytes field is an error
-        from kafkalog.decoders import _GROUP_RECORDS, _Reader
+        from kafkalog.tools.decoders import _GROUP_RECORDS, _Reader
 
         _GROUP_RECORDS[2][1].read(_Reader(gm[2:]), 1)
     member = member[:-4] + struct.pack(">i", 0)

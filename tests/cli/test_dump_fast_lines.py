@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalog import MemoryRecordsBuilder, compression, dump
+from kafkalog import MemoryRecordsBuilder, compression
+from kafkalog.tools import dump
 from kafkalog._format import CompressionType
 
 from .conftest import BASE_TS, run_cli

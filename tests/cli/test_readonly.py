@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog import files
+from kafkalog.storage import files
 from kafkalog.control import build_end_txn_marker
-from kafkalog.log import Log
+from kafkalog.storage.log import Log
 
 from .conftest import BASE_TS, run_cli, v2_batch
 

@@ -92,7 +92,7 @@ def spark():
 @pytest.fixture(scope="session")
 def sample_root(tmp_path_factory):
     """A small sample log root (every codec, legacy v0/v1, transactions, several segments)."""
-    from kafkalog.demo import generate
+    from kafkalog.tools.demo import generate
 
     root = tmp_path_factory.mktemp("spark-sample") / "logs"
     generate(str(root), 4000, segment_bytes=32 * 1024)
@@ -106,7 +106,7 @@ COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timesta
 
 
 def partition_dirs(root):
-    from kafkalog.files import parse_partition_dir
+    from kafkalog.storage.files import parse_partition_dir
 
     out = []
     for name in sorted(os.listdir(root)):

@@ -200,7 +200,7 @@ def test_segment_deleted_after_planning_is_data_loss(tmp_path, isolation, how):
     """Retention deletes the oldest segment between planning and reading (a broker renames it
     to ``.deleted`` first): failOnDataLoss=true fails naming the segment and its offsets;
     false warns and reads every record that is still there."""
-    from kafkalog.log import Log
+    from kafkalog.storage.log import Log
     from kafkalog.records import MemoryRecordsBuilder
 
     d = tmp_path / "logs" / "r-0"
@@ -243,7 +243,7 @@ def test_segment_deleted_after_planning_is_data_loss(tmp_path, isolation, how):
 def test_a_split_of_many_segments_holds_few_files_open(tmp_path):
     """A split over more segments than are opened at once reads them all, later ones opened
     as it goes, with a bounded number of open files."""
-    from kafkalog.log import Log
+    from kafkalog.storage.log import Log
     from kafkalog.records import MemoryRecordsBuilder
 
     d = tmp_path / "logs" / "many-0"

@@ -213,7 +213,7 @@ def ds_schema():
 
 def _big_partition(root, mib):
     from kafkalog import MemoryRecordsBuilder
-    from kafkalog.log import Log
+    from kafkalog.storage.log import Log
 
     log = Log.open(os.path.join(root, "big-0"), {"segment.bytes": 64 << 20})
     off = 0

@@ -256,7 +256,7 @@ def test_murmur2_is_kafkas():
 
 def test_task_writer_and_commit_without_spark(tmp_path, sample_root, oracle):
     """The sink's core: stage per task, commit on the driver; the result loads with Log.open."""
-    from kafkalog.log import Log
+    from kafkalog.storage.log import Log
 
     rows = oracle.rows(sample_root, headers=True)
     table = pa.Table.from_pylist(rows)

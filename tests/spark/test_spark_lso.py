@@ -1,6 +1,6 @@
 """The last stable offset the Spark source computes from the files (``TopicPartitionLog.
 last_stable``: producer snapshot + header walk, resumed from a cache by streams) against the
-one ``kafkalog.log.Log`` keeps in its producer state, over generated transactional logs
+one ``kafkalog.storage.log.Log`` keeps in its producer state, over generated transactional logs
 (several producers, commits, aborts, rolls, reopens that write snapshots); and batch reads
 with read_committed ending there.  Spark-free; runs in both twins."""
 
@@ -17,7 +17,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 from kafkalog.control import build_end_txn_marker  # noqa: E402
-from kafkalog.log import Log  # noqa: E402
+from kafkalog.storage.log import Log  # noqa: E402
 from kafkalog.records import MemoryRecordsBuilder  # noqa: E402
 from kafkalog.spark import _core as core  # noqa: E402
 

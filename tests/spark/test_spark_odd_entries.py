@@ -164,7 +164,7 @@ def test_header_walk_matches_the_decoded_batches(sample_root):
 def test_directory_handle_reads_the_directory_it_opened(tmp_path):
     """fs.open_dir, as a read task uses it: the files are listed and opened in the directory
     that was opened, even after another takes its name; a FIFO in it is refused unopened."""
-    from kafkalog import fs
+    from kafkalog.storage import fs
 
     d = tmp_path / "t-0"
     d.mkdir()

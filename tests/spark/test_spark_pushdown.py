@@ -93,8 +93,8 @@ def diff_root(tmp_path_factory):
     import random
 
     from kafkalog import MemoryRecordsBuilder
-    from kafkalog.demo import generate
-    from kafkalog.log import Log
+    from kafkalog.tools.demo import generate
+    from kafkalog.storage.log import Log
 
     base = tmp_path_factory.mktemp("pushdown-diff")
     demo = str(base / "demo")

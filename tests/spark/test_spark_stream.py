@@ -13,7 +13,7 @@ pa = pytest.importorskip("pyarrow")
 
 def _append(directory, n, start_value=0):
     from kafkalog import MemoryRecordsBuilder
-    from kafkalog.log import Log
+    from kafkalog.storage.log import Log
 
     with Log.open(directory) as log:
         for i in range(0, n, 10):
@@ -104,7 +104,7 @@ def test_stream_starting_offsets_latest_by_default(spark, sample_root, tmp_path)
 def _txn_log(directory):
     """A Log with helpers for plain batches, transactional batches and their markers."""
     from kafkalog.control import build_end_txn_marker
-    from kafkalog.log import Log
+    from kafkalog.storage.log import Log
     from kafkalog.records import MemoryRecordsBuilder
 
     log = Log.open(directory)

@@ -11,7 +11,7 @@ pa = pytest.importorskip("pyarrow")
 
 def _verify(path) -> int:
     try:
-        from kafkalog import cli
+        from kafkalog.tools import cli
     except ImportError:  # pragma: no cover - the CLI is optional here
         return 0
     return cli.main(["verify", "--quiet", str(path)])
@@ -26,7 +26,7 @@ def _expected_after_rewrite(rows):
 
 def test_round_trip_preserves_records(spark, sample_root, oracle, tmp_path):
     import kafkalog.spark as ks
-    from kafkalog.log import Log
+    from kafkalog.storage.log import Log
 
     out = tmp_path / "rt"
     df = spark.read.format("kafkalog").option("includeHeaders", "true").load(sample_root)

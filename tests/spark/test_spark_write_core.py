@@ -143,7 +143,7 @@ def test_pieces_of_many_tasks_make_one_writers_log(values, cuts, order, preserve
                 assert _segments(os.path.join(one, "t-0")) == _segments(d)
         finally:
             shutil.rmtree(one, ignore_errors=True)
-        from kafkalog.log import Log
+        from kafkalog.storage.log import Log
 
         with Log.open(d, read_only=True) as log:
             assert (log.log_start_offset, log.log_end_offset) == (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import sys
 
-from kafkalog.log import Log
+from kafkalog.storage.log import Log
 from kafkalog.records import MemoryRecordsBuilder
 
 BASE_TS = 1_700_000_000_000

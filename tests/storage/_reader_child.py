@@ -43,9 +43,9 @@ def main() -> None:
     directory = sys.argv[1]
     stop = directory + ".stop"
     from kafkalog import MemoryRecords
-    from kafkalog.files import parse_segment_file_name
-    from kafkalog.log import Log
-    from kafkalog.segment import Segment
+    from kafkalog.storage.files import parse_segment_file_name
+    from kafkalog.storage.log import Log
+    from kafkalog.storage.segment import Segment
 
     errors = []
     stats = {"passes": 0, "files": 0, "batches": 0, "torn_tails": 0, "log_opens": 0}

@@ -1,4 +1,4 @@
-"""Log compaction (kafkalog.cleaner): the offset map, Kafka's cleaner rules, multi-pass
+"""Log compaction (kafkalog.storage.cleaner): the offset map, Kafka's cleaner rules, multi-pass
 cleaning with a small map, crash safety of the .cleaned -> .swap -> final protocol, a property
 test against a model, and real __consumer_offsets directories."""
 
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog import log as _log_mod
-from kafkalog.cleaner import Cleaner, CleanerConfig, SkimpyOffsetMap
+from kafkalog.storage import log as _log_mod
+from kafkalog.storage.cleaner import Cleaner, CleanerConfig, SkimpyOffsetMap
 from kafkalog.control import build_end_txn_marker
 from kafkalog.errors import InvalidRecordError
-from kafkalog.log import Log
+from kafkalog.storage.log import Log
 from kafkalog.records import MemoryRecordsBuilder
 
 from .conftest import BASE_TS, FakeClock, storage_conformance_dir

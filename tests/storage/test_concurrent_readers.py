@@ -24,7 +24,7 @@ import time
 import pytest
 
 from kafkalog import MemoryRecords
-from kafkalog.log import Log
+from kafkalog.storage.log import Log
 from kafkalog.records import MemoryRecordsBuilder
 
 from .conftest import BASE_TS
@@ -205,7 +205,7 @@ def test_thread_and_process_readers_see_only_complete_batches(tmp_path, big):
 def test_raw_reader_reports_a_torn_tail_as_incomplete(tmp_path):
     """A ``.log`` read while its last batch is half written: every read API reports the
     complete batches and the torn tail as incomplete, without an exception."""
-    from kafkalog.segment import Segment
+    from kafkalog.storage.segment import Segment
 
     d = tmp_path / "topic-0"
     log = Log.open(d, CFG)

@@ -23,8 +23,8 @@ _PRELUDE = textwrap.dedent(
     import errno, json, os, sys
     from kafkalog import MemoryRecordsBuilder
     from kafkalog.errors import KafkaStorageError
-    from kafkalog.index import OffsetIndex, TimeIndex
-    from kafkalog.log import Log
+    from kafkalog.storage.index import OffsetIndex, TimeIndex
+    from kafkalog.storage.log import Log
     root = sys.argv[1]
     CFG = {"index.interval.bytes": 1, "segment.index.bytes": 1 << 14, "segment.bytes": 1 << 18}
 
@@ -196,7 +196,7 @@ def test_reservation_fallback_backs_every_block_and_keeps_bytes(tmp_path, monkey
     that reads as zero: every block ends up allocated and no existing byte changes."""
     import errno
 
-    from kafkalog import index as index_mod
+    from kafkalog.storage import index as index_mod
 
     def unsupported(fd, offset, length):
         raise OSError(errno.EOPNOTSUPP, "not supported")

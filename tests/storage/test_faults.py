@@ -33,12 +33,12 @@ from typing import Callable, List, NamedTuple, Optional
 
 import pytest
 
-from kafkalog import files
-from kafkalog.cleaner import Cleaner, CleanerConfig
+from kafkalog.storage import files
+from kafkalog.storage.cleaner import Cleaner, CleanerConfig
 from kafkalog.control import build_end_txn_marker
 from kafkalog.errors import KafkaLogError, KafkaStorageError
-from kafkalog.log import Log
-from kafkalog.producer_state import read_snapshot
+from kafkalog.storage.log import Log
+from kafkalog.storage.producer_state import read_snapshot
 from kafkalog.records import MemoryRecordsBuilder
 
 from . import _faults
@@ -792,7 +792,7 @@ def test_checkpoint_read_error_keeps_other_partitions(tmp_path, monkeypatch):
 def test_txn_index_short_write_is_continued(tmp_path, faults):
     """Regression: a short os.write of a transaction-index entry was not continued, leaving a
     torn entry after which every later entry was misaligned."""
-    from kafkalog.index import AbortedTxn, TransactionIndex
+    from kafkalog.storage.index import AbortedTxn, TransactionIndex
 
     path = str(tmp_path / "00000000000000000000.txnindex")
     idx = TransactionIndex(0, path)
@@ -831,7 +831,7 @@ def test_failed_follower_append_leaves_none_of_its_batches(tmp_path, faults):
 def test_index_resize_failure_keeps_index_readable(tmp_path, faults):
     """Regression: a failed resize (open/ftruncate/mmap of an index) left the index unmapped
     with its entry count intact, so the next lookup failed with a TypeError."""
-    from kafkalog.index import OffsetIndex
+    from kafkalog.storage.index import OffsetIndex
 
     path = str(tmp_path / "00000000000000000000.index")
     idx = OffsetIndex(path, 0, 4096)

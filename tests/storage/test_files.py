@@ -1,4 +1,4 @@
-"""kafkalog.files: segment naming, partition directories, checkpoint and metadata files."""
+"""kafkalog.storage.files: segment naming, partition directories, checkpoint and metadata files."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from kafkalog import files
+from kafkalog.storage import files
 from kafkalog.errors import CorruptCheckpointError
-from kafkalog.files import EpochEntry, SegmentFile, TopicPartition
+from kafkalog.storage.files import EpochEntry, SegmentFile, TopicPartition
 
 
 def test_filename_prefix_is_20_digits():

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog import files
-from kafkalog.cleaner import Cleaner, CleanerConfig
+from kafkalog.storage import files
+from kafkalog.storage.cleaner import Cleaner, CleanerConfig
 from kafkalog.control import build_end_txn_marker
 from kafkalog.errors import InvalidTopicError, KafkaLogError, KafkaStorageError, UnsafePathError
-from kafkalog.log import Log
+from kafkalog.storage.log import Log
 
 from .conftest import BASE_TS, make_batch, values_batch
 
@@ -146,7 +146,7 @@ def test_existing_directories_open_whatever_their_names(tmp_path):
 
 
 def test_salvage_checks_destination_topics_first(tmp_path):
-    from kafkalog.salvage import run_salvage
+    from kafkalog.tools.salvage import run_salvage
 
     src = tmp_path / "src"
     with Log.open(src / "ok-0") as log:
@@ -444,7 +444,7 @@ def test_cleaner_outputs_linked_out(tmp_path, outside):
 
 @needs_symlinks
 def test_salvage_outputs_linked_out(tmp_path, outside):
-    from kafkalog import salvage
+    from kafkalog.tools import salvage
 
     src = tmp_path / "src" / "topic-0"
     with Log.open(src) as log:
@@ -597,7 +597,7 @@ def test_stale_temp_file_left_by_a_crash(tmp_path):
 
 
 def test_crash_during_producer_snapshot_keeps_old_snapshot(tmp_path, monkeypatch):
-    from kafkalog import producer_state
+    from kafkalog.storage import producer_state
 
     path = tmp_path / f"{5:020d}.snapshot"
     producer_state.write_snapshot(str(path), [])

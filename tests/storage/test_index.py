@@ -1,4 +1,4 @@
-"""kafkalog.index: OffsetIndex, TimeIndex, TransactionIndex (Kafka semantics)."""
+"""kafkalog.storage.index: OffsetIndex, TimeIndex, TransactionIndex (Kafka semantics)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import pytest
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError
-from kafkalog.index import (
+from kafkalog.storage.index import (
     AbortedTxn,
     OffsetIndex,
     OffsetPosition,

@@ -1,4 +1,4 @@
-"""kafkalog.log.Log: append/validation, read, roll, flush, offsets for times, retention,
+"""kafkalog.storage.log.Log: append/validation, read, roll, flush, offsets for times, retention,
 truncation, checkpoints and reopening."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import uuid
 
 import pytest
 
-from kafkalog import control, files
+from kafkalog import control
+from kafkalog.storage import files
 from kafkalog._crc_py import crc32c
 from kafkalog.errors import (
     CorruptRecordError,
@@ -23,10 +24,10 @@ from kafkalog.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from kafkalog.index import AbortedTxn
-from kafkalog.log import Log, LogConfig
+from kafkalog.storage.index import AbortedTxn
+from kafkalog.storage.log import Log, LogConfig
 from kafkalog.records import MemoryRecords, MemoryRecordsBuilder
-from kafkalog.segment import TimestampAndOffset
+from kafkalog.storage.segment import TimestampAndOffset
 
 from .conftest import BASE_TS, all_records, make_batch, values_batch
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from kafkalog.log import Log
+from kafkalog.storage.log import Log
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_crash_child.py")
 MODES = ["explicit", "flush_messages", "flush_ms"]

@@ -9,7 +9,7 @@ import pytest
 from kafkalog import MemoryRecordsBuilder
 from kafkalog._crc import crc32c
 from kafkalog.errors import CorruptRecordError, InvalidOffsetError
-from kafkalog.log import Log
+from kafkalog.storage.log import Log
 
 LONG_MAX = 2**63 - 1
 

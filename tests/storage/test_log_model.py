@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, settings, strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule  # noqa: E402
 
 from kafkalog.errors import RecordTooLargeError  # noqa: E402
-from kafkalog.log import Log  # noqa: E402
+from kafkalog.storage.log import Log  # noqa: E402
 from kafkalog.records import MemoryRecordsBuilder  # noqa: E402
 
 from .conftest import BASE_TS, FakeClock  # noqa: E402

@@ -7,9 +7,10 @@ import os
 import shutil
 
 
-from kafkalog import control, files
-from kafkalog.index import AbortedTxn, OffsetIndex
-from kafkalog.log import Log
+from kafkalog import control
+from kafkalog.storage import files
+from kafkalog.storage.index import AbortedTxn, OffsetIndex
+from kafkalog.storage.log import Log
 
 from .conftest import BASE_TS, all_records, make_batch, values_batch
 

@@ -1,4 +1,4 @@
-"""kafkalog.producer_state: .snapshot files and producer/transaction tracking."""
+"""kafkalog.storage.producer_state: .snapshot files and producer/transaction tracking."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from kafkalog import control
 from kafkalog.errors import CorruptSnapshotError
-from kafkalog.producer_state import (
+from kafkalog.storage.producer_state import (
     ProducerStateEntry,
     ProducerStateManager,
     decode_snapshot,

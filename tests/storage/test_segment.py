@@ -1,4 +1,4 @@
-"""kafkalog.segment.Segment (Kafka's LogSegment)."""
+"""kafkalog.storage.segment.Segment (Kafka's LogSegment)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import os
 import pytest
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError, LogClosedError
-from kafkalog.index import TimestampOffset
+from kafkalog.storage.index import TimestampOffset
 from kafkalog.records import MemoryRecords
-from kafkalog.segment import Segment, TimestampAndOffset
+from kafkalog.storage.segment import Segment, TimestampAndOffset
 
 from .conftest import BASE_TS, make_batch
 

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from kafkalog import files
-from kafkalog.log import Log
+from kafkalog.storage import files
+from kafkalog.storage.log import Log
 
 from .conftest import values_batch
 

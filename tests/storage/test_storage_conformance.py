@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from kafkalog import files
-from kafkalog.index import OffsetIndex, TimeIndex
-from kafkalog.log import Log
-from kafkalog.segment import Segment
+from kafkalog.storage import files
+from kafkalog.storage.index import OffsetIndex, TimeIndex
+from kafkalog.storage.log import Log
+from kafkalog.storage.segment import Segment
 
 from .conftest import storage_conformance_dir
 

@@ -1,4 +1,4 @@
-"""The storage model (kafkalog.logdir over kafkalog.fs): one grammar of Kafka's names, regular
+"""The storage model (kafkalog.storage.logdir over kafkalog.storage.fs): one grammar of Kafka's names, regular
 files only, every OS error a KafkaStorageError - and Log.open, to_arrow and the CLI commands
 all seeing a directory the same way."""
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalog import files, fs, logdir
+from kafkalog.storage import files, fs, logdir
 from kafkalog.errors import KafkaStorageError
-from kafkalog.log import Log
+from kafkalog.storage.log import Log
 
 from .conftest import values_batch
 

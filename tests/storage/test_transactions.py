@@ -18,9 +18,9 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, settings, strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule  # noqa: E402
 
-from kafkalog.cleaner import Cleaner, CleanerConfig  # noqa: E402
+from kafkalog.storage.cleaner import Cleaner, CleanerConfig  # noqa: E402
 from kafkalog.control import build_end_txn_marker  # noqa: E402
-from kafkalog.log import Log  # noqa: E402
+from kafkalog.storage.log import Log  # noqa: E402
 from kafkalog.records import MemoryRecordsBuilder  # noqa: E402
 
 from .conftest import BASE_TS, FakeClock  # noqa: E402

@@ -32,9 +32,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from .. import files as _files
-from .. import fs as _fs
-from .. import logdir as _logdir
+from ..storage import files as _files
+from ..storage import fs as _fs
+from ..storage import logdir as _logdir
 from ._paths import UnsupportedPathError, local_path
 from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError
 
@@ -807,7 +807,7 @@ def _seg_files(seg: "SegmentRef") -> "_logdir.SegmentFiles":
 
 def offset_index_entries(seg: "SegmentRef") -> List[Tuple[int, int]]:
     """``(offset, position)`` entries of the segment's offset index (read with
-    :class:`kafkalog.index.OffsetIndex`), up to the first non-increasing one (a damaged or
+    :class:`kafkalog.storage.index.OffsetIndex`), up to the first non-increasing one (a damaged or
     missing index only costs seeks).  Read once per :class:`SegmentRef`."""
     if seg.index_entries is not None:
         return seg.index_entries
@@ -836,7 +836,7 @@ def offset_index_entries(seg: "SegmentRef") -> List[Tuple[int, int]]:
 
 def time_index_entries(seg: "SegmentRef") -> Tuple[List[Tuple[int, int]], bool]:
     """``(timestamp, offset)`` entries of the segment's time index (read with
-    :class:`kafkalog.index.TimeIndex`), up to the first non-increasing one, and whether the
+    :class:`kafkalog.storage.index.TimeIndex`), up to the first non-increasing one, and whether the
     file holds exactly those (a closed segment's trimmed index)."""
     sf = _seg_files(seg)
     if sf.time_index is None:
@@ -861,7 +861,7 @@ def iter_headers(
     seg: "SegmentRef", start: int = 0, end: Optional[int] = None,
     file: Optional[_fs.ReadableFile] = None,
 ) -> Iterator[Any]:
-    """The batch headers of a segment from ``start`` (:meth:`kafkalog.segment.Segment.
+    """The batch headers of a segment from ``start`` (:meth:`kafkalog.storage.segment.Segment.
     iter_headers`: no CRC check, no decompression), stopping quietly at a partial entry or a
     header no entry can have.  ``file``: the ``.log`` already open (read through it)."""
     sg = _logdir.open_segment(_seg_files(seg), file)
@@ -1034,7 +1034,7 @@ def _open_transactions(
     tp: "TopicPartitionLog", leo: int, cache: Optional[Dict[str, Any]] = None
 ) -> Dict[int, int]:
     """``{producer_id: first offset}`` of the transactions still open at the end of ``tp``."""
-    from ..producer_state import list_snapshot_offsets, read_snapshot
+    from ..storage.producer_state import list_snapshot_offsets, read_snapshot
 
     segs = tp.segments
     if not segs:
@@ -1801,10 +1801,10 @@ def aborted_transactions(
     """``(producer_id, first_offset, abort_marker_offset)`` of every aborted transaction of a
     partition, from its ``.txnindex`` files and from the ABORT markers in the data (a header walk
     plus the control records; for logs written without transaction indexes).  With
-    ``dir_handle`` (the partition directory, held open: :meth:`kafkalog.fs.FileSystem.open_dir`)
+    ``dir_handle`` (the partition directory, held open: :meth:`kafkalog.storage.fs.FileSystem.open_dir`)
     the files are listed and opened through it, and ``segment_paths`` defaults to every segment
     in it.  A file that vanishes meanwhile raises FileNotFoundError."""
-    from ..index import _TXN_ENTRY
+    from ..storage.index import _TXN_ENTRY
     from ..records import RecordBatch
 
     out = set()
@@ -1900,7 +1900,7 @@ def _replaced(piece: Piece, why: str) -> ConcurrentWriteError:
 
 class _SplitFiles:
     """The files a split reads, one partition directory at a time: the directory is held open
-    once (:meth:`kafkalog.fs.FileSystem.open_dir`), checked to be the version the split was
+    once (:meth:`kafkalog.storage.fs.FileSystem.open_dir`), checked to be the version the split was
     planned on, and its segments (up to ``EAGER`` of them at once, before anything of it is
     decoded) and, for read_committed, its transaction data are opened through that handle.  A
     directory a concurrent write swaps out afterwards stays readable through these handles, so

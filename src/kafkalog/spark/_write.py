@@ -5,7 +5,7 @@ Protocol (one Spark write job):
 
 1. Every task writes the rows it receives into partition logs of its own under
    ``<path>/.kafkalog-staging/<job id>/<task>/<topic>-<partition>/`` with
-   :class:`kafkalog.log.Log` (v2 batches built by :func:`kafkalog.arrow.from_arrow`; segments
+   :class:`kafkalog.storage.log.Log` (v2 batches built by :func:`kafkalog.arrow.from_arrow`; segments
    rolled at ``segmentBytes``; ``.index``/``.timeindex``/``leader-epoch-checkpoint`` written by
    the Log), closes them cleanly and returns what it staged (a commit message).
 2. ``commit`` (driver) groups the staged pieces by partition.  Several pieces of one partition
@@ -35,7 +35,7 @@ swap, so a commit that stops half-way (a crash) never hides the new records, nor
 writable open delete them; at worst records below an old log start show again.
 
 Filesystem safety: every topic name is checked as Kafka checks it
-(:func:`kafkalog.files.validate_topic`) before a directory is made for it, on the driver for
+(:func:`kafkalog.storage.files.validate_topic`) before a directory is made for it, on the driver for
 the ``topic`` option and in each task for the ``topic`` column (the :class:`WriteError` names
 the topic); a staging directory that resolves outside ``<path>`` (a planted symbolic link) is
 refused; the files of an existing partition that are symbolic links leading out of it are
@@ -55,8 +55,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .. import files as _files
-from .. import fs as _fs
+from ..storage import files as _files
+from ..storage import fs as _fs
 from ..errors import CorruptCheckpointError, KafkaStorageError
 from ._paths import local_path
 
@@ -498,7 +498,7 @@ class TaskWriter:
     def _state(
         self, topic: str, partition: int, offsets_given: bool, first: Optional[int]
     ) -> _TPState:
-        from ..log import Log
+        from ..storage.log import Log
 
         key = (topic, partition)
         st = self.tps.get(key)
@@ -775,7 +775,7 @@ def commit_job(
 ) -> Dict[str, Any]:
     """Move the staged partitions of a job into ``opts.path`` (see the module doc).  Returns a
     summary ``{"partitions": n, "records": n, "bytes": n}``."""
-    from ..log import Log
+    from ..storage.log import Log
     from ._core import write_generation
 
     root = opts.path
@@ -1015,7 +1015,7 @@ def _combine_pieces(
     """Copy the batches of ``pieces`` (one partition, in offset order) into one new log in
     ``directory``, adding each piece's ``shift`` to its offsets (a v2 batch's base offset is
     outside its CRC), so that segments roll at ``segmentBytes`` as one writer's would."""
-    from ..log import Log
+    from ..storage.log import Log
 
     os.makedirs(directory)
     _files.check_inside(directory, opts.path)

@@ -29,7 +29,7 @@ import os
 import stat
 from typing import List, NamedTuple, Optional, Union
 
-from .errors import KafkaStorageError
+from ..errors import KafkaStorageError
 
 __all__ = [
     "FILE",

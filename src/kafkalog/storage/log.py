@@ -27,7 +27,7 @@ after the broker shut down cleanly, so it recovers from the recovery point, whic
 after a clean broker shutdown: the checkpoint then equals the log end offset).
 
 Durability.  Appends are written to the OS (and to a small in-process buffer, see
-:mod:`kafkalog.segment`) without fsync.  ``flush.messages`` fsyncs once that many messages are
+:mod:`kafkalog.storage.segment`) without fsync.  ``flush.messages`` fsyncs once that many messages are
 unflushed, ``flush.ms`` from a background thread once the oldest unflushed append is that old,
 :meth:`Log.flush` on demand, and a roll fsyncs the segment it closes (Kafka flushes it
 asynchronously).  Everything flushed survives a crash; recovery truncates the rest at the
@@ -58,9 +58,9 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Opt
 from . import files as _files
 from . import fs as _fs
 from . import logdir as _logdir
-from ._format import CompressionType, TimestampType
-from ._speedups import crc as _crc
-from .errors import (
+from .._format import CompressionType, TimestampType
+from .._speedups import crc as _crc
+from ..errors import (
     CorruptIndexError,
     CorruptRecordError,
     InvalidOffsetError,
@@ -75,7 +75,7 @@ from .errors import (
     UnsafePathError,
 )
 from .producer_state import ProducerStateManager
-from .records import MemoryRecords, MemoryRecordsBuilder, RecordBatch
+from ..records import MemoryRecords, MemoryRecordsBuilder, RecordBatch
 from .segment import Segment, TimestampAndOffset
 
 # What takes a Log offline: an operating-system failure, or a write refused because it would go
@@ -1174,7 +1174,7 @@ class Log:
         """First offset of the earliest ongoing (not yet committed/aborted) transaction."""
         return self.producer_state.first_unstable_offset()
 
-    # -- compaction (see kafkalog.cleaner) ------------------------------------------------------
+    # -- compaction (see kafkalog.storage.cleaner) ------------------------------------------------------
     def cleaner_checkpoint(self) -> int:
         """The first dirty offset: the ``cleaner-offset-checkpoint`` entry of this partition
         (kept in memory for a directory that is not named like a partition), or the log start."""
@@ -1199,7 +1199,7 @@ class Log:
         when the log is eligible (dirty ratio above ``min.cleanable.dirty.ratio`` or
         ``max.compaction.lag.ms`` exceeded; always with ``force``), clean rounds until the
         whole cleanable range is clean (several passes when the offset map fills).  Returns
-        the merged :class:`kafkalog.cleaner.CleanerStats` (``passes == 0`` when nothing ran)."""
+        the merged :class:`kafkalog.storage.cleaner.CleanerStats` (``passes == 0`` when nothing ran)."""
         from .cleaner import Cleaner, CleanerStats
 
         cleaner = cleaner or Cleaner()

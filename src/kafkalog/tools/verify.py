@@ -35,13 +35,13 @@ import sys
 import time
 from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
 
-from . import files as _files
-from . import fs as _fs
-from . import logdir as _logdir
-from ._speedups import crc as _crc
+from ..storage import files as _files
+from ..storage import fs as _fs
+from ..storage import logdir as _logdir
+from .._speedups import crc as _crc
 from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, classify_dir
-from .errors import CorruptCheckpointError, CorruptSnapshotError, KafkaLogError, MissingCodecError
-from .records import LegacyRecordBatch, RecordBatch
+from ..errors import CorruptCheckpointError, CorruptSnapshotError, KafkaLogError, MissingCodecError
+from ..records import LegacyRecordBatch, RecordBatch
 
 __all__ = ["Problem", "Verifier", "run_verify"]
 
@@ -635,7 +635,7 @@ class Verifier:
             prev_last = last
 
     def _verify_producer_snapshot(self, path: str, leo: Optional[int]) -> None:
-        from .producer_state import decode_snapshot
+        from ..storage.producer_state import decode_snapshot
 
         self.files += 1
         try:

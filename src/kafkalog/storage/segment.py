@@ -31,7 +31,7 @@ from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 from . import files as _files
 from . import fs as _fs
-from .errors import (
+from ..errors import (
     CorruptIndexError,
     CorruptRecordError,
     InvalidOffsetError,
@@ -48,7 +48,7 @@ from .index import (
     TransactionIndex,
     TxnIndexSearchResult,
 )
-from .records import MemoryRecords
+from ..records import MemoryRecords
 
 __all__ = [
     "Segment",

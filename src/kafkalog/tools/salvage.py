@@ -8,7 +8,7 @@ positions are found with a byte pattern on the size and magic fields, runs of ze
 skipped at C speed) and records the bytes in between as lost.  Valid batches whose offsets do not
 increase past what was already copied are skipped (and reported), so the output is a valid log.
 
-The batches are appended, byte for byte, to a new :class:`~kafkalog.log.Log` in DST (the
+The batches are appended, byte for byte, to a new :class:`~kafkalog.storage.log.Log` in DST (the
 follower append path: offsets, producer ids, sequences, timestamps and leader epochs are kept),
 which writes fresh segments, offset/time/transaction indexes, producer snapshots,
 ``leader-epoch-checkpoint``, ``partition.metadata`` (the source's topic id when it has one) and
@@ -18,7 +18,7 @@ written.
 
 Destination names are checked before anything is created: a partition directory of DST named
 ``<topic>-<partition>`` must carry a topic name Kafka accepts
-(:func:`kafkalog.files.validate_topic`; :class:`~kafkalog.errors.InvalidTopicError` names it), and
+(:func:`kafkalog.storage.files.validate_topic`; :class:`~kafkalog.errors.InvalidTopicError` names it), and
 nothing is written through a symbolic link planted inside DST that leads out of it.
 """
 from __future__ import annotations
@@ -31,12 +31,12 @@ import sys
 import time
 from typing import IO, Any, Dict, List, Optional, Tuple
 
-from . import files as _files
-from . import fs as _fs
-from ._speedups import crc as _crc
+from ..storage import files as _files
+from ..storage import fs as _fs
+from .._speedups import crc as _crc
 from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, classify_dir
-from .errors import InvalidTopicError, KafkaLogError
-from .records import LegacyRecordBatch, RecordBatch
+from ..errors import InvalidTopicError, KafkaLogError
+from ..records import LegacyRecordBatch, RecordBatch
 
 __all__ = ["SalvageError", "LostRegion", "scan_segment", "run_salvage"]
 
@@ -207,7 +207,7 @@ def _topic_id(directory: str):
 
 
 def _extra_files(directory: str) -> List[str]:
-    from .logdir import QUORUM_STATE_FILE, scan_partition
+    from ..storage.logdir import QUORUM_STATE_FILE, scan_partition
 
     view = scan_partition(directory)
     out = [p for _, _, p in view.kraft_snapshots]
@@ -287,7 +287,7 @@ class SalvageReport:
 
 def _salvage_partition(job: _PartitionJob, dst_root: str, deep: bool, segment_bytes: int,
                        report: SalvageReport, progress_enabled: bool) -> Dict[str, Any]:
-    from .log import Log
+    from ..storage.log import Log
 
     if not os.path.isdir(job.dst):
         os.mkdir(job.dst)  # a partition directory of a root: DST itself exists (and is empty)

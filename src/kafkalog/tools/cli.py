@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import io
 import os
 import sys
 from typing import List, Optional, Sequence
 
-from . import _speedups
-from ._version import __version__
+from .. import _speedups
+from .._version import __version__
 
 __all__ = ["main", "build_parser"]
 
@@ -367,8 +368,8 @@ def _run_dump(args) -> int:
 def _select_segments(paths: List[str], opts) -> List[str]:
     """Skip whole segments of a partition directory that --from-offset/--to-offset/
     --from-timestamp rule out, using file names and time indexes (no data is read)."""
-    from . import files as _files
-    from .index import TimeIndex
+    from ..storage import files as _files
+    from ..storage.index import TimeIndex
 
     by_dir = {}
     for i, p in enumerate(paths):
@@ -434,7 +435,7 @@ def _silence_stdout() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
         pass
 
 
@@ -456,7 +457,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     from .dump import DumpError
-    from .errors import KafkaLogError
+    from ..errors import KafkaLogError
 
     try:
         rc = args.func(args)

@@ -4,7 +4,7 @@
   ``log.cleaner.io.buffer.load.factor``, ``log.cleaner.io.buffer.size``, ...).  The per-topic
   settings (``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``, ``max.compaction.lag.ms``,
   ``delete.retention.ms``, ``segment.bytes``, ``segment.index.bytes``) come from the log's
-  :class:`~kafkalog.log.LogConfig`.
+  :class:`~kafkalog.storage.log.LogConfig`.
 * :class:`SkimpyOffsetMap` (alias :class:`OffsetMap`) -- the bounded key -> offset map: a
   fixed-size open-addressing table of ``MD5(key) (16 bytes) + offset (int64)`` entries in one
   ``bytearray``; only ``slots * load_factor`` entries are inserted, then the pass stops.
@@ -35,11 +35,11 @@ import time
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from . import files as _files
-from ._format import TimestampType
-from ._speedups import crc as _crc
-from .errors import KafkaLogError
+from .._format import TimestampType
+from .._speedups import crc as _crc
+from ..errors import KafkaLogError
 from .index import AbortedTxn
-from .records import MemoryRecordsBuilder
+from ..records import MemoryRecordsBuilder
 
 __all__ = [
     "CleanerConfig",

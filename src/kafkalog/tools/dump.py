@@ -36,9 +36,9 @@ import sys
 import time
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import files as _files
-from . import logdir as _logdir
-from ._speedups import IMPLEMENTATION as _IMPLEMENTATION, crc as _crc
+from ..storage import files as _files
+from ..storage import logdir as _logdir
+from .._speedups import IMPLEMENTATION as _IMPLEMENTATION, crc as _crc
 from .decoders import (
     DecodeError,
     DecoderMessageParser,
@@ -47,8 +47,8 @@ from .decoders import (
     control_record_object,
     control_record_text,
 )
-from .errors import KafkaLogError
-from .records import LegacyRecordBatch, RecordBatch
+from ..errors import KafkaLogError
+from ..records import LegacyRecordBatch, RecordBatch
 
 __all__ = [
     "DumpError",
@@ -63,9 +63,9 @@ __all__ = [
 
 INT_MAX = 2**31 - 1
 if _IMPLEMENTATION == "cython":
-    from . import _dump as _lines  # type: ignore[attr-defined]
+    from .. import _dump as _lines  # type: ignore[attr-defined]
 else:
-    from . import _dump_py as _lines
+    from .. import _dump_py as _lines
 
 _ENTRY = struct.Struct(">qi")
 _V2 = struct.Struct(">qiibIhiqqqhii")  # 61-byte v2 header
@@ -737,7 +737,7 @@ class Dumper:
         if not is_log or (opts.from_offset is None and opts.from_timestamp is None):
             return 0
         directory = os.path.dirname(path) or "."
-        from .index import OffsetIndex, TimeIndex
+        from ..storage.index import OffsetIndex, TimeIndex
 
         target = opts.from_offset
         try:
@@ -1175,7 +1175,7 @@ class Dumper:
                 else:
                     self._text(f"{shown} passed sanity check.")
                 return
-            from .index import OffsetIndex
+            from ..storage.index import OffsetIndex
 
             ipath = os.path.join(os.path.dirname(log_path), os.path.basename(log_path)[:-4] + ".index")
             oidx = OffsetIndex(ipath, base, writable=False)
@@ -1258,8 +1258,8 @@ class Dumper:
 
     # -- .snapshot (producer state) -----------------------------------------------------------------------
     def dump_producer_snapshot(self, path: str, shown: str) -> None:
-        from .errors import CorruptSnapshotError
-        from .producer_state import decode_snapshot
+        from ..errors import CorruptSnapshotError
+        from ..storage.producer_state import decode_snapshot
 
         data = self._read_index_file(path, shown)
         try:

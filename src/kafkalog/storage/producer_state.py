@@ -26,8 +26,8 @@ import struct
 from typing import Dict, Iterable, List, NamedTuple, Optional
 
 from . import files as _files
-from ._speedups import crc as _crc
-from .errors import CorruptSnapshotError, KafkaStorageError
+from .._speedups import crc as _crc
+from ..errors import CorruptSnapshotError, KafkaStorageError
 
 __all__ = [
     "ProducerStateEntry",
@@ -218,7 +218,7 @@ def _parse_end_txn_marker(batch) -> Optional[tuple]:
         if key is None or len(key) < 4:
             return None
         try:
-            from .control import parse_control_key
+            from ..control import parse_control_key
         except ImportError:  # pragma: no cover - sibling module missing
             parse_control_key = None
         if parse_control_key is not None:

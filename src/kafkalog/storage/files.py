@@ -48,7 +48,7 @@ import uuid
 from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from . import fs as _fs
-from .errors import CorruptCheckpointError, InvalidTopicError, KafkaStorageError, UnsafePathError
+from ..errors import CorruptCheckpointError, InvalidTopicError, KafkaStorageError, UnsafePathError
 
 __all__ = [
     "LOG_FILE_SUFFIX",
@@ -288,7 +288,7 @@ def validate_topic(topic: str) -> str:
     The rules of Kafka's ``Topic.validate``: not empty, not ``.`` or ``..``, at most 249
     characters, only ASCII letters, digits, ``.``, ``_`` and ``-``.  kafkalog checks them before
     it builds a path from a topic name (new partition directories of the Spark writer, salvage
-    and :meth:`Log.open <kafkalog.log.Log.open>`); existing directories are read whatever their
+    and :meth:`Log.open <kafkalog.storage.log.Log.open>`); existing directories are read whatever their
     names."""
     if not isinstance(topic, str):
         raise InvalidTopicError(
@@ -786,7 +786,7 @@ def update_offset_checkpoint(
     """Read-modify-write a log-dir checkpoint: set each given partition's offset (``None``
     removes it) and keep every other entry.  Serialised per file within this process and,
     through an exclusive lock on the root's ``.lock`` file, across processes: several writers
-    (processes or :class:`~kafkalog.log.Log` objects) may own different partitions of one
+    (processes or :class:`~kafkalog.storage.log.Log` objects) may own different partitions of one
     root.  A malformed existing file is replaced; one that cannot be read (an I/O error)
     raises, so the other partitions' entries are never lost.  Returns the entries written."""
     path = os.fspath(path)

@@ -18,7 +18,7 @@ Files written by real brokers are read as they are, including untrimmed files wh
 zero-filled (an active segment after a crash): the entry count stops at the first all-zero
 slot, as ``kafka-dump-log`` does (Kafka itself counts every slot and relies on recovery to
 rebuild such an index).  An index can also live only in memory (``path=None``), which is how a
-read-only :class:`~kafkalog.log.Log` rebuilds an index it may not write.
+read-only :class:`~kafkalog.storage.log.Log` rebuilds an index it may not write.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import struct
 from typing import Iterator, List, NamedTuple, Optional
 
 from . import fs as _fs
-from .errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError
+from ..errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError
 from .files import open_for_write as _open_for_write
 from .files import write_all as _write_all
 

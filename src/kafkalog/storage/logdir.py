@@ -14,13 +14,13 @@ Kafka's names (``LogFileUtils``, ``LogSegments``, ``LogManager``'s view of a log
         leader-epoch-checkpoint  partition.metadata  <file>.tmp
         <end offset>-<epoch>.checkpoint  quorum-state            (KRaft metadata log)
 
-One grammar, in one place (:func:`kafkalog.files.parse_segment_file_name` for segment names):
+One grammar, in one place (:func:`kafkalog.storage.files.parse_segment_file_name` for segment names):
 a base offset is exactly 20 decimal digits within the int64 range.  :func:`scan_partition`
 and :func:`scan_root` sort every name of a directory into what it is; a name that does not fit
 the grammar, or that fits it but is not a regular file (a FIFO, a device, a directory, a
 dangling or looping link), lands in ``ignored`` with the reason and is never opened, so it can
 never change offsets.  Files are opened for reading only through :meth:`PartitionView.open`
-/ :func:`open_file` (the :mod:`kafkalog.fs` interface: regular files only, ``KafkaStorageError``
+/ :func:`open_file` (the :mod:`kafkalog.storage.fs` interface: regular files only, ``KafkaStorageError``
 naming the path and the operation for any OS error).  Nothing here writes.
 """
 
@@ -32,7 +32,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 from . import files as _files
 from . import fs as _fs
-from .errors import KafkaStorageError
+from ..errors import KafkaStorageError
 
 __all__ = [
     "Ignored",
@@ -84,7 +84,7 @@ _SEGMENT_KINDS = (
 
 
 class Ignored(NamedTuple):
-    """A name the model does not use, and why (``kind`` is what it is: see :mod:`kafkalog.fs`)."""
+    """A name the model does not use, and why (``kind`` is what it is: see :mod:`kafkalog.storage.fs`)."""
 
     name: str
     path: str
@@ -191,7 +191,7 @@ def _fits_grammar(name: str) -> bool:
 def scan_partition(directory: Union[PathLike, _fs.DirectoryHandle],
                    fs: _fs.FileSystem = _fs.LOCAL) -> PartitionView:
     """List one partition directory (KafkaStorageError if it cannot be listed); ``directory``
-    may be a directory held open (:meth:`kafkalog.fs.FileSystem.open_dir`), then listed
+    may be a directory held open (:meth:`kafkalog.storage.fs.FileSystem.open_dir`), then listed
     through that handle."""
     if isinstance(directory, _fs.DirectoryHandle):
         entries = directory.list_dir()
@@ -278,7 +278,7 @@ def scan_root(root: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> RootView:
     """List a log root (KafkaStorageError if it cannot be listed).  Partitions are sorted by
     topic, then partition number.  Existing directories are parsed leniently, as Kafka's
     ``parseTopicPartitionName`` does: a topic name Kafka would not create today is still read
-    (writers check names with :func:`kafkalog.files.validate_topic` before making one)."""
+    (writers check names with :func:`kafkalog.storage.files.validate_topic` before making one)."""
     root = os.fspath(root)
     view = RootView(root, fs)
     for e in fs.list_dir(root):
@@ -353,7 +353,7 @@ def classify_dir(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:
 
 
 def file_kind(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:
-    """What ``path`` is (a :mod:`kafkalog.fs` kind), without opening it."""
+    """What ``path`` is (a :mod:`kafkalog.storage.fs` kind), without opening it."""
     return fs.kind(path)
 
 
@@ -377,7 +377,7 @@ def read_file(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL,
 
 # -- read-only access to one segment's files (index.py and segment.py, never writable) -----------
 def offset_index(seg: SegmentFiles):
-    """The segment's offset index, read-only (:class:`kafkalog.index.OffsetIndex`: iterate it
+    """The segment's offset index, read-only (:class:`kafkalog.storage.index.OffsetIndex`: iterate it
     for ``(offset, position)`` entries, ``lookup(offset)``); empty when the file is missing.
     Close it after use."""
     from .index import OffsetIndex
@@ -386,7 +386,7 @@ def offset_index(seg: SegmentFiles):
 
 
 def time_index(seg: SegmentFiles):
-    """The segment's time index, read-only (:class:`kafkalog.index.TimeIndex`: iterate it for
+    """The segment's time index, read-only (:class:`kafkalog.storage.index.TimeIndex`: iterate it for
     ``(timestamp, offset)`` entries, ``last_entry``, ``lookup(timestamp)``); empty when the
     file is missing.  Close it after use."""
     from .index import TimeIndex
@@ -395,7 +395,7 @@ def time_index(seg: SegmentFiles):
 
 
 def open_segment(seg: SegmentFiles, file: Optional[_fs.ReadableFile] = None):
-    """The segment read-only (:class:`kafkalog.segment.Segment`: ``iter_headers()`` walks the
+    """The segment read-only (:class:`kafkalog.storage.segment.Segment`: ``iter_headers()`` walks the
     batch headers without decoding, ``read``/``iter_batches`` read).  Release it with
     ``close_handlers()``.  ``file``: its ``.log`` already open (e.g. relative to a directory
     held open); the segment reads a duplicate of it and ``file`` stays the caller's."""

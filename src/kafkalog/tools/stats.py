@@ -21,10 +21,10 @@ from collections import Counter
 from typing import IO, Any, Dict, List, Optional, Sequence
 
 from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, _segment_files, classify_dir
-from .errors import KafkaLogError, MissingCodecError
+from ..errors import KafkaLogError, MissingCodecError
 
 EXIT_MISSING_DEPENDENCY = MissingCodecError.exit_status
-from .records import LegacyRecordBatch, RecordBatch
+from ..records import LegacyRecordBatch, RecordBatch
 
 __all__ = ["KeyCardinality", "SegmentStats", "run_stats", "stats_for_paths"]
 
