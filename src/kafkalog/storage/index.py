@@ -200,7 +200,10 @@ class _Index:
             return
         if writable:
             created = not os.path.exists(self.path)
-            fd = _open_for_write(self.path, os.O_RDWR | os.O_CREAT)  # no planted link out
+            try:
+                fd = _open_for_write(self.path, os.O_RDWR | os.O_CREAT)  # no planted link out
+            except OSError as e:  # a directory or a FIFO in its place, no permission, ...
+                raise KafkaStorageError.from_os_error(e, "opening an index", path=self.path)
             try:
                 if created:
                     if max_index_size < es:
