@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage import log as _log_mod
+from kafkalog.storage import _log_common as _log_mod
 from kafkalog.storage.cleaner import Cleaner, CleanerConfig, SkimpyOffsetMap
 from kafkalog.control import build_end_txn_marker
 from kafkalog.errors import InvalidRecordError

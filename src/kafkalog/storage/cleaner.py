@@ -38,6 +38,7 @@ from . import files as _files
 from .._format import TimestampType
 from .._speedups import crc as _crc
 from ..errors import KafkaLogError
+from ._log_common import _hook
 from .index import AbortedTxn
 from ..records import MemoryRecordsBuilder
 
@@ -691,9 +692,7 @@ class Cleaner:
             except OSError:
                 pass  # the loader deletes a .cleaned file that stays
             raise
-        from . import log as _log_mod
-
-        _log_mod._hook("cleaned")
+        _hook("cleaned")
         log.replace_segments([cleaned], group)
         stats.segments_cleaned += len(group)
 

@@ -1,0 +1,413 @@
+"""Loading a partition directory into a :class:`~kafkalog.storage.log.Log` (Kafka's
+``LogLoader``): the directory scan, left-over ``.cleaned``/``.swap``/``.deleted`` files, segment
+loading, crash recovery from the recovery point, and the producer state rebuilt from
+snapshots and the log.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import uuid as _uuid
+from bisect import bisect_right
+from typing import Any, Dict, Optional
+
+from . import files as _files
+from . import fs as _fs
+from . import logdir as _logdir
+from ..errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidOffsetError,
+    KafkaLogError,
+    KafkaStorageError,
+)
+from .producer_state import ProducerStateManager
+from .segment import Segment
+from ._log_common import (
+    _floor_index,
+)
+from .epoch_cache import LeaderEpochCache
+
+
+class LogLoader:
+    """The loading and recovery part of :class:`~kafkalog.storage.log.Log` (a mixin: its
+    methods run on the Log being opened)."""
+
+    def _root_checkpoint(self, name: str) -> Optional[int]:
+        """This partition's entry in a root checkpoint; None when the file is missing or
+        malformed (as a broker rebuilds it).  A file that cannot be read (an I/O error, or a
+        FIFO or directory at the name) raises KafkaStorageError: reading on as if it were
+        absent would move the log start offset back."""
+        if self.topic_partition is None:
+            return None
+        path = os.path.join(self.root, name)
+        try:
+            return _files.read_offset_checkpoint(path).get(self.topic_partition)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise KafkaStorageError.from_os_error(e, f"reading the root checkpoint {name}",
+                                                  path=path) from e
+        except KafkaLogError:
+            return None
+
+    def _segment_kwargs(self) -> Dict[str, Any]:
+        c = self.config
+        return dict(
+            index_interval_bytes=c.index_interval_bytes,
+            max_index_size=c.segment_index_bytes,
+            segment_jitter_ms=c.segment_jitter_ms,
+            segment_ms=c.segment_ms,
+            read_only=self.read_only,
+            preallocate=c.preallocate,
+            init_file_size=c.initial_file_size,
+            clock=self._clock,
+        )
+
+    def _open_segment(self, base_offset: int, suffix: str = "") -> Segment:
+        return Segment.open(self.dir, base_offset, file_suffix=suffix, **self._segment_kwargs())
+
+    def _load(self, topic_id: Optional[_uuid.UUID]) -> None:
+        d = self.dir
+        ro = self.read_only
+        marker = os.path.join(d, _files.CLEAN_SHUTDOWN_FILE)
+        had_clean = os.path.exists(marker)
+        if ro and not had_clean:
+            had_clean = os.path.exists(os.path.join(self.root, _files.CLEAN_SHUTDOWN_FILE))
+        self.had_clean_shutdown = had_clean
+        if not ro and os.path.exists(marker):
+            os.unlink(marker)
+            _files.fsync_dir(d)
+
+        rp_entry = self._root_checkpoint(_files.RECOVERY_POINT_CHECKPOINT_FILE)
+        start_entry = self._root_checkpoint(_files.LOG_START_OFFSET_CHECKPOINT_FILE)
+        recovery_point_ckpt = rp_entry or 0
+        log_start_ckpt = start_entry or 0
+        self._checkpointed = {
+            "rp": rp_entry,
+            "start": start_entry,
+            "hw": self._root_checkpoint(_files.REPLICATION_OFFSET_CHECKPOINT_FILE),
+        }
+
+        self.leader_epoch_cache = LeaderEpochCache(
+            os.path.join(d, _files.LEADER_EPOCH_CHECKPOINT_FILE), read_only=ro
+        )
+        self.producer_state = ProducerStateManager(d, read_only=ro)
+
+        if not ro:
+            self._remove_temp_files_and_swap()
+        self._load_segments(had_clean, recovery_point_ckpt)
+
+        # Recovery (LogLoader.recoverLog).
+        if not had_clean:
+            self._recover_from(recovery_point_ckpt, log_start_ckpt)
+        else:
+            self._check_tail_readable(log_start_ckpt)
+
+        # A log whose end is below the checkpointed start lost its files: start over there.
+        if self._segments:
+            leo = self._segments[-1].read_next_offset()
+            if leo < log_start_ckpt:
+                if ro:
+                    self._drop_segments_from(0, delete=False)
+                else:
+                    self._drop_segments_from(0, delete=True)
+                    self.leader_epoch_cache.clear()
+                    self.producer_state.truncate_fully_and_start_at(log_start_ckpt)
+        if not self._segments:
+            if ro:
+                raise FileNotFoundError(errno.ENOENT, "no log segments to read", d)
+            self._add_segment(self._open_segment(log_start_ckpt))
+        self._log_end_offset = self._segments[-1].read_next_offset()
+        self._log_start_offset = max(log_start_ckpt, self._segments[0].base_offset)
+        if had_clean:
+            self._recovery_point = self._log_end_offset
+        else:
+            self._recovery_point = min(recovery_point_ckpt, self._log_end_offset)
+        if not ro:
+            self._segments[-1].resize_indexes(self.config.segment_index_bytes)
+            if not os.path.exists(self.leader_epoch_cache.path):  # type: ignore[arg-type]
+                self.leader_epoch_cache.flush()
+        self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self._latest_epoch = self.leader_epoch_cache.latest_epoch
+
+        self._rebuild_producer_state(self._log_end_offset, reload_from_clean_shutdown=had_clean)
+        if not ro:
+            self.producer_state.remove_stray_snapshots(self._bases, keep=(self._log_end_offset,))
+
+        self._last_flush_ms = self._clock()
+        # topic id
+        pm_path = os.path.join(d, _files.PARTITION_METADATA_FILE)
+        self.topic_id: Optional[_uuid.UUID] = None
+        if os.path.exists(pm_path):
+            try:
+                self.topic_id = _files.read_partition_metadata(pm_path).topic_id
+            except KafkaLogError:
+                if topic_id is None or ro:
+                    raise
+        if topic_id is not None:
+            if self.topic_id is not None and self.topic_id != topic_id:
+                raise ValueError(
+                    f"Topic id {_files.topic_id_to_string(topic_id)} does not match the id "
+                    f"{_files.topic_id_to_string(self.topic_id)} in {pm_path}"
+                )
+            if self.topic_id is None and not ro:
+                _files.write_partition_metadata(pm_path, topic_id)
+            self.topic_id = topic_id
+        if not ro and (not had_clean or recovery_point_ckpt != self._recovery_point):
+            self._write_checkpoints()
+
+    def _scan(self) -> "_logdir.PartitionView":
+        """The directory as the storage model sees it.  A name of the log's grammar that is a
+        FIFO, a device, a socket or a directory is refused (never opened, never waited on);
+        other names outside the grammar are kept in ``ignored_files`` and never change offsets."""
+        view = _logdir.scan_partition(self.dir)
+        for ig in view.ignored:
+            if ig.kind in (_fs.FIFO, _fs.DEVICE, _fs.SOCKET, _fs.DIRECTORY, _fs.OTHER) and (
+                _files.parse_segment_file_name(ig.name) is not None
+                or ig.name in (_files.LEADER_EPOCH_CHECKPOINT_FILE, _files.PARTITION_METADATA_FILE)
+            ):
+                raise _fs.not_regular_error(
+                    ig.path, ig.kind, f"cannot open log {self._tp_name()}",
+                    operation=f"opening log {self._tp_name()}",
+                )
+        self.ignored_files = view.ignored + self._swap_notes
+        return view
+
+    def _remove_temp_files_and_swap(self) -> None:
+        """Kafka's ``removeTempFilesAndCollectSwapFiles`` plus the swap completion of
+        ``LogLoader.load``: delete ``.deleted``/``.cleaned``/``.tmp`` files, discard swap files
+        from incomplete splits, complete the others, and delete orphaned index files.  A swap
+        segment that holds no batch, or that starts inside a live segment it does not replace,
+        is left alone: completing it would move the log end offset back onto offsets that hold
+        data."""
+        d = self.dir
+        view = self._scan()
+        cleaned_bases = []
+        swaps = []
+        changed = False
+        for path in view.temp_files:
+            os.unlink(path)
+            changed = True
+        for st in view.state_files:
+            if st.suffix == _files.DELETED_FILE_SUFFIX:
+                os.unlink(st.path)
+                changed = True
+            elif st.suffix == _files.CLEANED_FILE_SUFFIX:
+                cleaned_bases.append(st.base_offset)
+                os.unlink(st.path)
+                changed = True
+            elif st.suffix == _files.SWAP_FILE_SUFFIX:
+                swaps.append(st)
+                changed = True
+        min_cleaned = min(cleaned_bases) if cleaned_bases else None
+        valid_swaps = []
+        for sw in swaps:
+            if min_cleaned is not None and sw.base_offset >= min_cleaned:
+                os.unlink(sw.path)
+            else:
+                valid_swaps.append(sw)
+        live = view.base_offsets
+        ranges = {}
+        for sw in valid_swaps:
+            if sw.kind != _files.LOG_FILE_SUFFIX:
+                continue
+            swap_seg = self._open_segment(sw.base_offset, _files.SWAP_FILE_SUFFIX)
+            try:
+                ranges[sw.base_offset] = swap_seg.read_next_offset()
+            finally:
+                swap_seg.close_handlers()
+        replaced = {b for b in live for sb, nxt in ranges.items() if sb <= b < nxt}
+        refused = set()
+        for sb, nxt in ranges.items():
+            if nxt <= sb:
+                refused.add(sb)  # holds no batch
+                continue
+            before = [b for b in live if b < sb and b not in replaced]
+            if before and self._live_next_offset(before[-1]) > sb:
+                refused.add(sb)  # would overlap a live segment it does not replace
+        for sb in sorted(refused):
+            self._swap_notes.append(
+                _logdir.Ignored(
+                    os.path.basename(_files.log_file(d, sb, _files.SWAP_FILE_SUFFIX)),
+                    _files.log_file(d, sb, _files.SWAP_FILE_SUFFIX),
+                    _fs.FILE,
+                    "a swap segment that holds no batch or overlaps a live segment it does not "
+                    "replace; left in place, not completed",
+                )
+            )
+        valid_swaps = [sw for sw in valid_swaps if sw.base_offset not in refused]
+        for sb, nxt in ranges.items():
+            if sb in refused:
+                continue
+            for b in live:
+                if sb <= b < nxt:
+                    for fn in (
+                        _files.log_file,
+                        _files.offset_index_file,
+                        _files.time_index_file,
+                        _files.transaction_index_file,
+                    ):
+                        try:
+                            os.unlink(fn(d, b))
+                        except FileNotFoundError:
+                            pass
+        for sw in valid_swaps:
+            if os.path.exists(sw.path):
+                os.replace(sw.path, sw.path[: -len(_files.SWAP_FILE_SUFFIX)])
+        # Orphaned index files.
+        for orphan in _logdir.scan_partition(d).orphan_indexes:
+            os.unlink(orphan.path)
+            changed = True
+        if changed:
+            _files.fsync_dir(d)
+
+    def _live_next_offset(self, base: int) -> int:
+        """The next offset of the live segment at ``base``, read without changing its files."""
+        kw = self._segment_kwargs()
+        kw["read_only"] = True
+        seg = Segment.open(self.dir, base, **kw)
+        try:
+            return seg.read_next_offset()
+        finally:
+            seg.close_handlers()
+
+    def _add_segment(self, seg: Segment) -> None:
+        i = bisect_right(self._bases, seg.base_offset)
+        self._bases.insert(i, seg.base_offset)
+        self._segments.insert(i, seg)
+
+    def _load_segments(self, had_clean: bool, recovery_point: int) -> None:
+        for base in self._scan().base_offsets:
+            seg = self._open_segment(base)
+            self._add_segment(seg)
+            needs_recovery = False
+            try:
+                if not seg.offset_index_existed:
+                    raise FileNotFoundError(seg.offset_index.path)
+                seg.sanity_check(seg.time_index_existed)
+                # Kafka's cheap offset/time index checks (not run by brokers at startup any
+                # more); a failing index is rebuilt rather than trusted.
+                seg.offset_index.sanity_check()
+                seg.time_index.sanity_check()
+            except (FileNotFoundError, CorruptIndexError):
+                needs_recovery = True
+            if needs_recovery:
+                self._recover_segment(seg)
+
+    def _recover_segment(self, seg: Segment) -> int:
+        """Recover one segment with the producer state rebuilt to its base offset."""
+        self._rebuild_producer_state(seg.base_offset)
+        truncated = seg.recover(self.producer_state, self.leader_epoch_cache)
+        self.producer_state.update_map_end_offset(
+            max(self.producer_state.map_end_offset, seg.read_next_offset())
+        )
+        self.producer_state.take_snapshot(fsync=False)
+        return truncated
+
+    def _recover_from(self, recovery_point: int, log_start: int) -> None:
+        """Recover every segment from the one holding the recovery point; at the first one
+        that lost bytes, drop all later segments (their data would follow a gap)."""
+        start = max(_floor_index(self._bases, recovery_point), 0)
+        i = start
+        while i < len(self._segments):
+            seg = self._segments[i]
+            try:
+                truncated = self._recover_segment(seg)
+            except InvalidOffsetError:
+                # Kafka: "Found invalid offset during recovery. Deleting the corrupt segment
+                # and creating an empty one with starting offset <base>".
+                truncated = seg.size
+                if self.read_only:
+                    seg._file_size = 0
+                else:
+                    seg.offset_index.reset()
+                    seg.time_index.reset()
+                    seg.txn_index.reset()
+                    seg._truncate_log(0)
+            if truncated > 0:
+                self._drop_segments_from(i + 1, delete=not self.read_only)
+                break
+            i += 1
+
+    def _check_tail_readable(self, log_start: int) -> None:
+        """After a clean shutdown the last segment is trusted; if its headers cannot even be
+        walked it is recovered anyway."""
+        if not self._segments:
+            return
+        seg = self._segments[-1]
+        try:
+            seg.read_next_offset()
+        except CorruptRecordError:
+            self._recover_segment(seg)
+
+    def _drop_segments_from(self, index: int, delete: bool) -> None:
+        doomed = self._segments[index:]
+        del self._segments[index:]
+        del self._bases[index:]
+        # Newest first: a crash part-way leaves a contiguous prefix of segments.
+        for seg in reversed(doomed):
+            if delete:
+                self._delete_segment_files(seg)
+            else:
+                seg.close_handlers()
+
+    def _delete_segment_files(self, seg: Segment) -> None:
+        """Rename the segment's files to ``.deleted`` (the ``.log`` first, so a crash never
+        leaves half a segment that loads) and delete them."""
+        try:
+            seg.change_file_suffixes("", _files.DELETED_FILE_SUFFIX)
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            seg._wlen = 0  # the segment is leaving the log: close its files, keep the error
+            try:
+                seg.close_handlers()
+            except OSError:
+                pass
+            raise
+        seg.delete()
+        self._dir_dirty = True
+
+    # -- producer state ----------------------------------------------------------------------------
+    def _replay_producer_state(self, start: int, end: int) -> None:
+        ps = self.producer_state
+        i = max(_floor_index(self._bases, start), 0)
+        while i < len(self._segments):
+            seg = self._segments[i]
+            if seg.base_offset >= end:
+                break
+            pos = 0
+            if start > seg.base_offset:
+                found = seg.translate_offset(start)
+                if found is None:
+                    i += 1
+                    continue
+                pos = found.position
+            for _p, batch in seg.iter_batches(pos):
+                if batch.last_offset < start:
+                    continue
+                if batch.base_offset >= end if batch.magic >= 2 else batch.last_offset >= end:
+                    return
+                completed = ps.update(batch)
+                if completed is not None:
+                    ps.complete_txn(completed)
+            i += 1
+
+    def _rebuild_producer_state(
+        self, last_offset: int, reload_from_clean_shutdown: bool = False
+    ) -> None:
+        """Kafka's ``rebuildProducerState``: load the newest snapshot <= ``last_offset`` and
+        replay the batches after it; with no snapshot at all after a clean shutdown, skip the
+        scan and just snapshot the end (Kafka's upgrade shortcut)."""
+        ps = self.producer_state
+        log_start = getattr(self, "_log_start_offset", self._bases[0] if self._bases else 0)
+        if reload_from_clean_shutdown and not ps.snapshot_offsets():
+            ps.update_map_end_offset(last_offset)
+            ps.take_snapshot()
+            return
+        ps.truncate_and_reload(min(log_start, last_offset), last_offset)
+        if ps.map_end_offset < last_offset:
+            self._replay_producer_state(ps.map_end_offset, last_offset)
+        ps.update_map_end_offset(last_offset)
