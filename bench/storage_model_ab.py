@@ -19,7 +19,10 @@ import tempfile
 
 CHILD = r'''
 import json, os, random, sys, tempfile, time, shutil
-from kafkalog.storage.log import Log
+try:
+    from kafkalog.storage.log import Log
+except ImportError:  # a tree from before the storage/ layout
+    from kafkalog.log import Log
 from kafkalog.records import MemoryRecordsBuilder
 from kafkalog.arrow import to_arrow
 mb, seg_mb = int(sys.argv[1]), int(sys.argv[2])
