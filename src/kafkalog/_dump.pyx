@@ -13,6 +13,7 @@ before a byte is read.
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.object cimport PyObject_Hash
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
@@ -24,7 +25,7 @@ from ._varint cimport (
     kl_unzigzag64,
 )
 
-__all__ = ["v2_record_lines"]
+__all__ = ["v2_record_lines", "v2_record_summary", "hll_update"]
 
 cdef enum:
     INT32_MAX_ = 2147483647
@@ -324,3 +325,107 @@ def v2_record_lines(section, Py_ssize_t count, int64_t base_offset, int64_t base
     finally:
         PyMem_Free(o.buf)
         PyBuffer_Release(&view)
+
+
+# ------------------------------------------------------------------------------------------------
+# kafkalog stats: what it counts of a batch's records, without record objects
+# ------------------------------------------------------------------------------------------------
+cdef object _summary(const uint8_t* d, Py_ssize_t end, Py_ssize_t count, int64_t base_ts,
+                     bint log_append, int64_t append_ts):
+    cdef Py_ssize_t pos = 0, body_end, i, h
+    cdef int64_t length, ts_delta, off_delta, klen, vlen, hcount, hklen, hvlen, ts
+    cdef int64_t lo = 0, hi = 0
+    cdef Py_ssize_t nulls = 0, tombstones = 0
+    cdef list keys = []
+    for i in range(count):
+        if pos >= end or not _varint(d, &pos, end, &length):
+            return None
+        if length < 1 or length > end - pos:
+            return None
+        body_end = pos + length
+        pos += 1  # attributes (unused)
+        if not _varlong(d, &pos, body_end, &ts_delta) or not _varint(d, &pos, body_end, &off_delta):
+            return None
+        if not _varint(d, &pos, body_end, &klen):
+            return None
+        if klen >= 0:
+            if klen > body_end - pos:
+                return None
+            keys.append(PyBytes_FromStringAndSize(<const char*>(d + pos), <Py_ssize_t>klen))
+            pos += klen
+        else:
+            nulls += 1
+        if not _varint(d, &pos, body_end, &vlen):
+            return None
+        if vlen >= 0:
+            if vlen > body_end - pos:
+                return None
+            pos += vlen
+        else:
+            tombstones += 1
+        if not _varint(d, &pos, body_end, &hcount) or hcount < 0 or hcount > body_end - pos:
+            return None
+        for h in range(hcount):
+            if not _varint(d, &pos, body_end, &hklen) or hklen < 0 or hklen > body_end - pos:
+                return None
+            pos += hklen
+            if not _varint(d, &pos, body_end, &hvlen):
+                return None
+            if hvlen >= 0:
+                if hvlen > body_end - pos:
+                    return None
+                pos += hvlen
+        if pos != body_end:
+            return None
+        ts = append_ts if log_append else <int64_t>(<uint64_t>base_ts + <uint64_t>ts_delta)
+        if i == 0 or ts < lo:
+            lo = ts
+        if i == 0 or ts > hi:
+            hi = ts
+    if pos != end:
+        return None
+    return (count, nulls, tombstones, lo if count else None, hi if count else None, keys)
+
+
+def v2_record_summary(section, Py_ssize_t count, int64_t base_ts, append_ts):
+    """What ``kafkalog stats`` counts of one v2 data batch's records, as ``(records, null keys,
+    tombstones, min timestamp, max timestamp, keys)`` (``keys``: the non-null keys, as bytes;
+    the timestamps None for no records), or None: the batch needs the general path (which
+    also reports a damaged one).  ``section`` is the records section (decompressed),
+    ``append_ts`` the batch's max timestamp under LogAppendTime (else None)."""
+    cdef Py_buffer view
+    if count < 0:
+        return None
+    if count == 0:
+        return (0, 0, 0, None, None, [])
+    PyObject_GetBuffer(section, &view, PyBUF_SIMPLE)
+    try:
+        if count > view.len:
+            return None
+        return _summary(<const uint8_t*>view.buf, view.len, count, base_ts,
+                        append_ts is not None, 0 if append_ts is None else append_ts)
+    finally:
+        PyBuffer_Release(&view)
+
+
+def hll_update(bytearray registers, list keys, int p):
+    """Add ``keys`` to the HyperLogLog ``registers`` (``2**p`` of them): register ``hash(key) >>
+    (64 - p)`` keeps the largest rank (leading zeros of the remaining bits, plus one)."""
+    cdef Py_ssize_t m = len(registers)
+    cdef unsigned char[:] rv = registers
+    cdef uint64_t x, rest, mask
+    cdef Py_ssize_t j
+    cdef int rho, width = 64 - p
+    if p < 4 or p > 18 or m != (<Py_ssize_t>1 << p):
+        raise ValueError(f"registers must hold 2**p bytes for p in [4, 18], not {m} for p={p}")
+    for key in keys:
+        x = <uint64_t>PyObject_Hash(key)
+        j = <Py_ssize_t>(x >> width)
+        rest = x & ((<uint64_t>1 << width) - 1)
+        rho = 1
+        mask = <uint64_t>1 << (width - 1)
+        while rho <= width and not (rest & mask):
+            rho += 1
+            mask >>= 1
+        if rho > rv[j]:
+            rv[j] = <unsigned char>rho

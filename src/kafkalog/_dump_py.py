@@ -14,7 +14,7 @@ from ._batch_py import _decode_records
 from ._format import INT32_MAX, INT64_MAX
 from .errors import KafkaLogError
 
-__all__ = ["v2_record_lines"]
+__all__ = ["v2_record_lines", "v2_record_summary", "hll_update"]
 
 
 def v2_record_lines(
@@ -74,3 +74,37 @@ def v2_record_lines(
 
 def _text(b: bytes, u8: Callable[[bytes], bytes]) -> bytes:
     return b if b.isascii() else u8(b)
+
+
+def v2_record_summary(section, count: int, base_ts: int, append_ts: Optional[int]):
+    """What ``kafkalog stats`` counts of one v2 data batch's records, or None (see the compiled
+    twin)."""
+    if count < 0:
+        return None
+    if count == 0:
+        return (0, 0, 0, None, None, [])
+    if count > len(section):
+        return None
+    try:
+        recs = _decode_records(section, count, 0, base_ts, append_ts, 0)
+    except KafkaLogError:
+        return None
+    keys = [r.key for r in recs if r.key is not None]
+    tombstones = sum(1 for r in recs if r.value is None)
+    ts = [r.timestamp for r in recs]
+    return (len(recs), len(recs) - len(keys), tombstones, min(ts), max(ts), keys)
+
+
+def hll_update(registers: bytearray, keys: List[bytes], p: int) -> None:
+    """Add ``keys`` to the HyperLogLog ``registers`` (see the compiled twin)."""
+    m = len(registers)
+    if not 4 <= p <= 18 or m != 1 << p:
+        raise ValueError(f"registers must hold 2**p bytes for p in [4, 18], not {m} for p={p}")
+    width = 64 - p
+    low = (1 << width) - 1
+    for key in keys:
+        x = hash(key) & 0xFFFFFFFFFFFFFFFF
+        j = x >> width
+        rho = width - (x & low).bit_length() + 1
+        if rho > registers[j]:
+            registers[j] = rho

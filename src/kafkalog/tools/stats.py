@@ -25,6 +25,12 @@ from ..errors import KafkaLogError, MissingCodecError
 
 EXIT_MISSING_DEPENDENCY = MissingCodecError.exit_status
 from ..records import LegacyRecordBatch, RecordBatch
+from .._speedups import IMPLEMENTATION as _IMPLEMENTATION
+
+if _IMPLEMENTATION == "cython":
+    from .. import _dump as _walk  # type: ignore[attr-defined]
+else:
+    from .. import _dump_py as _walk
 
 __all__ = ["KeyCardinality", "SegmentStats", "run_stats", "stats_for_paths"]
 
@@ -58,6 +64,18 @@ class KeyCardinality:
                 self.exact = None
             return
         self._add_hll(key)
+
+    def add_many(self, keys: List[bytes]) -> None:
+        """``add`` for each key (the same registers: HyperLogLog does not depend on order)."""
+        ex = self.exact
+        if ex is not None:
+            ex.update(keys)
+            if len(ex) > _EXACT_LIMIT:
+                self.registers = bytearray(_M)
+                _walk.hll_update(self.registers, list(ex), _P)
+                self.exact = None
+            return
+        _walk.hll_update(self.registers, keys, _P)
 
     def _add_hll(self, key: bytes) -> None:
         x = hash(key) & _M64
@@ -301,24 +319,37 @@ def segment_stats(path: str, deep: bool = True, progress: bool = False) -> Segme
                     else:
                         batch = RecordBatch(buf, pos, check_crc=False)
                         if codec:
-                            st.uncompressed_record_bytes += len(batch.records_section())
+                            section = batch.records_section()
+                            st.uncompressed_record_bytes += len(section)
                         else:
+                            section = buf[pos + 61:pos + bsize]
                             st.uncompressed_record_bytes += bsize - 61
-                        recs = batch.records()
-                        st.records += len(recs)
-                        if control:
-                            for r in recs:
-                                k = r.key
-                                if k is not None and len(k) >= 4:
-                                    t = struct.unpack_from(">h", k, 2)[0]
-                                    if t == 0:
-                                        st.abort_markers += 1
-                                    elif t == 1:
-                                        st.commit_markers += 1
-                            if recs:
-                                st._ts(min(r.timestamp for r in recs), max(r.timestamp for r in recs))
+                        summary = None if control else _walk.v2_record_summary(
+                            section, count, bts, mts if attrs & 0x08 else None)
+                        if summary is not None:  # the common case, without record objects
+                            n, nulls, tombstones, lo, hi, keys = summary
+                            st.records += n
+                            st.null_keys += nulls
+                            st.tombstones += tombstones
+                            st.keys.add_many(keys)
+                            if n:
+                                st._ts(lo, hi)
                         else:
-                            st._records(recs)
+                            recs = batch.records()
+                            st.records += len(recs)
+                            if control:
+                                for r in recs:
+                                    k = r.key
+                                    if k is not None and len(k) >= 4:
+                                        t = struct.unpack_from(">h", k, 2)[0]
+                                        if t == 0:
+                                            st.abort_markers += 1
+                                        elif t == 1:
+                                            st.commit_markers += 1
+                                if recs:
+                                    st._ts(min(r.timestamp for r in recs), max(r.timestamp for r in recs))
+                            else:
+                                st._records(recs)
                 elif magic < 2:
                     attrs = buf[pos + 17]
                     codec = attrs & 0x07
