@@ -114,8 +114,12 @@ assert kafkalog.IMPLEMENTATION == impl, (kafkalog.IMPLEMENTATION, kafkalog.FALLB
 print(f"   kafkalog {kafkalog.__version__} from {kafkalog.__file__}: {impl}")
 PYEOF
     )
-    (cd "$RUN" && env "$@" "$venv/bin/python" -m pytest -p no:cacheprovider -q -x ${SUITE_DESELECT:+--deselect "$SUITE_DESELECT"} "${PACKAGE_TESTS[@]}" | tail -2) \
-        || fail "the suite against $venv ($impl)"
+    local log="$venv-$impl-tests.log"
+    if (cd "$RUN" && env "$@" "$venv/bin/python" -m pytest -p no:cacheprovider -q -x ${SUITE_DESELECT:+--deselect "$SUITE_DESELECT"} "${PACKAGE_TESTS[@]}" > "$log" 2>&1); then
+        tail -1 "$log"
+    else
+        tail -40 "$log"; fail "the suite against $venv ($impl) (whole output: $log)"
+    fi
 }
 pipi() { "$WORK/$1/bin/python" -m pip install --disable-pip-version-check --progress-bar off --no-deps --ignore-installed "${@:2}"; }
 
