@@ -27,7 +27,7 @@ import errno
 import mmap
 import os
 import struct
-from typing import Iterator, List, NamedTuple, Optional
+from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 from . import fs as _fs
 from ..errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError
@@ -42,6 +42,7 @@ __all__ = [
     "OffsetIndex",
     "TimeIndex",
     "TransactionIndex",
+    "parse_aborted_txns",
 ]
 
 _INT32_MAX = 2**31 - 1
@@ -883,6 +884,28 @@ class TimeIndex(_Index):
                 prev = (ts, off)
 
 
+def _txn_entries(raw, base: int, path) -> Iterator[Tuple[int, AbortedTxn]]:
+    """``(file position, entry)`` for the whole 34-byte entries of ``raw`` (read at ``base``)."""
+    for j in range(0, len(raw) - len(raw) % 34, 34):
+        version, pid, first, last, lso = _TXN_ENTRY.unpack_from(raw, j)
+        # Kafka reads the version as one byte (the int16's high byte).
+        if (version >> 8) & 0xFF != 0:
+            raise CorruptIndexError(
+                f"Unexpected aborted transaction version {(version >> 8) & 0xFF} in "
+                f"transaction index {path}, current version is 0",
+                position=base + j,
+                path=path,
+            )
+        yield base + j, AbortedTxn(pid, first, last, lso, version)
+
+
+def parse_aborted_txns(data, path=None) -> List[AbortedTxn]:
+    """The entries of a whole ``.txnindex`` held in memory (a remote one, read with
+    :func:`kafkalog.storage.logdir.read_file`); a torn last entry is left out, as the file
+    reader does."""
+    return [t for _, t in _txn_entries(data, 0, path)]
+
+
 class TransactionIndex:
     """Aborted transactions whose ABORT marker lies in this segment (Kafka's TransactionIndex).
 
@@ -989,17 +1012,7 @@ class TransactionIndex:
     def _entries_with_position(self):
         base = 0
         for raw in self._chunks():
-            for j in range(0, len(raw), 34):
-                version, pid, first, last, lso = _TXN_ENTRY.unpack_from(raw, j)
-                # Kafka reads the version as one byte (the int16's high byte).
-                if (version >> 8) & 0xFF != 0:
-                    raise CorruptIndexError(
-                        f"Unexpected aborted transaction version {(version >> 8) & 0xFF} in "
-                        f"transaction index {self.path}, current version is 0",
-                        position=base + j,
-                        path=self.path,
-                    )
-                yield base + j, AbortedTxn(pid, first, last, lso, version)
+            yield from _txn_entries(raw, base, self.path)
             base += len(raw)
 
     def all_aborted_txns(self) -> List[AbortedTxn]:
