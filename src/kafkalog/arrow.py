@@ -288,7 +288,9 @@ def _resolve_remote(uri: str, storage_options) -> List[_Segment]:
     from .storage import remote
 
     fs, path = remote.resolve(uri, storage_options)
-    kind = fs.kind(path)
+    # a directory is listed straight away (an object store answers "is it a directory?" with
+    # two requests; the listing is needed anyway)
+    kind = _fs.DIRECTORY if not path.endswith(".log") else fs.kind(path)
     if kind == _fs.DIRECTORY:
         t, p = _tp_of_dir(path)
         return [_Segment(path=f, topic=t, partition=p, fs=fs) for _, f in _segment_logs(path, fs)]

@@ -186,6 +186,8 @@ class ArrowFileSystem(_fs.FileSystem):
         self.scheme = scheme
         self.options = options
         self._authority = authority
+        # what the listings said (type and size): no request per listed file to inspect it
+        self._listed: Dict[str, Any] = {}
 
     @classmethod
     def for_uri(cls, uri: str, storage_options: Optional[Mapping[str, Any]] = None) -> "ArrowFileSystem":
@@ -254,7 +256,10 @@ class ArrowFileSystem(_fs.FileSystem):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _info(self, path: str):
-        return self._call("inspecting", path, self._fs.get_file_info, path)
+        info = self._listed.get(path)
+        if info is None:
+            info = self._call("inspecting", path, self._fs.get_file_info, path)
+        return info
 
     # -- FileSystem --------------------------------------------------------------------------------
     def list_dir(self, path) -> List[_fs.Entry]:
@@ -267,6 +272,7 @@ class ArrowFileSystem(_fs.FileSystem):
             raise _fs.not_regular_error(self.uri(p), _fs.MISSING, operation="listing a directory")
         out = []
         for info in sorted(infos, key=lambda i: i.base_name):
+            self._listed[info.path] = info
             kind = _kind(info)
             out.append(_fs.Entry(info.base_name, info.path, kind, False))
         return out
@@ -287,7 +293,8 @@ class ArrowFileSystem(_fs.FileSystem):
 
     def open_read(self, path) -> "RemoteFile":
         p = self._path(path)
-        return RemoteFile(self, p, self.size(p))
+        size = self.size(p)
+        return RemoteFile(self, p, size)
 
     def glob(self, pattern: str) -> List[str]:
         p = self._path(pattern)
