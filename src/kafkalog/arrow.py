@@ -318,21 +318,21 @@ def _complete_entries(data) -> int:
     return pos
 
 
-def _remote_windows(f, start: int, stop: Optional[int], window: int):
+def _remote_windows(f, start: int, stop: Optional[int], window: int, pool, first=None):
     """``(file position, buffer of whole entries)`` over a remote file from ``start``: ranged
-    reads of ``window`` bytes, the next one fetched while the caller decodes; an entry larger
-    than a window is read whole; a partial or malformed entry at the end is handed on as it is
-    (the decoder then stops or reports it, as for a local file).  Reading stops once the
-    entries starting before ``stop`` are out."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    reads of ``window`` bytes on ``pool``, the next one fetched while the caller decodes
+    (``first``: a future of the first read, already in flight); an entry larger than a window
+    is read whole; a partial or malformed entry at the end is handed on as it is (the decoder
+    then stops or reports it, as for a local file).  Reading stops once the entries starting
+    before ``stop`` are out."""
     size = f.size
     limit = size if stop is None else min(size, max(stop, start))
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkalog-read")
+    read_at = start
+    pending = first
+    if pending is None and read_at < size:
+        pending = pool.submit(f.read, read_at, min(window, size - read_at))
+    base, carry = start, b""
     try:
-        read_at = start
-        pending = pool.submit(f.read, read_at, min(window, size - read_at)) if read_at < size else None
-        base, carry = start, b""
         while pending is not None:
             chunk = pending.result()
             read_at += len(chunk)
@@ -354,7 +354,24 @@ def _remote_windows(f, start: int, stop: Optional[int], window: int):
                     yield base, carry  # a partial or malformed entry: the decoder decides
                 return
     finally:
-        pool.shutdown(wait=True)
+        if pending is not None:
+            pending.cancel()
+            try:
+                pending.result()  # a read in flight finishes (bounded by the timeouts)
+            except BaseException:  # noqa: BLE001 - the caller is leaving; its error stands
+                pass
+
+
+def _open_remote_first(seg: "_Segment", start: int, window: int):
+    """Open a remote segment and read its first window: ``(file, first bytes)``."""
+    from .storage.logdir import open_file
+
+    f = open_file(seg.path, seg.fs)
+    try:
+        return f, f.read(start, min(window, max(0, f.size - start)))
+    except BaseException:
+        f.close()
+        raise
 
 
 class _Opened:
@@ -671,7 +688,7 @@ def _decode_segments(
                 pos = c.next_position
             offset = last.next_offset
 
-    def remote_aborted(seg: _Segment, f) -> List[Tuple[int, int, int]]:
+    def remote_aborted(seg: _Segment, f, pool) -> List[Tuple[int, int, int]]:
         """read_committed on a remote segment: the partition's transaction indexes plus the
         ABORT markers of this segment (a first pass over it: markers follow their data)."""
         if aborted_transactions is not None:
@@ -680,14 +697,22 @@ def _decode_segments(
         if d not in txn_cache:
             txn_cache[d] = _remote_txnindex_aborted(d, seg.fs)
         found = list(txn_cache[d])
-        for base, buf in _remote_windows(f, start_position or 0, stop_position, REMOTE_READ_BYTES):
+        for base, buf in _remote_windows(f, start_position or 0, stop_position,
+                                         REMOTE_READ_BYTES, pool):
             found += _marker_aborted(buf)
         return found
 
-    def from_remote(seg: _Segment) -> Iterator[pa.RecordBatch]:
+    def from_remote(seg: _Segment, pool, opened, prefetch_next) -> Iterator[pa.RecordBatch]:
+        """One remote segment; ``opened``: a future of ``(file, first window)`` already in
+        flight (or None); ``prefetch_next()`` starts the next segment's open and first read."""
         from .storage.logdir import open_file
 
-        with open_file(seg.path, seg.fs) as f:
+        start = start_position or 0
+        if opened is not None:
+            f, first = opened.result()
+        else:
+            f, first = open_file(seg.path, seg.fs), None
+        with f:
             dec = _core.Decoder(
                 bits,
                 check_crcs=check_crcs,
@@ -695,11 +720,16 @@ def _decode_segments(
                 max_batch_size=max_batch_size,
                 max_decompressed_size=max_decompressed_size,
                 timestamp_scale=scale,
-                aborted=remote_aborted(seg, f) if read_committed else None,
+                aborted=remote_aborted(seg, f, pool) if read_committed else None,
             )
+            if first is not None and read_committed:
+                first = None  # read again after the markers' pass
+            fut = None
+            if first is not None:
+                fut = pool.submit(lambda: first)
             uri = f.path
-            for base, buf in _remote_windows(f, start_position or 0, stop_position,
-                                             REMOTE_READ_BYTES):
+            prefetch_next()
+            for base, buf in _remote_windows(f, start, stop_position, REMOTE_READ_BYTES, pool, fut):
                 stop = None if stop_position is None else max(0, stop_position - base)
                 pos = 0
                 while True:
@@ -716,13 +746,47 @@ def _decode_segments(
                         break
                     pos = c.next_position
 
+    def remote_segments(first_index: int) -> Iterator[pa.RecordBatch]:
+        """The remote segments from ``first_index`` on, each one's open and first read
+        overlapping the decoding of the one before."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafkalog-read")
+        prefetched: Dict[int, Any] = {}
+        try:
+            i = first_index
+            while i < len(segments) and segments[i].fs is not None:
+                nxt = i + 1
+
+                def prefetch_next(nxt=nxt):
+                    if (nxt < len(segments) and segments[nxt].fs is not None
+                            and not read_committed and nxt not in prefetched):
+                        prefetched[nxt] = pool.submit(_open_remote_first, segments[nxt],
+                                                      0, REMOTE_READ_BYTES)
+
+                yield from from_remote(segments[i], pool, prefetched.pop(i, None), prefetch_next)
+                i += 1
+        finally:
+            for fut in prefetched.values():  # left unread: close what they opened
+                try:
+                    fut.result()[0].close()
+                except BaseException:  # noqa: BLE001 - nothing to report for an unused read
+                    pass
+            pool.shutdown(wait=True)
+
     def gen() -> Iterator[pa.RecordBatch]:
-        for seg in segments:
+        remote_done = -1
+        for i, seg in enumerate(segments):
             if seg.log is not None:
                 yield from from_log(seg)
                 continue
             if seg.fs is not None:
-                yield from from_remote(seg)
+                if i > remote_done:  # a run of remote segments, read with one pool
+                    j = i
+                    while j < len(segments) and segments[j].fs is not None:
+                        j += 1
+                    yield from remote_segments(i)
+                    remote_done = j - 1
                 continue
             with _Opened(seg) as buf:
                 dec = _core.Decoder(

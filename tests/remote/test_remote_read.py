@@ -218,3 +218,19 @@ def test_a_short_read_is_never_data():
     with pytest.raises(KafkaStorageError, match="short read") as e:
         f.read(0, 100)
     assert e.value.path == "s3://b/k"
+
+
+def test_a_reader_that_stops_early_leaves_nothing_running(sample):
+    """Abandoning ``iter_batches`` mid-way (reads of the next segment already in flight) closes
+    what was opened and leaves no reader thread behind."""
+    import threading
+
+    local, uri = sample
+    sources = [f"{uri}/{n}" for n in partitions(local)]
+    it = ka.iter_batches(sources, max_rows=10)
+    first = next(it)
+    assert first.num_rows > 0
+    it.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("kafkalog-read")]
+    whole = ka.to_arrow(sources)
+    assert whole.equals(ka.to_arrow([os.path.join(local, n) for n in partitions(local)]))
