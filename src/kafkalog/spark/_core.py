@@ -1804,7 +1804,7 @@ def aborted_transactions(
     ``dir_handle`` (the partition directory, held open: :meth:`kafkalog.storage.fs.FileSystem.open_dir`)
     the files are listed and opened through it, and ``segment_paths`` defaults to every segment
     in it.  A file that vanishes meanwhile raises FileNotFoundError."""
-    from ..storage.index import _TXN_ENTRY
+    from ..storage.index import _TXN_ENTRY, iter_txn_entries
     from ..records import RecordBatch
 
     out = set()
@@ -1834,18 +1834,8 @@ def aborted_transactions(
                 data = data[: len(data) - len(data) % _TXN_ENTRY.size]
                 if not data:
                     break
-                for j in range(0, len(data), _TXN_ENTRY.size):
-                    version, pid, first, last, _lso = _TXN_ENTRY.unpack_from(data, j)
-                    if (version >> 8) & 0xFF != 0:  # Kafka reads the version's high byte
-                        from ..errors import CorruptIndexError
-
-                        raise CorruptIndexError(
-                            f"Unexpected aborted transaction version {(version >> 8) & 0xFF} "
-                            f"in transaction index {path}, current version is 0",
-                            position=base + j,
-                            path=path,
-                        )
-                    out.add((pid, first, last))
+                out.update((t.producer_id, t.first_offset, t.last_offset)
+                           for _, t in iter_txn_entries(data, base, path))
                 base += len(data)
     open_txn: Dict[int, int] = {}
     after_marker: Dict[int, int] = {}  # producer -> the offset after its last marker seen

@@ -43,6 +43,7 @@ __all__ = [
     "TimeIndex",
     "TransactionIndex",
     "parse_aborted_txns",
+    "iter_txn_entries",
 ]
 
 _INT32_MAX = 2**31 - 1
@@ -884,7 +885,7 @@ class TimeIndex(_Index):
                 prev = (ts, off)
 
 
-def _txn_entries(raw, base: int, path) -> Iterator[Tuple[int, AbortedTxn]]:
+def iter_txn_entries(raw, base: int, path) -> Iterator[Tuple[int, AbortedTxn]]:
     """``(file position, entry)`` for the whole 34-byte entries of ``raw`` (read at ``base``)."""
     for j in range(0, len(raw) - len(raw) % 34, 34):
         version, pid, first, last, lso = _TXN_ENTRY.unpack_from(raw, j)
@@ -903,7 +904,7 @@ def parse_aborted_txns(data, path=None) -> List[AbortedTxn]:
     """The entries of a whole ``.txnindex`` held in memory (a remote one, read with
     :func:`kafkalog.storage.logdir.read_file`); a torn last entry is left out, as the file
     reader does."""
-    return [t for _, t in _txn_entries(data, 0, path)]
+    return [t for _, t in iter_txn_entries(data, 0, path)]
 
 
 class TransactionIndex:
@@ -1012,7 +1013,7 @@ class TransactionIndex:
     def _entries_with_position(self):
         base = 0
         for raw in self._chunks():
-            yield from _txn_entries(raw, base, self.path)
+            yield from iter_txn_entries(raw, base, self.path)
             base += len(raw)
 
     def all_aborted_txns(self) -> List[AbortedTxn]:
