@@ -64,24 +64,6 @@ cdef inline int _put_lit(_Out* o, bytes s) except -1:
     return _put(o, PyBytes_AS_STRING(s), PyBytes_GET_SIZE(s))
 
 
-cdef int _put_int(_Out* o, int64_t v) except -1:
-    cdef char tmp[24]
-    cdef int i = 24
-    cdef uint64_t u
-    cdef bint neg = v < 0
-    u = (<uint64_t>0 - <uint64_t>v) if neg else <uint64_t>v
-    while True:
-        i -= 1
-        tmp[i] = <char>(48 + u % 10)
-        u //= 10
-        if u == 0:
-            break
-    if neg:
-        i -= 1
-        tmp[i] = b'-'
-    return _put(o, tmp + i, 24 - i)
-
-
 cdef inline bint _ascii(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i = 0
     cdef uint64_t w, acc = 0
@@ -117,6 +99,12 @@ cdef inline char* _wint(char* q, int64_t v) noexcept nogil:
         tmp[i] = b'-'
     memcpy(q, tmp + i, 24 - i)
     return q + 24 - i
+
+
+cdef int _put_int(_Out* o, int64_t v) except -1:
+    _reserve(o, 24)
+    o.len = _wint(o.buf + o.len, v) - o.buf
+    return 0
 
 
 cdef int _put_text(_Out* o, const uint8_t* p, Py_ssize_t n, object u8) except -1:
