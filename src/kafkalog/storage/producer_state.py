@@ -339,6 +339,14 @@ class ProducerStateManager:
         if entry is None:
             return None  # an unknown producer may start at any sequence
         current = entry.producer_epoch
+        if (
+            epoch == current
+            and base_sequence == entry.last_sequence + 1
+            and (is_transactional or entry.current_txn_first_offset < 0)
+        ):
+            # the common case, in sequence: no remembered batch can start there (the last five
+            # batches would have to span all 2**31 sequences)
+            return None
         if client and epoch == current:
             recent = self.batches.get(pid)
             if recent:
