@@ -487,3 +487,29 @@ def test_snapshot_after_expiry_no_longer_holds_the_producer(tmp_path):
         assert [e.producer_id for e in read_snapshot(str(d / snapshots[-1]))] == [2]
     with Log.open(d, clock=clock) as log:
         assert sorted(log.producer_state.producers) == [2]
+
+
+def test_cleaner_drops_the_last_batch_of_an_expired_producer(tmp_path):
+    """The cleaner keeps an emptied last batch only for producers the log still tracks."""
+    clock = FakeClock(BASE_TS)
+    config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0}
+
+    def batch(pid, value):
+        b = MemoryRecordsBuilder(producer_id=pid, producer_epoch=0, base_sequence=0)
+        b.append(clock.now, b"a", value)
+        return b.build()
+
+    shapes = {}
+    for expire in (False, True):
+        with Log.open(tmp_path / f"e{int(expire)}" / "topic-0", config, clock=clock) as log:
+            log.producer_state.producer_id_expiration_ms = 1_000
+            log.append(batch(9, b"1"))
+            clock.advance(1_000)
+            log.append(batch(10, b"2"))
+            if expire:
+                assert log.remove_expired_producers() == [9]
+            log.roll()
+            log.compact()
+            shapes[expire] = [(b.base_offset, b.producer_id, len(list(b))) for b in log.iter_batches()]
+    assert shapes[False] == [(0, 9, 0), (1, 10, 1)]
+    assert shapes[True] == [(1, 10, 1)]
