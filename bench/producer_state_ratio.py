@@ -4,7 +4,8 @@
 ``python bench/producer_state_ratio.py [BATCHES] [RECORDS_PER_BATCH] [PRODUCERS]`` from the
 repository root (default 20000 batches of 1 record, 100-byte values, 8 producers: small batches
 are the worst case, the check is per batch).  Each mode appends the same pre-built batches to a
-fresh log; modes alternate, best of 7 each (CPU time of the appending loop).  Prints batches/s of both and their ratio (on/off).
+fresh log; modes alternate, best of 7 each (CPU time of the appending loop).  Prints
+batches/s of both and their ratio (on/off).
 ``KAFKALOG_PURE_PYTHON=1`` measures the pure twin."""
 from __future__ import annotations
 

@@ -510,6 +510,8 @@ def test_cleaner_drops_the_last_batch_of_an_expired_producer(tmp_path):
                 assert log.remove_expired_producers() == [9]
             log.roll()
             log.compact()
-            shapes[expire] = [(b.base_offset, b.producer_id, len(list(b))) for b in log.iter_batches()]
+            shapes[expire] = [
+                (b.base_offset, b.producer_id, len(list(b))) for b in log.iter_batches()
+            ]
     assert shapes[False] == [(0, 9, 0), (1, 10, 1)]
     assert shapes[True] == [(1, 10, 1)]
