@@ -30,6 +30,10 @@ __all__ = [
     "InvalidTopicError",
     "UnsafePathError",
     "MissingCodecError",
+    "OutOfOrderSequenceError",
+    "InvalidProducerEpochError",
+    "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError",
 ]
 
 
@@ -223,3 +227,25 @@ class MissingCodecError(UnsupportedCompressionError):
     #: the exit status of the ``verify`` and ``stats`` commands when batches went unread
     #: because of a missing codec library (1 is for problems in the data, 2 for usage)
     exit_status = 3
+
+
+class OutOfOrderSequenceError(KafkaLogError):
+    """A producer's batch whose first sequence does not follow the producer's last one (or a
+    new epoch not starting at 0); Kafka's OutOfOrderSequenceException.  Nothing was appended;
+    ``offset`` is where the batch would have gone."""
+
+
+class InvalidProducerEpochError(KafkaLogError):
+    """A batch or transaction marker of an older producer epoch than the log has seen (a fenced
+    producer, a stale marker); Kafka's InvalidProducerEpochException.  Nothing was appended."""
+
+
+class InvalidTxnStateError(KafkaLogError):
+    """A non-transactional batch from a producer whose transaction is ongoing; Kafka's
+    InvalidTxnStateException.  Nothing was appended."""
+
+
+class TransactionCoordinatorFencedError(KafkaLogError):
+    """A transaction marker from a coordinator epoch older than the last one seen for the
+    producer (a zombie coordinator); Kafka's TransactionCoordinatorFencedException.  Nothing
+    was appended."""

@@ -232,7 +232,7 @@ def test_emptied_last_batch_of_producer_is_kept(tmpdir_log):
     for f in os.listdir(tmpdir_log):
         if f.endswith(".snapshot") or f == ".kafka_cleanshutdown":
             os.unlink(tmpdir_log / f)
-    with Log.open(tmpdir_log, _cfg()) as log:
+    with Log.open(tmpdir_log, _cfg(), clock=clock) as log:  # before producer 9 expires
         e = log.producer_state.producers[9]
         assert (e.last_offset, e.last_sequence) == (0, 0)
 

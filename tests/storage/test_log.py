@@ -29,7 +29,7 @@ from kafkalog.storage.log import Log, LogConfig
 from kafkalog.records import MemoryRecords, MemoryRecordsBuilder
 from kafkalog.storage.segment import TimestampAndOffset
 
-from .conftest import BASE_TS, all_records, make_batch, values_batch
+from .conftest import BASE_TS, FakeClock, all_records, make_batch, values_batch
 
 
 def open_log(tmp_path, config=None, name="topic-0", **kw):
@@ -293,7 +293,9 @@ def test_transaction_markers_and_txn_index(tmp_path):
     assert log.collect_aborted_transactions(5, 10) == []
     assert log.producer_state.ongoing_txns == {}
     log.close()
-    log = open_log(tmp_path)  # state survives via the snapshot
+    # state survives via the snapshot (the clock stays at the batches' time: a producer idle
+    # for producer.id.expiration.ms would be dropped as the snapshot loads)
+    log = open_log(tmp_path, clock=FakeClock(BASE_TS))
     assert log.producer_state.producers[7].coordinator_epoch == 3
     assert log.collect_aborted_transactions(0, 10) == [AbortedTxn(7, 0, 4, 3)]
     log.close()

@@ -12,7 +12,7 @@ from kafkalog.storage import files
 from kafkalog.storage.index import AbortedTxn, OffsetIndex
 from kafkalog.storage.log import Log
 
-from .conftest import BASE_TS, all_records, make_batch, values_batch
+from .conftest import BASE_TS, FakeClock, all_records, make_batch, values_batch
 
 TP = files.TopicPartition("topic", 0)
 
@@ -239,7 +239,7 @@ def test_transactions_are_rebuilt_by_recovery(tmp_path):
     for n in os.listdir(img):
         if n.endswith((".snapshot", ".txnindex")):
             os.unlink(img / n)
-    rec = Log.open(img)
+    rec = Log.open(img, clock=FakeClock(BASE_TS))  # not yet past producer.id.expiration.ms
     assert rec.collect_aborted_transactions(0, 10) == [AbortedTxn(3, 0, 2, 3)]
     assert rec.producer_state.producers[3].coordinator_epoch == 9
     rec.close()

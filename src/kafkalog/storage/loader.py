@@ -92,7 +92,7 @@ class LogLoader:
         self.leader_epoch_cache = LeaderEpochCache(
             os.path.join(d, _files.LEADER_EPOCH_CHECKPOINT_FILE), read_only=ro
         )
-        self.producer_state = ProducerStateManager(d, read_only=ro)
+        self.producer_state = ProducerStateManager(d, read_only=ro, clock=self._clock)
 
         if not ro:
             self._remove_temp_files_and_swap()

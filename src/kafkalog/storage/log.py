@@ -510,6 +510,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         *,
         leader_epoch: Optional[int] = None,
         origin: str = "client",
+        transaction_version: int = 1,
     ) -> LogAppendInfo:
         """Append records as the partition leader: validate them like Kafka's LogValidator,
         assign offsets from the log end offset and write them (Kafka's ``appendAsLeader``).
@@ -522,6 +523,11 @@ class Log(LogLoader, LocalLog, LogRetention):
         counts...) or ``"coordinator"`` (may write transaction markers and other control
         batches).  Raises InvalidRecordError, CorruptRecordError, RecordTooLargeError or
         InvalidTimestampError for what Kafka rejects; nothing is written then.
+        Batches with a producer id are checked against the producer state (see
+        :mod:`kafkalog.storage.producer_state`): a client's retried duplicate is not written
+        again and the original offsets are returned; OutOfOrderSequenceError,
+        InvalidProducerEpochError, InvalidTxnStateError and TransactionCoordinatorFencedError
+        refuse the rest.  ``transaction_version``: that of a coordinator's marker (2: KIP-890).
         """
         if leader_epoch is not None and (
             type(leader_epoch) is not int or not -(2**31) <= leader_epoch <= _INT32_MAX
@@ -569,6 +575,12 @@ class Log(LogLoader, LocalLog, LogRetention):
                         and _crc.crc32c(mv[21:]) == crc
                     ):
                         first = self._log_end_offset
+                        if pid >= 0 and self.producer_state.validation_enabled:
+                            dup = self.producer_state.check_data_batch(
+                                pid, _pe, bseq, delta, bool(attrs & 0x10), first
+                            )
+                            if dup is not None:
+                                return self._duplicate_append_info(dup)
                         last = first + delta
                         seg = self._segments[-1]
                         if n > self._segment_bytes:
@@ -613,6 +625,12 @@ class Log(LogLoader, LocalLog, LogRetention):
                 prepared = self._prepare_leader_append(mv, leader_epoch, origin, now)
                 if prepared is None:
                     return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0)
+                if prepared.facts and self.producer_state.validation_enabled:
+                    dup = self.producer_state.check_append(
+                        prepared.facts[0], origin, transaction_version, prepared.first_offset
+                    )
+                    if dup is not None:
+                        return self._duplicate_append_info(dup)
                 self._append_prepared(prepared, now, leader_epoch)
                 return LogAppendInfo(
                     prepared.first_offset,
@@ -626,6 +644,22 @@ class Log(LogLoader, LocalLog, LogRetention):
                 )
             except _STORAGE_ERRORS as e:
                 self._io_error(e, "appending to")
+
+    def _duplicate_append_info(self, dup) -> LogAppendInfo:
+        """What an append of a retried duplicate batch returns: the original offsets."""
+        count = dup.last_offset - dup.first_offset + 1
+        return LogAppendInfo(
+            dup.first_offset, dup.last_offset, dup.timestamp, dup.last_offset, -1,
+            self._log_start_offset, 0, count,
+        )
+
+    def remove_expired_producers(self, now: Optional[int] = None) -> List[int]:
+        """Forget producers idle for ``producer_state.producer_id_expiration_ms`` without an
+        ongoing transaction (Kafka's periodic producer-expiration check); returns their ids."""
+        with self._lock:
+            return self.producer_state.remove_expired_producers(
+                self._clock() if now is None else now
+            )
 
     def _raise_too_large_for_segment(self, size: int) -> None:
         raise RecordTooLargeError(

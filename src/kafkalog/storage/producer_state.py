@@ -15,22 +15,56 @@ segment's base offset), after recovering a segment and at a clean close.
 What the manager tracks: per producer the epoch, last sequence/offset/timestamp, coordinator
 epoch and the first offset of its ongoing transaction; the ongoing transactions (for the last
 stable offset) and, on an end-transaction marker, the completed transaction that the log turns
-into a transaction-index entry when it was aborted.  Not done (a broker's job): sequence and
-epoch *validation*, duplicate detection and producer-id expiration.
+into a transaction-index entry when it was aborted.
+
+What the manager validates (Kafka's ``ProducerAppendInfo`` and
+``UnifiedLog.analyzeAndValidateProducerState``), before a leader append is written:
+
+* a client batch whose producer id, epoch and sequence range match one of the producer's last
+  five batches (Kafka's ``BatchMetadata`` queue) is a retried duplicate: it is not appended
+  again and the append reports the original offsets;
+* the epoch: a data batch of an older epoch than the producer's raises
+  :class:`~kafkalog.errors.InvalidProducerEpochError`;
+* the sequence (client batches only): within the producer's epoch the batch must follow the
+  last sequence (``2**31 - 1`` wraps to 0), a new epoch must start at 0, and a producer the
+  log does not know (never seen, expired, or truncated away) may start anywhere; otherwise
+  :class:`~kafkalog.errors.OutOfOrderSequenceError`;
+* a non-transactional batch while the producer's transaction is ongoing raises
+  :class:`~kafkalog.errors.InvalidTxnStateError`;
+* an end-transaction marker needs an epoch no older than the producer's (strictly newer with
+  transactions V2, KIP-890, whose coordinator bumps the epoch at every commit or abort; a
+  retried V2 marker of the current epoch with no transaction ongoing is accepted) and a
+  coordinator epoch no older than the last one
+  (:class:`~kafkalog.errors.TransactionCoordinatorFencedError`).
+
+Producers without an ongoing transaction whose last timestamp is ``producer_id_expiration_ms``
+old expire (:meth:`ProducerStateManager.remove_expired_producers`, also applied to a snapshot as
+it is loaded); snapshots written afterwards no longer hold them.  A snapshot keeps only each
+producer's last batch (Kafka's format), so after a reopen the duplicate queue holds that batch
+plus the batches replayed from the log after the snapshot.
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from typing import Dict, Iterable, List, NamedTuple, Optional
+from collections import deque
+from typing import Callable, Deque, Dict, Iterable, List, NamedTuple, Optional
 
 from . import files as _files
 from .._speedups import crc as _crc
-from ..errors import CorruptSnapshotError, KafkaStorageError
+from ..errors import (
+    CorruptSnapshotError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    KafkaStorageError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 
 __all__ = [
     "ProducerStateEntry",
+    "BatchMetadata",
     "CompletedTxn",
     "ProducerStateManager",
     "read_snapshot",
@@ -49,6 +83,8 @@ _CRC_START = 6  # the CRC covers the count and the entries
 _CONTROL_ABORT = 0
 _CONTROL_COMMIT = 1
 _INT32_MAX = 2**31 - 1
+NUM_BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86400000  # Kafka's producer.id.expiration.ms
 
 
 def _decrement_sequence(sequence: int, decrement: int) -> int:
@@ -118,6 +154,25 @@ class ProducerStateEntry:
     def __repr__(self) -> str:
         fields = ", ".join(f"{s}={getattr(self, s)}" for s in self.__slots__)
         return f"ProducerStateEntry({fields})"
+
+
+class BatchMetadata(NamedTuple):
+    """One of a producer's recent batches, kept to recognise a retry (Kafka's BatchMetadata)."""
+
+    first_sequence: int
+    last_sequence: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+def _last_sequence(base_sequence: int, delta: int) -> int:
+    """The sequence of a batch's last record (wrapping past ``2**31 - 1`` to 0)."""
+    if base_sequence < 0:
+        return -1
+    if base_sequence <= _INT32_MAX - delta:
+        return base_sequence + delta
+    return delta - (_INT32_MAX - base_sequence) - 1
 
 
 class CompletedTxn(NamedTuple):
@@ -240,12 +295,162 @@ def _parse_end_txn_marker(batch) -> Optional[tuple]:
 class ProducerStateManager:
     """Producer state of one partition, with its ``.snapshot`` files in ``directory``."""
 
-    def __init__(self, directory: Optional[str], read_only: bool = False) -> None:
+    def __init__(
+        self,
+        directory: Optional[str],
+        read_only: bool = False,
+        clock: Optional[Callable[[], int]] = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
         self.directory = directory
         self.read_only = read_only or directory is None
         self.producers: Dict[int, ProducerStateEntry] = {}
         self.ongoing_txns: Dict[int, int] = {}  # first offset -> producer id
         self.map_end_offset = 0
+        # producer id -> its last NUM_BATCHES_TO_RETAIN batches of the current epoch
+        self.batches: Dict[int, Deque[BatchMetadata]] = {}
+        #: milliseconds since the epoch, for expiring producers as a snapshot is loaded
+        self.clock = clock
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        #: validate leader appends (off only to measure what validation costs)
+        self.validation_enabled = True
+
+    # -- validation (Kafka's ProducerAppendInfo) ----------------------------------------------
+    def _where(self, pid: int, offset: int) -> str:
+        return f"producer {pid} at offset {offset}"
+
+    def check_data_batch(
+        self,
+        pid: int,
+        epoch: int,
+        base_sequence: int,
+        delta: int,
+        is_transactional: bool,
+        offset: int,
+        client: bool = True,
+    ) -> Optional[BatchMetadata]:
+        """Validate a data batch of producer ``pid`` about to be appended at ``offset`` (its
+        records ``base_sequence`` .. ``base_sequence + delta``).  Returns the remembered batch
+        when a client batch is a retry of one (nothing must be appended then), None when it
+        may be appended; raises InvalidProducerEpochError, OutOfOrderSequenceError or
+        InvalidTxnStateError.  ``client=False`` (a coordinator's batch) checks the epoch and
+        the transaction state only."""
+        entry = self.producers.get(pid)
+        if entry is None:
+            return None  # an unknown producer may start at any sequence
+        current = entry.producer_epoch
+        if (
+            epoch == current
+            and base_sequence == entry.last_sequence + 1
+            and (is_transactional or entry.current_txn_first_offset < 0)
+        ):
+            # the common case, in sequence: no remembered batch can start there (the last five
+            # batches would have to span all 2**31 sequences)
+            return None
+        if client and epoch == current:
+            recent = self.batches.get(pid)
+            if recent:
+                last_seq = _last_sequence(base_sequence, delta)
+                for meta in recent:
+                    if meta.first_sequence == base_sequence and meta.last_sequence == last_seq:
+                        return meta
+        if epoch < current:
+            raise InvalidProducerEpochError(
+                f"Epoch of {self._where(pid, offset)} is {epoch}, which is smaller than the "
+                f"last seen epoch {current}",
+                offset=offset,
+            )
+        if client:
+            if epoch != current:
+                if base_sequence != 0 and current >= 0:
+                    raise OutOfOrderSequenceError(
+                        f"Invalid sequence number for new epoch of {self._where(pid, offset)}: "
+                        f"{epoch} (request epoch), {base_sequence} (seq. number), {current} "
+                        f"(current producer epoch)",
+                        offset=offset,
+                    )
+            elif current >= 0:
+                last = entry.last_sequence
+                if not (
+                    base_sequence == last + 1 or (base_sequence == 0 and last == _INT32_MAX)
+                ):
+                    raise OutOfOrderSequenceError(
+                        f"Out of order sequence number for {self._where(pid, offset)}: "
+                        f"{base_sequence} (incoming seq. number), {last} (current end "
+                        f"sequence number)",
+                        offset=offset,
+                    )
+        if entry.current_txn_first_offset >= 0 and not is_transactional:
+            raise InvalidTxnStateError(
+                f"Expected transactional write from {self._where(pid, offset)}: its transaction "
+                f"started at offset {entry.current_txn_first_offset} is ongoing",
+                offset=offset,
+            )
+        return None
+
+    def check_end_txn_marker(
+        self, pid: int, epoch: int, coordinator_epoch: int, transaction_version: int, offset: int
+    ) -> None:
+        """Validate an end-transaction marker of producer ``pid`` (Kafka's
+        ``appendEndTxnMarker`` checks); raises InvalidProducerEpochError or
+        TransactionCoordinatorFencedError."""
+        entry = self.producers.get(pid)
+        if entry is None:
+            return
+        current = entry.producer_epoch
+        v2 = transaction_version >= 2
+        if epoch <= current if v2 else epoch < current:
+            # a retried V2 marker: same epoch, its transaction already ended
+            if not (v2 and epoch == current and entry.current_txn_first_offset < 0):
+                raise InvalidProducerEpochError(
+                    f"Epoch of the transaction marker of {self._where(pid, offset)} is {epoch}, "
+                    f"which is {'<=' if v2 else '<'} the last seen epoch {current} "
+                    f"(transaction version {transaction_version})",
+                    offset=offset,
+                )
+        if entry.coordinator_epoch > coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"Invalid coordinator epoch for {self._where(pid, offset)}: "
+                f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)",
+                offset=offset,
+            )
+
+    def check_append(self, facts, origin: str, transaction_version: int, offset: int):
+        """Validate the batch described by ``facts`` (producer id, epoch, base sequence, base and
+        last offset, flags; iterable over its records for a marker) for a leader append from
+        ``origin`` (``"client"`` or ``"coordinator"``); returns a remembered duplicate or None."""
+        if facts.is_control_batch:
+            marker = _parse_end_txn_marker(facts)
+            if marker is not None and marker[0] in (_CONTROL_ABORT, _CONTROL_COMMIT):
+                self.check_end_txn_marker(
+                    facts.producer_id, facts.producer_epoch, marker[1], transaction_version, offset
+                )
+            return None
+        return self.check_data_batch(
+            facts.producer_id,
+            facts.producer_epoch,
+            facts.base_sequence,
+            facts.last_offset - facts.base_offset,
+            facts.is_transactional,
+            offset,
+            origin == "client",
+        )
+
+    def remove_expired_producers(self, now: int, expiration_ms: Optional[int] = None) -> List[int]:
+        """Forget the producers without an ongoing transaction whose last timestamp is at least
+        ``expiration_ms`` (default ``producer_id_expiration_ms``) before ``now`` (Kafka's
+        ``removeExpiredProducers``); returns their ids."""
+        if expiration_ms is None:
+            expiration_ms = self.producer_id_expiration_ms
+        gone = [
+            pid
+            for pid, e in self.producers.items()
+            if e.current_txn_first_offset < 0 and now - e.timestamp >= expiration_ms
+        ]
+        for pid in gone:
+            del self.producers[pid]
+            self.batches.pop(pid, None)
+        return gone
 
     # -- state updates ------------------------------------------------------------------------
     def update(self, batch) -> Optional[CompletedTxn]:
@@ -263,7 +468,12 @@ class ProducerStateManager:
             entry = self.producers[pid] = ProducerStateEntry(pid)
         epoch = batch.producer_epoch
         if epoch != entry.producer_epoch:
+            # a new epoch forgets the batches of the old one (Kafka's maybeUpdateProducerEpoch)
             entry.producer_epoch = epoch
+            entry.last_sequence = -1
+            entry.last_offset = -1
+            entry.offset_delta = 0
+            self.batches.pop(pid, None)
         if batch.is_control_batch:
             marker = _parse_end_txn_marker(batch)
             if marker is not None and marker[0] in (_CONTROL_ABORT, _CONTROL_COMMIT):
@@ -293,6 +503,15 @@ class ProducerStateManager:
             entry.last_offset = batch.last_offset
             entry.offset_delta = delta
             entry.timestamp = batch.max_timestamp
+            recent = self.batches.get(pid)
+            if recent is None:
+                recent = self.batches[pid] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+            recent.append(
+                BatchMetadata(
+                    base_seq, entry.last_sequence, batch.base_offset, batch.last_offset,
+                    batch.max_timestamp,
+                )
+            )
             if batch.is_transactional and entry.current_txn_first_offset < 0:
                 entry.current_txn_first_offset = batch.base_offset
                 self.ongoing_txns[batch.base_offset] = pid
@@ -343,14 +562,32 @@ class ProducerStateManager:
         """Replace the state with the snapshot at ``offset``."""
         entries = read_snapshot(self.snapshot_path(offset))
         self._reset(offset)
+        now = self.clock() if self.clock is not None else None
         for e in entries:
+            if (
+                now is not None
+                and e.current_txn_first_offset < 0
+                and now - e.timestamp >= self.producer_id_expiration_ms
+            ):
+                continue  # expired (Kafka's loadFromSnapshot skips it)
             self.producers[e.producer_id] = e
+            if e.last_offset >= 0:
+                self.batches[e.producer_id] = deque(
+                    (
+                        BatchMetadata(
+                            e.first_sequence, e.last_sequence, e.first_offset, e.last_offset,
+                            e.timestamp,
+                        ),
+                    ),
+                    maxlen=NUM_BATCHES_TO_RETAIN,
+                )
             if e.current_txn_first_offset >= 0:
                 self.ongoing_txns[e.current_txn_first_offset] = e.producer_id
 
     def _reset(self, offset: int) -> None:
         self.producers = {}
         self.ongoing_txns = {}
+        self.batches = {}
         self.map_end_offset = offset
 
     def delete_snapshot(self, offset: int) -> None:
