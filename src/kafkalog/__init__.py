@@ -24,6 +24,12 @@ from .errors import (
 from .errors import CorruptCheckpointError, CorruptSnapshotError, LogLockedError
 from .errors import KafkaStorageError
 from .errors import InvalidTopicError, UnsafePathError
+from .errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from .records import (
     LegacyRecord,
     LegacyRecordBatch,
@@ -62,6 +68,10 @@ __all__ = (
     "KafkaStorageError",
     "InvalidTopicError",
     "UnsafePathError",
+    "OutOfOrderSequenceError",
+    "InvalidProducerEpochError",
+    "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError",
     # storage engine (imported on first use)
     "Log",
     "LogConfig",
