@@ -313,3 +313,42 @@ def test_broker_directory_reindexes_to_the_broker_entries(tmp_path, broker_files
     assert model(log_path.read_bytes(), 4096) == broker
     recover_and_check(d, _config(4096, 1 << 30, **{"cleanup.policy": "compact"}), 4096)
     assert read_indexes(log_path) == broker
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    tasks=st.lists(st.integers(1, 400), min_size=1, max_size=3),
+    vsize=st.sampled_from([1, 40, 300]),
+    batch_records=st.sampled_from([1, 7, 50]),
+    interval=st.sampled_from([0, 100, 4096]),
+    segment_bytes=st.sampled_from([4096, 1 << 20]),
+)
+def test_spark_writer_core_index_per_batch(
+    tmp_path_factory, tasks, vsize, batch_records, interval, segment_bytes
+):
+    """The Spark writer's task and commit steps (called directly, no Spark session): staged
+    pieces are written, combined into one partition log and committed; its indexes follow the
+    per-batch rule."""
+    pa = pytest.importorskip("pyarrow")
+    from kafkalog.spark import _write as w
+
+    root = tmp_path_factory.mktemp("s")
+    opts = w.WriteOptions.parse({
+        "path": str(root), "topic": "t", "indexIntervalBytes": interval,
+        "batchRecords": batch_records, "segmentBytes": segment_bytes, "fsync": "false",
+    })
+    w.prepare_job(opts, "job")
+    staged = []
+    for i, rows in enumerate(tasks):
+        tw = w.TaskWriter(opts, "job", "task%d" % i, False, i)
+        tw.write_batch(pa.record_batch({
+            "value": [(b"v%d" % r).ljust(vsize, b"x") for r in range(rows)],
+            "partition": pa.array([0] * rows, pa.int32()),
+        }))
+        staged += tw.finish()
+    w.commit_job(opts, "job", staged, False)
+    d = root / "t-0"
+    assert check_dir(d, interval) >= 0
+    dump_reports_nothing(d)
+    recover_and_check(d, LogConfig(opts.log_config()), interval)
