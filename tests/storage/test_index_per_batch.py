@@ -352,3 +352,56 @@ def test_spark_writer_core_index_per_batch(
     assert check_dir(d, interval) >= 0
     dump_reports_nothing(d)
     recover_and_check(d, LogConfig(opts.log_config()), interval)
+
+
+@_SETTINGS
+@given(appends=_appends_st, interval=st.sampled_from([0, 100, 600]))
+def test_old_style_entries_still_read(tmp_path_factory, appends, interval):
+    """Entries as brokers before 4.0 wrote them (one per append past the interval, keyed by the
+    append's largest offset at its first batch's position): lookups find every offset,
+    ``kafkalog verify`` accepts them, and ``dump --verify-index-only`` reports the entries whose
+    batch ends below their key as kafka-dump-log does (``Index offset: K, log offset: L``)."""
+    from kafkalog.tools.cli import main
+
+    d = tmp_path_factory.mktemp("o") / "t-0"
+    config = _config(interval, 1 << 20)
+    datas = _build(appends, 2)
+    # the pre-4.0 rule, computed from the appends
+    old, mismatched, since, pos = [], [], 0, 0
+    for data in datas:
+        last_of_append = first_batch_last = None
+        p = 0
+        while p < len(data):
+            base, size = struct.unpack_from(">qi", data, p)
+            last = base + struct.unpack_from(">i", data, p + 23)[0]
+            if p == 0:
+                first_batch_last = last
+            last_of_append = last
+            p += size + 12
+        if since > interval:
+            old.append((last_of_append, pos))
+            if last_of_append != first_batch_last:
+                mismatched.append((last_of_append, first_batch_last))
+            since = 0
+        since += len(data)
+        pos += len(data)
+    with Log.open(d, config) as log:
+        for data in datas:
+            log.append_as_follower(data)
+        end = log.log_end_offset
+    (d / ("0" * 20 + ".index")).write_bytes(b"".join(struct.pack(">ii", o, p) for o, p in old))
+    with Log.open(d, config) as log:
+        for o in range(0, end, max(1, end // 40)):
+            assert next(iter(log.iter_records(o))).offset == o
+    assert main(["verify", str(d)]) == 0
+    err = io.StringIO()
+    old_err, sys.stderr = sys.stderr, err
+    old_out, sys.stdout = sys.stdout, io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    try:
+        main(["dump", "--verify-index-only", "--files", str(d / ("0" * 20 + ".index"))])
+    finally:
+        sys.stderr, sys.stdout = old_err, old_out
+    # (kafka-dump-log prepends each mismatch to its report, so the last comes first)
+    want = [f"  Index offset: {a}, log offset: {b}" for a, b in reversed(mismatched)]
+    got = [x for x in err.getvalue().splitlines() if x.startswith("  Index offset")]
+    assert got == want
