@@ -34,13 +34,19 @@ _SETTINGS = settings(
 
 
 # -- the model -----------------------------------------------------------------------------------
-def model(log_bytes: bytes, interval: int, final: bool = True):
-    """(offset entries, time entries) the per-batch rule gives for one segment's bytes."""
+def model(log_bytes: bytes, interval: int, final: bool = True, restarts=()):
+    """(offset entries, time entries) the per-batch rule gives for one segment's bytes;
+    ``restarts``: positions where a broker closed the segment (final time entry) and reopened
+    it (counter back to 0)."""
     pos = since = 0
     max_ts, max_off = -1, None
     oidx, tidx = [], []
     n = len(log_bytes)
     while pos + 17 <= n:
+        if pos in restarts:
+            if ts_grew(tidx, max_ts):
+                tidx.append((max_ts, max_off))
+            since = 0
         offset, size = struct.unpack_from(">qi", log_bytes, pos)
         total = size + 12
         assert pos + total <= n
@@ -313,6 +319,30 @@ def test_broker_directory_reindexes_to_the_broker_entries(tmp_path, broker_files
     assert model(log_path.read_bytes(), 4096) == broker
     recover_and_check(d, _config(4096, 1 << 30, **{"cleanup.policy": "compact"}), 4096)
     assert read_indexes(log_path) == broker
+
+
+@pytest.mark.parametrize(
+    "name, restarts",
+    [
+        # 2 offset entries (57 at 4154, 114 at 8258): no restart inside the segment
+        ("kafka-tester@510714e", ()),
+        # the broker was restarted after offset 80 (position 5938; producer snapshots at 81 and
+        # 116): its close added the time entry (.., 80) and the reopened segment counted from
+        # 0 again, so it holds 1 offset entry where a rebuild finds 2
+        ("kafka-tester@e856b9a", (5938,)),
+    ],
+)
+def test_broker_metadata_log_entries(tmp_path, broker_files, name, restarts):
+    """KRaft metadata logs (the raft layer appends several batches at once): the broker's
+    entries are the per-batch model's, given where the broker restarted; recovery rebuilds the
+    model's entries without restarts."""
+    src = broker_files / name / "__cluster_metadata-0"
+    d = tmp_path / "__cluster_metadata-0"
+    shutil.copytree(src, d)
+    log_path = d / ("0" * 20 + ".log")
+    broker = read_indexes(log_path)
+    assert broker[0] and model(log_path.read_bytes(), 4096, restarts=restarts) == broker
+    recover_and_check(d, _config(4096, 1 << 30), 4096)
 
 
 @settings(max_examples=10, deadline=None,
