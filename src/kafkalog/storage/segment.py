@@ -3,10 +3,14 @@
 
 A segment is named by its base offset and holds batches whose offsets fit in
 ``[base_offset, base_offset + 2**31 - 1]``; at most ``2**31 - 1`` bytes.  Appends go to the end
-of the ``.log`` and add an offset-index entry (and maybe a time-index entry) once more than
-``index.interval.bytes`` were written since the last one, exactly as Kafka's
-``LogSegment.append`` does: the entry is checked *before* writing, its key is the largest offset
-of the append and its position where the append starts.
+of the ``.log`` and are indexed batch by batch, exactly as Kafka 4.x's ``LogSegment.append``
+does: before each batch, once more than ``index.interval.bytes`` were written since the last
+entry, an offset-index entry keyed by *that batch's* last offset at *that batch's* position is
+added (and a time-index entry for the max timestamp so far, when it grew).  So an append of many
+batches is indexed as densely as single-batch appends, and recovery rebuilds the same entries.
+Entries written by older brokers (one per append, keyed by the append's largest offset at the
+position of its first batch) are still read: lookups only need an entry's key to be at most the
+first offset after its position.
 
 Appended bytes are collected in a small in-process write buffer (``WRITE_BUFFER_BYTES``) and
 written to the file when it fills, before any read of this segment, and on flush/roll/close;
@@ -607,8 +611,6 @@ class Segment:
             self._check_writable()
         w = self._wlen
         position = self._file_size + w
-        if position == 0:
-            self._rolling_based_timestamp = largest_timestamp
         rel = largest_offset - self.base_offset
         if rel < 0 or rel > _INT32_MAX:
             raise InvalidOffsetError(
@@ -636,15 +638,67 @@ class Segment:
         if max_ts is None:
             self._load_max_ts()
             max_ts = self._max_ts
-        if largest_timestamp > max_ts:  # type: ignore[operator]
-            self._max_ts = max_ts = largest_timestamp
-            self._max_ts_offset = shallow_offset_of_max_timestamp
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            (self._offset_index or self.offset_index).append(largest_offset, position)
-            (self._time_index or self.time_index).maybe_append(max_ts, self._max_ts_offset)
-            self._bytes_since_last_index_entry = n
+        if n < _LOG_OVERHEAD or _I.unpack_from(data, 8)[0] + _LOG_OVERHEAD >= n:
+            # One batch: the caller's largest offset and timestamp are that batch's.
+            if position == 0:
+                self._rolling_based_timestamp = largest_timestamp
+            if largest_timestamp > max_ts:  # type: ignore[operator]
+                self._max_ts = max_ts = largest_timestamp
+                self._max_ts_offset = shallow_offset_of_max_timestamp
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                (self._offset_index or self.offset_index).append(largest_offset, position)
+                (self._time_index or self.time_index).maybe_append(max_ts, self._max_ts_offset)
+                self._bytes_since_last_index_entry = n
+            else:
+                self._bytes_since_last_index_entry += n
         else:
-            self._bytes_since_last_index_entry += n
+            self._index_batches(data, position, max_ts, base_offset_patch)  # type: ignore[arg-type]
+
+    def _index_batches(
+        self, data, position: int, max_ts: int, base_offset_patch: Optional[int]
+    ) -> None:
+        """Index the batches of an append of several, one at a time (Kafka 4.x): before each
+        batch, once more than ``index.interval.bytes`` were written since the last entry, an
+        offset entry (that batch's last offset, its position) and a time-index attempt with the
+        max timestamp so far (this batch included).  A new segment's rolling base timestamp is
+        the max timestamp of its first batch.  ``data`` holds whole batches (the callers checked
+        their framing); anything after a frame that does not fit is counted, not indexed."""
+        n = len(data)
+        interval = self.index_interval_bytes
+        since = self._bytes_since_last_index_entry
+        max_off = self._max_ts_offset
+        q = _Q.unpack_from
+        i32 = _I.unpack_from
+        p = 0
+        while p + _HEADER_SIZE_UP_TO_MAGIC <= n:
+            size = i32(data, p + 8)[0] + _LOG_OVERHEAD
+            if size < _LOG_OVERHEAD + _RECORD_OVERHEAD_V0 or p + size > n:
+                break
+            magic = data[p + 16]
+            if magic >= 2 and size >= _V2_OVERHEAD:
+                if p == 0 and base_offset_patch is not None:
+                    base = base_offset_patch
+                else:
+                    base = q(data, p)[0]
+                last = base + i32(data, p + 23)[0]
+                ts = q(data, p + 35)[0]
+            else:
+                last = q(data, p)[0]
+                ts = q(data, p + 18)[0] if magic == 1 and size >= _V1_PEEK else -1
+            if p == 0 and position == 0:
+                self._rolling_based_timestamp = ts
+            if ts > max_ts:
+                max_ts, max_off = ts, last
+            if since > interval:
+                (self._offset_index or self.offset_index).append(last, position + p)
+                (self._time_index or self.time_index).maybe_append(max_ts, max_off)
+                since = 0
+            since += size
+            p += size
+        since += n - p
+        self._max_ts = max_ts
+        self._max_ts_offset = max_off
+        self._bytes_since_last_index_entry = since
 
     def _append_if_fits(
         self,

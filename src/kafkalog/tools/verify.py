@@ -503,10 +503,11 @@ class Verifier:
                 o_i += 1
             if o_i < o_n and o_entries[o_i][1] == pos:
                 ioff = o_entries[o_i][0]
-                # Kafka's append path keys an entry by the last offset of the whole appended
-                # message set and points it at the set's first batch (follower and cleaner appends
-                # cover several batches), so an entry past this batch's last offset is valid.  An
-                # entry before the batch's first offset would send lookups past their records.
+                # Kafka 4.x keys an entry by the last offset of the batch it points at; older
+                # brokers keyed it by the last offset of the whole appended message set and
+                # pointed it at the set's first batch (follower and cleaner appends cover several
+                # batches), so an entry past this batch's last offset is still valid.  An entry
+                # before the batch's first offset would send lookups past their records.
                 if ioff < (first if first is not None else lo):
                     self.error(idx_path, f"Index offset: {ioff}, log offset: {lo} (the batch at position "
                                          f"{pos} holds offsets up to {lo}; lookups of {ioff} would "
