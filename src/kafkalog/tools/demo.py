@@ -72,8 +72,8 @@ class _Writer:
         return self.log.log_end_offset
 
     def append(self, data: bytes, records: int) -> None:
-        # one log entry per append, as a leader appends produce requests (an index entry then
-        # always points at the entry it names)
+        # one log entry per append, as a leader appends produce requests one batch at a time
+        # (segments then roll between batches, as a broker's do)
         pos = 0
         while pos + 12 <= len(data):
             size = int.from_bytes(data[pos + 8 : pos + 12], "big") + 12
