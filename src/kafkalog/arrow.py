@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import posixpath
 import struct
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -204,15 +203,14 @@ class _Segment:
     """One thing to decode: an in-memory buffer, a file (mapped when decoded) or a
     :class:`kafkalog.storage.log.Log` (read through :meth:`~kafkalog.storage.log.Log.read`)."""
 
-    __slots__ = ("buffer", "path", "topic", "partition", "log", "fs")
+    __slots__ = ("buffer", "path", "topic", "partition", "log")
 
-    def __init__(self, buffer=None, path=None, topic=None, partition=None, log=None, fs=None):
+    def __init__(self, buffer=None, path=None, topic=None, partition=None, log=None):
         self.buffer = buffer
         self.path = path
         self.topic = topic
         self.partition = partition
         self.log = log
-        self.fs = fs  # a remote file system (kafkalog.storage.remote), None for local files
 
 
 def _is_log(obj) -> bool:
@@ -232,27 +230,22 @@ def _tp_of_dir(directory: str):
         return None, None
 
 
-def _segment_logs(directory: str, fs=None) -> List[Tuple[int, str]]:
-    from .storage.fs import LOCAL, not_regular_error
+def _segment_logs(directory: str) -> List[Tuple[int, str]]:
+    from .storage.fs import not_regular_error
     from .storage.logdir import scan_partition
 
-    view = scan_partition(directory, fs or LOCAL)
+    view = scan_partition(directory)
     for ig in view.refused():  # a segment that cannot be read: never skipped silently
         if ig.name.endswith(".log"):
             raise not_regular_error(ig.path, ig.kind, f"cannot read partition {directory}")
     return [(s.base_offset, s.log) for s in view.segments]
 
 
-def _resolve(source, topic, partition, storage_options=None) -> List[_Segment]:
+def _resolve(source, topic, partition) -> List[_Segment]:
     from .records import MemoryRecords
-    from .storage import remote
 
-    if isinstance(source, str) and remote.is_remote(source):
-        return _resolve_remote(source, storage_options)
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        if path.startswith("file:"):
-            path = remote.resolve(path)[1]
         if os.path.isdir(path):
             t, p = _tp_of_dir(path)
             return [_Segment(path=f, topic=t, partition=p) for _, f in _segment_logs(path)]
@@ -274,104 +267,12 @@ def _resolve(source, topic, partition, storage_options=None) -> List[_Segment]:
     if isinstance(source, (list, tuple)):
         out: List[_Segment] = []
         for s in source:
-            out.extend(_resolve(s, topic, partition, storage_options))
+            out.extend(_resolve(s, topic, partition))
         return out
     raise TypeError(
         "source must be a buffer, a MemoryRecords, a segment file or partition directory path, "
         f"or a sequence of those; not {type(source).__name__}"
     )
-
-
-def _resolve_remote(uri: str, storage_options) -> List[_Segment]:
-    """The segments of a remote partition directory or one remote segment file: one listing."""
-    from .storage import fs as _fs
-    from .storage import remote
-
-    fs, path = remote.resolve(uri, storage_options)
-    # a directory is listed straight away (an object store answers "is it a directory?" with
-    # two requests; the listing is needed anyway)
-    kind = _fs.DIRECTORY if not path.endswith(".log") else fs.kind(path)
-    if kind == _fs.DIRECTORY:
-        t, p = _tp_of_dir(path)
-        return [_Segment(path=f, topic=t, partition=p, fs=fs) for _, f in _segment_logs(path, fs)]
-    if kind != _fs.FILE:
-        raise _fs.not_regular_error(uri, kind)
-    t, p = _tp_of_dir(os.path.dirname(path))
-    return [_Segment(path=path, topic=t, partition=p, fs=fs)]
-
-
-# How much of a remote segment one ranged read fetches; the next read is in flight while a
-# window decodes, so memory holds about two windows (plus one entry larger than a window).
-REMOTE_READ_BYTES = 8 * 1024 * 1024
-_ENTRY_HEAD = struct.Struct(">qi")
-
-
-def _complete_entries(data) -> int:
-    """Bytes of ``data`` taken by whole log entries (offset, length, body) from its start."""
-    pos, n = 0, len(data)
-    unpack = _ENTRY_HEAD.unpack_from
-    while n - pos >= 12:
-        length = unpack(data, pos)[1]
-        if length < 0 or length > n - pos - 12:
-            break
-        pos += 12 + length
-    return pos
-
-
-def _remote_windows(f, start: int, stop: Optional[int], window: int, pool, first=None):
-    """``(file position, buffer of whole entries)`` over a remote file from ``start``: ranged
-    reads of ``window`` bytes on ``pool``, the next one fetched while the caller decodes
-    (``first``: a future of the first read, already in flight); an entry larger than a window
-    is read whole; a partial or malformed entry at the end is handed on as it is (the decoder
-    then stops or reports it, as for a local file).  Reading stops once the entries starting
-    before ``stop`` are out."""
-    size = f.size
-    limit = size if stop is None else min(size, max(stop, start))
-    read_at = start
-    pending = first
-    if pending is None and read_at < size:
-        pending = pool.submit(f.read, read_at, min(window, size - read_at))
-    base, carry = start, b""
-    try:
-        while pending is not None:
-            chunk = pending.result()
-            read_at += len(chunk)
-            pending = None
-            data = carry + chunk if carry else chunk
-            end = _complete_entries(data)
-            more = read_at < size and base + end < limit
-            if more:
-                pending = pool.submit(f.read, read_at, min(window, size - read_at))
-            if end == 0 and more:
-                carry = data  # one entry larger than the window: keep reading it
-                continue
-            if end:
-                yield base, memoryview(data)[:end]
-            base += end
-            carry = data[end:]
-            if not more:
-                if carry and base < limit:
-                    yield base, carry  # a partial or malformed entry: the decoder decides
-                return
-    finally:
-        if pending is not None:
-            pending.cancel()
-            try:
-                pending.result()  # a read in flight finishes (bounded by the timeouts)
-            except BaseException:  # noqa: BLE001 - the caller is leaving; its error stands
-                pass
-
-
-def _open_remote_first(seg: "_Segment", start: int, window: int):
-    """Open a remote segment and read its first window: ``(file, first bytes)``."""
-    from .storage.logdir import open_file
-
-    f = open_file(seg.path, seg.fs)
-    try:
-        return f, f.read(start, min(window, max(0, f.size - start)))
-    except BaseException:
-        f.close()
-        raise
 
 
 class _Opened:
@@ -416,18 +317,6 @@ def _txnindex_aborted(directory: str) -> List[Tuple[int, int, int]]:
             )
         finally:
             idx.close()
-    return out
-
-
-def _remote_txnindex_aborted(directory: str, fs) -> List[Tuple[int, int, int]]:
-    from .storage.index import parse_aborted_txns
-    from .storage.logdir import read_file, scan_partition
-
-    out = []
-    for seg in scan_partition(directory, fs).segments:
-        if seg.txn_index is not None:
-            out.extend((t.producer_id, t.first_offset, t.last_offset)
-                       for t in parse_aborted_txns(read_file(seg.txn_index, fs), seg.txn_index))
     return out
 
 
@@ -603,7 +492,6 @@ def _decode_segments(
     stop_position,
     max_rows,
     max_bytes,
-    storage_options=None,
 ) -> Tuple[pa.Schema, Iterator[pa.RecordBatch]]:
     _check_int_args(
         max_batch_size=max_batch_size,
@@ -617,7 +505,7 @@ def _decode_segments(
     names = _column_names(columns, batch_metadata)
     ts_type, scale = _timestamp_type(timestamp_unit)
     out_schema = schema(names, timestamp_unit=timestamp_unit)
-    segments = _resolve(source, topic, partition, storage_options)
+    segments = _resolve(source, topic, partition)
     if (start_position or stop_position is not None) and len(segments) != 1:
         raise ValueError("start_position/stop_position need a single buffer or segment file")
     for seg in segments:
@@ -688,105 +576,10 @@ def _decode_segments(
                 pos = c.next_position
             offset = last.next_offset
 
-    def remote_aborted(seg: _Segment, f, pool) -> List[Tuple[int, int, int]]:
-        """read_committed on a remote segment: the partition's transaction indexes plus the
-        ABORT markers of this segment (a first pass over it: markers follow their data)."""
-        if aborted_transactions is not None:
-            return list(aborted_transactions)
-        d = posixpath.dirname(seg.path)
-        if d not in txn_cache:
-            txn_cache[d] = _remote_txnindex_aborted(d, seg.fs)
-        found = list(txn_cache[d])
-        for base, buf in _remote_windows(f, start_position or 0, stop_position,
-                                         REMOTE_READ_BYTES, pool):
-            found += _marker_aborted(buf)
-        return found
-
-    def from_remote(seg: _Segment, pool, opened, prefetch_next) -> Iterator[pa.RecordBatch]:
-        """One remote segment; ``opened``: a future of ``(file, first window)`` already in
-        flight (or None); ``prefetch_next()`` starts the next segment's open and first read."""
-        from .storage.logdir import open_file
-
-        start = start_position or 0
-        if opened is not None:
-            f, first = opened.result()
-        else:
-            f, first = open_file(seg.path, seg.fs), None
-        with f:
-            dec = _core.Decoder(
-                bits,
-                check_crcs=check_crcs,
-                include_control=include_control,
-                max_batch_size=max_batch_size,
-                max_decompressed_size=max_decompressed_size,
-                timestamp_scale=scale,
-                aborted=remote_aborted(seg, f, pool) if read_committed else None,
-            )
-            if first is not None and read_committed:
-                first = None  # read again after the markers' pass
-            fut = None
-            if first is not None:
-                fut = pool.submit(lambda: first)
-            uri = f.path
-            prefetch_next()
-            for base, buf in _remote_windows(f, start, stop_position, REMOTE_READ_BYTES, pool, fut):
-                stop = None if stop_position is None else max(0, stop_position - base)
-                pos = 0
-                while True:
-                    try:
-                        c = dec.decode(buf, pos, stop, max_rows, max_bytes)
-                    except KafkaLogError as e:
-                        e.path = None
-                        raise e.located(uri, base)
-                    if c.num_rows:
-                        yield from _bounded(
-                            _chunk_to_batch(c, names, out_schema, ts_type, seg), max_rows
-                        )
-                    if c.done or c.next_position == pos:
-                        break
-                    pos = c.next_position
-
-    def remote_segments(first_index: int) -> Iterator[pa.RecordBatch]:
-        """The remote segments from ``first_index`` on, each one's open and first read
-        overlapping the decoding of the one before."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafkalog-read")
-        prefetched: Dict[int, Any] = {}
-        try:
-            i = first_index
-            while i < len(segments) and segments[i].fs is not None:
-                nxt = i + 1
-
-                def prefetch_next(nxt=nxt):
-                    if (nxt < len(segments) and segments[nxt].fs is not None
-                            and not read_committed and nxt not in prefetched):
-                        prefetched[nxt] = pool.submit(_open_remote_first, segments[nxt],
-                                                      0, REMOTE_READ_BYTES)
-
-                yield from from_remote(segments[i], pool, prefetched.pop(i, None), prefetch_next)
-                i += 1
-        finally:
-            for fut in prefetched.values():  # left unread: close what they opened
-                try:
-                    fut.result()[0].close()
-                except BaseException:  # noqa: BLE001 - nothing to report for an unused read
-                    pass
-            pool.shutdown(wait=True)
-
     def gen() -> Iterator[pa.RecordBatch]:
-        remote_done = -1
-        for i, seg in enumerate(segments):
+        for seg in segments:
             if seg.log is not None:
                 yield from from_log(seg)
-                continue
-            if seg.fs is not None:
-                if i > remote_done:  # a run of remote segments, read with one pool
-                    j = i
-                    while j < len(segments) and segments[j].fs is not None:
-                        j += 1
-                    yield from remote_segments(i)
-                    remote_done = j - 1
                 continue
             with _Opened(seg) as buf:
                 dec = _core.Decoder(
@@ -832,7 +625,6 @@ def to_arrow(
     partition: Optional[int] = None,
     start_position: int = 0,
     stop_position: Optional[int] = None,
-    storage_options: Optional[Dict[str, Any]] = None,
 ) -> pa.Table:
     """Decode every record of ``source`` into a :class:`pyarrow.Table` (see the module doc).
 
@@ -862,7 +654,6 @@ def to_arrow(
         stop_position=stop_position,
         max_rows=None,
         max_bytes=_TABLE_CHUNK_BYTES,
-        storage_options=storage_options,
     )
     return pa.Table.from_batches(list(batches), schema=out_schema)
 
@@ -885,7 +676,6 @@ def iter_batches(
     partition: Optional[int] = None,
     start_position: int = 0,
     stop_position: Optional[int] = None,
-    storage_options: Optional[Dict[str, Any]] = None,
 ) -> Iterator[pa.RecordBatch]:
     """Like :func:`to_arrow`, as :class:`pyarrow.RecordBatch` es of at most ``max_rows`` rows.
 
@@ -910,7 +700,6 @@ def iter_batches(
         stop_position=stop_position,
         max_rows=max_rows,
         max_bytes=max_bytes,
-        storage_options=storage_options,
     )
     return batches
 

@@ -42,7 +42,6 @@ __all__ = [
     "OffsetIndex",
     "TimeIndex",
     "TransactionIndex",
-    "parse_aborted_txns",
     "iter_txn_entries",
 ]
 
@@ -898,13 +897,6 @@ def iter_txn_entries(raw, base: int, path) -> Iterator[Tuple[int, AbortedTxn]]:
                 path=path,
             )
         yield base + j, AbortedTxn(pid, first, last, lso, version)
-
-
-def parse_aborted_txns(data, path=None) -> List[AbortedTxn]:
-    """The entries of a whole ``.txnindex`` held in memory (a remote one, read with
-    :func:`kafkalog.storage.logdir.read_file`); a torn last entry is left out, as the file
-    reader does."""
-    return [t for _, t in iter_txn_entries(data, 0, path)]
 
 
 class TransactionIndex:
