@@ -118,3 +118,33 @@ def s3_root(s3_env, log_root):
     """The same root uploaded to the test server: ``s3://BUCKET/PREFIX``."""
     upload_tree(s3_env, log_root, BUCKET, PREFIX)
     return f"s3://{BUCKET}/{PREFIX}"
+
+
+def write_partition(directory: str, batches: int = 400, per_batch: int = 50,
+                    value_bytes: int = 200, segment_bytes: int = 1024 * 1024) -> None:
+    """One partition of several segments (uncompressed v2 batches, an offset index entry
+    every 4 KiB as a broker writes it): a few MiB, for counting fetched bytes."""
+    from kafkalog import MemoryRecordsBuilder
+    from kafkalog.storage.log import Log
+
+    log = Log.open(directory, {"segment.bytes": segment_bytes})
+    try:
+        for b in range(batches):
+            mb = MemoryRecordsBuilder(magic=2, compression_type="none",
+                                      base_offset=log.log_end_offset)
+            for j in range(per_batch):
+                i = b * per_batch + j
+                mb.append(1_700_000_000_000 + i, b"k%d" % i, (b"v%d-" % i).ljust(value_bytes, b"x"))
+            log.append_as_follower(mb.build())
+    finally:
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def big_partition(s3_env, tmp_path_factory):
+    """(local directory, S3 URI) of one partition of about 4 MiB in 4 segments."""
+    root = tmp_path_factory.mktemp("big")
+    d = root / "big-0"
+    write_partition(str(d))
+    upload_tree(s3_env, str(root), BUCKET, "big")
+    return str(d), f"s3://{BUCKET}/big/big-0"

@@ -695,7 +695,8 @@ class ArrowFileSystem(FileSystem):
 
     def __init__(self, pafs, prefix: str, options: RemoteOptions) -> None:
         self.pafs = pafs
-        self.prefix = prefix  # "s3://" : URI = prefix + pyarrow path
+        self.prefix = prefix  # s3://, gs://: URI = prefix + pyarrow path
+        self._native_base: Optional[str] = None  # others: pyarrow path = base + URI path
         self.options = options
         self.bytes_read = 0
         self.requests = 0
@@ -730,27 +731,30 @@ class ArrowFileSystem(FileSystem):
                 raise ValueError(
                     f"storage_options {sorted(opts)} are not supported for {scheme}:// here")
             else:
-                fs, path = pafs_mod.FileSystem.from_uri(uri)
-                # hdfs://host:port/p and abfs://container@account/p: keep the authority part
-                head = uri[: len(uri) - len(uri.split("://", 1)[1])]
+                fs, native = pafs_mod.FileSystem.from_uri(uri)
+                # hdfs://host:port/dir, abfs://container@account/dir: the pyarrow path of a URI
+                # is a base (/, container/) then the URI's path
                 rest = uri.split("://", 1)[1]
-                auth = rest.split("/", 1)[0]
-                if scheme == "hdfs":
-                    prefix = head + auth
-                else:
-                    prefix = head
-                return cls(fs, prefix, options)
+                auth, _, rel = rest.partition("/")
+                rel = rel.rstrip("/")
+                if rel and not native.rstrip("/").endswith(rel):
+                    raise ValueError(f"cannot map {uri} to a path of its file system ({native})")
+                base = native.rstrip("/")[: len(native.rstrip("/")) - len(rel)]
+                out = cls(fs, uri[: len(uri) - len(rest)] + auth, options)
+                out._native_base = base if base else ("/" if native.startswith("/") else "")
+                return out
         except KafkaStorageError:
             raise
         except (ImportError, AttributeError) as e:
             raise _missing_extra(uri, scheme, e) from e
-        except (OSError, ValueError, TypeError) as e:
-            msg = str(e)
+        except Exception as e:  # OSError, ValueError, pyarrow.ArrowException ...
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             if "Unrecognized filesystem type" in msg or "not supported" in msg \
-                    or "support" in msg and "enabled" in msg:
-                raise _missing_extra(uri, scheme, e) from e
-            raise KafkaStorageError(f"cannot open {uri}: {msg}", path=uri,
-                                    operation="resolving a URI") from e
+                    or "libjvm" in msg or "libhdfs" in msg or "support" in msg and "enabled" in msg:
+                raise _missing_extra(uri, scheme, msg) from e
+            raise KafkaStorageError(
+                f"cannot open {uri}: {msg}; check the URI and the store's credentials "
+                "(see storage_options)", path=uri, operation="resolving a URI") from e
         return cls(fs, prefix, options)
 
     @staticmethod
@@ -798,17 +802,19 @@ class ArrowFileSystem(FileSystem):
         if not path.startswith(self.prefix):
             raise ValueError(f"{path} is not a path of {self.prefix}")
         p = path[len(self.prefix):].rstrip("/")
-        if self.prefix.startswith("hdfs://"):
-            return p or "/"
+        if self._native_base is not None:
+            return (self._native_base + p.lstrip("/")) or "/"
         return p
 
     def _uri(self, native: str) -> str:
-        if self.prefix.startswith("hdfs://"):
-            return self.prefix + (native if native.startswith("/") else "/" + native)
+        if self._native_base is not None:
+            return self.prefix + "/" + native[len(self._native_base):].lstrip("/")
         return self.prefix + native
 
     def _retry(self, what: str, uri: str, fn, position: Optional[int] = None):
         import time
+
+        from pyarrow.lib import ArrowException
 
         opts = self.options
         last: Optional[BaseException] = None
@@ -819,7 +825,7 @@ class ArrowFileSystem(FileSystem):
                 raise
             except FileNotFoundError as e:
                 raise _not_regular(uri, MISSING) from e
-            except (OSError, IOError) as e:
+            except (OSError, ArrowException) as e:
                 last = e
                 msg = str(e)
                 # not worth retrying: access, credentials, missing bucket, bad request
@@ -829,8 +835,9 @@ class ArrowFileSystem(FileSystem):
                     break
                 if attempt < opts.retries:
                     time.sleep(opts.backoff * (2 ** attempt))
+        text = str(last).strip().splitlines()[0] if str(last).strip() else type(last).__name__
         raise KafkaStorageError(
-            f"{what} {uri} failed after {opts.retries + 1} attempt(s): {last}; check the URI, "
+            f"{what} {uri} failed after {opts.retries + 1} attempt(s): {text}; check the URI, "
             "the endpoint (AWS_ENDPOINT_URL / storage_options endpoint_override), the "
             "credentials and the network, or raise storage_options retries/request_timeout",
             path=uri, position=position, operation=what) from last
