@@ -465,11 +465,15 @@ def _windows(f, start: int, block: int, end_offset: Optional[int], max_entry: in
     size = f.size
     fetch = getattr(f, "fetch", None) or f.read
     pool = ThreadPoolExecutor(1)
+    # a pruned read (end_offset) starts with a small range and doubles it: the few entries it
+    # wants are often in the first one; a full read fetches whole blocks from the start
+    cur = block if end_offset is None else min(block, 64 * 1024)
     try:
         pos = start  # file position of buf[0]
-        nxt = min(size, start + block)
+        nxt = min(size, start + cur)
         buf = fetch(start, nxt - start) if nxt > start else b""
-        fut = pool.submit(fetch, nxt, block) if nxt < size else None
+        cur = min(block, cur * 2)
+        fut = pool.submit(fetch, nxt, cur) if nxt < size and end_offset is None else None
         while True:
             p = 0
             stop = False
@@ -498,13 +502,18 @@ def _windows(f, start: int, block: int, end_offset: Optional[int], max_entry: in
             need = 0
             if len(rest) >= 12:
                 need = _entry_header(rest, 0)[1] - len(rest)
-            more = fut.result() if fut is not None else b""
+            if fut is not None:
+                more = fut.result()
+            else:
+                more = fetch(nxt, max(cur, need))
+                cur = min(block, cur * 2)
             nxt += len(more)
             if len(more) < need and nxt < size:
                 extra = fetch(nxt, need - len(more))
                 more += extra
                 nxt += len(extra)
-            fut = pool.submit(fetch, nxt, block) if nxt < size else None
+            fut = pool.submit(fetch, nxt, cur) if nxt < size else None
+            cur = min(block, cur * 2)
             pos += p
             buf = bytes(rest) + more
     finally:
