@@ -58,6 +58,7 @@ __all__ = [
     "join",
     "parent",
     "basename",
+    "for_path",
 ]
 
 # what a name is (Entry.kind)
@@ -1037,3 +1038,25 @@ class _RemoteFile(ReadableFile):
                 h.close()
             except Exception:
                 pass
+
+
+_CACHE: dict = {}
+
+
+def for_path(path: PathLike, fs: Optional[FileSystem] = None):
+    """``(file_system, path)``: ``fs`` when given and not the local one, else the file system a
+    path or URI names, configured from the environment (one :class:`ArrowFileSystem` per scheme
+    and bucket/authority, kept, so its listing sizes serve later opens)."""
+    if fs is not None and fs is not LOCAL:
+        return fs, os.fspath(path)
+    if not is_uri(path):
+        return LOCAL, os.fspath(path) if not isinstance(path, str) else path
+    scheme, _, rest = path.partition("://")
+    key = (scheme.lower(), rest.split("/", 1)[0])
+    got = _CACHE.get(key)
+    if got is None:
+        got, p = resolve(path)
+        if got is LOCAL:
+            return got, p
+        _CACHE[key] = got
+    return got, path.rstrip("/")
