@@ -251,6 +251,13 @@ def _segment_files(directory: str, fs=None):
     return view.segments
 
 
+def _segment_name(path: str):
+    from .storage.files import parse_segment_file_name
+    from .storage.fs import basename
+
+    return parse_segment_file_name(basename(path))
+
+
 def _resolve(source, topic, partition, storage_options=None) -> List[_Segment]:
     from .records import MemoryRecords
     from .storage import fs as _fs
@@ -260,6 +267,17 @@ def _resolve(source, topic, partition, storage_options=None) -> List[_Segment]:
         if fs.is_local():
             source = path
         else:
+            kind = None
+            if _segment_name(path) is None:  # list it directly: one request for a partition
+                try:
+                    t, p = _tp_of_dir(path)
+                    found = _segment_files(path, fs)
+                except _fs.MissingFileError:
+                    found = None
+                if found:
+                    return [_Segment(path=s.log, topic=t, partition=p, fs=fs,
+                                     base_offset=s.base_offset, offset_index=s.offset_index)
+                            for s in found]
             kind = fs.kind(path)
             if kind == _fs.DIRECTORY:
                 t, p = _tp_of_dir(path)
@@ -454,12 +472,13 @@ def _entry_header(buf, p: int):
     return off, 12 + length
 
 
-def _windows(f, start: int, block: int, end_offset: Optional[int], max_entry: int):
+def _windows(f, start: int, block: int, end_offset: Optional[int], max_entry: int, first=None):
     """``(position, buffer)`` windows of whole log entries of the open file ``f`` from byte
     ``start``: about ``block`` bytes each, the next range fetched in the background while the
     caller decodes (memory: two blocks and one entry).  Stops after the first entry whose
     offset is >= ``end_offset``.  The last window also holds a partial trailing entry, so the
-    decoder sees what it would see in the whole file."""
+    decoder sees what it would see in the whole file.  ``first``: a future of the first
+    range's bytes, already requested (the next segment, fetched while this one decoded)."""
     from concurrent.futures import ThreadPoolExecutor
 
     size = f.size
@@ -471,7 +490,16 @@ def _windows(f, start: int, block: int, end_offset: Optional[int], max_entry: in
     try:
         pos = start  # file position of buf[0]
         nxt = min(size, start + cur)
-        buf = fetch(start, nxt - start) if nxt > start else b""
+        buf = None
+        if first is not None:
+            try:
+                buf = first.result()
+            except Exception:  # fetched again below: the error is raised from this thread
+                buf = None
+            if buf is not None and len(buf) != nxt - start:
+                buf = None
+        if buf is None:
+            buf = fetch(start, nxt - start) if nxt > start else b""
         cur = min(block, cur * 2)
         fut = pool.submit(fetch, nxt, cur) if nxt < size and end_offset is None else None
         while True:
@@ -779,7 +807,25 @@ def _decode_segments(
                 return
         yield from _bounded(rb, max_rows)
 
-    def remote(seg: _Segment) -> Iterator[pa.RecordBatch]:
+    full_read = (start_offset is None and end_offset is None and not start_position
+                 and stop_position is None and not read_committed)
+    ahead: Dict[int, Any] = {}
+    ahead_pool: List[Any] = []
+
+    def fetch_first(seg: _Segment) -> bytes:
+        with seg.fs.open_read(seg.path) as f:
+            return f.fetch(0, block) if hasattr(f, "fetch") else f.read(0, block)
+
+    def remote(seg: _Segment, i: int) -> Iterator[pa.RecordBatch]:
+        # a whole partition: the next segment's first range is fetched while this one decodes
+        nseg = segments[i + 1] if i + 1 < len(segments) else None
+        if full_read and nseg is not None and nseg.fs is not None and not nseg.fs.is_local():
+            if not ahead_pool:
+                from concurrent.futures import ThreadPoolExecutor
+
+                ahead_pool.append(ThreadPoolExecutor(1))
+            ahead[i + 1] = ahead_pool[0].submit(fetch_first, nseg)
+        first = ahead.pop(i, None)
         with seg.fs.open_read(seg.path) as f:
             start = start_position or 0
             if start_offset is not None:
@@ -794,7 +840,8 @@ def _decode_segments(
                 aborted=aborted_for(seg, None),
             )
             max_entry = _MAX_ENTRY if max_batch_size is None else max_batch_size
-            for wpos, win in _windows(f, start, block, end_offset, max_entry):
+            for wpos, win in _windows(f, start, block, end_offset, max_entry,
+                                      first if start == 0 else None):
                 if stop_position is not None and wpos >= stop_position:
                     return
                 stop = None if stop_position is None else stop_position - wpos
@@ -852,12 +899,19 @@ def _decode_segments(
             offset = last.next_offset
 
     def gen() -> Iterator[pa.RecordBatch]:
-        for seg in segments:
+        try:
+            yield from gen_all()
+        finally:
+            for pool in ahead_pool:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+    def gen_all() -> Iterator[pa.RecordBatch]:
+        for i, seg in enumerate(segments):
             if seg.log is not None:
                 yield from from_log(seg)
                 continue
             if seg.fs is not None and not seg.fs.is_local():
-                yield from remote(seg)
+                yield from remote(seg, i)
                 continue
             with _Opened(seg) as buf:
                 dec = _core.Decoder(
