@@ -1,7 +1,7 @@
 """to_arrow from an S3-compatible server on 127.0.0.1 (moto) vs from local disk vs a Parquet
 copy of the same data read through pyarrow from the same server.  One run; ratios.
 
-    PYTHONPATH=src python bench/remote_read.py --batches 2000 --reps 3
+    PYTHONPATH=src python bench/remote_read.py --batches 20000 --reps 5
 
 Every read pays moto's (Python) request handling, so the S3/Parquet ratio is the meaningful
 figure (both cross the same server); local disk is the floor.  Also counts the bytes an
@@ -35,6 +35,9 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--block-size", type=int, default=8 << 20)
+    ap.add_argument("--compression", default="snappy",
+                    help="codec of the log's batches (the Parquet copy uses snappy)")
+    ap.add_argument("--segment-mb", type=int, default=16)
     args = ap.parse_args()
 
     import pyarrow.fs as pafs
@@ -67,7 +70,7 @@ def main() -> int:
                           AWS_REGION="us-east-1", AWS_ENDPOINT_URL=url)
         local = os.path.join(work, "root", "bench-0")
         rc.write_partition(local, batches=args.batches, per_batch=50, value_bytes=100,
-                           segment_bytes=64 << 20)
+                           segment_bytes=args.segment_mb << 20, compression=args.compression)
         rc.upload_tree(url, os.path.join(work, "root"), rc.BUCKET, "bench")
         uri = f"s3://{rc.BUCKET}/bench/bench-0"
         so = {"block_size": args.block_size}
@@ -103,7 +106,9 @@ def main() -> int:
         finally:
             _fs.ArrowFileSystem.for_uri = orig
 
-        print(f"rows {tab.num_rows}, log {seg_mb:.1f} MB, parquet {pq_mb:.1f} MB, "
+        nseg = sum(1 for n in os.listdir(local) if n.endswith(".log"))
+        print(f"rows {tab.num_rows}, log {seg_mb:.1f} MB in {nseg} segment(s) "
+              f"({args.compression}), parquet {pq_mb:.1f} MB (snappy), "
               f"block {args.block_size >> 20} MiB, best of {args.reps}")
         print(f"to_arrow local disk      {t_local:8.3f} s  {seg_mb / t_local:8.1f} MB/s")
         print(f"to_arrow s3 (moto)       {t_s3:8.3f} s  {seg_mb / t_s3:8.1f} MB/s")

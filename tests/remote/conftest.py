@@ -121,7 +121,8 @@ def s3_root(s3_env, log_root):
 
 
 def write_partition(directory: str, batches: int = 400, per_batch: int = 50,
-                    value_bytes: int = 200, segment_bytes: int = 1024 * 1024) -> None:
+                    value_bytes: int = 200, segment_bytes: int = 1024 * 1024,
+                    compression: str = "none") -> None:
     """One partition of several segments (uncompressed v2 batches, an offset index entry
     every 4 KiB as a broker writes it): a few MiB, for counting fetched bytes."""
     from kafkalog import MemoryRecordsBuilder
@@ -130,7 +131,7 @@ def write_partition(directory: str, batches: int = 400, per_batch: int = 50,
     log = Log.open(directory, {"segment.bytes": segment_bytes})
     try:
         for b in range(batches):
-            mb = MemoryRecordsBuilder(magic=2, compression_type="none",
+            mb = MemoryRecordsBuilder(magic=2, compression_type=compression,
                                       base_offset=log.log_end_offset)
             for j in range(per_batch):
                 i = b * per_batch + j
