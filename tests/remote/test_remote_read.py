@@ -76,3 +76,20 @@ def test_offset_pruned_equals_filtered(where, log_root, frac):
         got_v = ka.to_arrow(_fs.join(root, d), ["value"], start_offset=lo, end_offset=hi,
                             storage_options=so)
         assert got_v.column("value").to_pylist() == [r["value"] for r in want]
+
+
+def test_log_open_file_uri_and_remote_refused(log_root, tmp_path, monkeypatch):
+    from kafkalog.errors import KafkaStorageError
+    from kafkalog.storage.log import Log
+
+    d = partitions(log_root)[0]
+    with Log.open(os.path.join(log_root, d), read_only=True) as a, \
+            Log.open("file://" + os.path.join(log_root, d), read_only=True) as b:
+        assert (a.log_start_offset, a.log_end_offset) == (b.log_start_offset, b.log_end_offset)
+        assert a.read(a.log_start_offset).buffer() == b.read(b.log_start_offset).buffer()
+    monkeypatch.chdir(tmp_path)
+    for ro in (True, False):
+        with pytest.raises(KafkaStorageError) as ei:
+            Log.open("s3://bucket/prefix/orders-0", read_only=ro)
+        assert "s3://bucket/prefix/orders-0" in str(ei.value)
+    assert os.listdir(tmp_path) == []  # no local directory named after the scheme

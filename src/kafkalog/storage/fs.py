@@ -59,6 +59,7 @@ __all__ = [
     "parent",
     "basename",
     "for_path",
+    "local_directory",
 ]
 
 # what a name is (Entry.kind)
@@ -1060,3 +1061,21 @@ def for_path(path: PathLike, fs: Optional[FileSystem] = None):
             return got, p
         _CACHE[key] = got
     return got, path.rstrip("/")
+
+
+def local_directory(location: PathLike) -> str:
+    """The local path a :class:`~kafkalog.storage.log.Log` opens: a path as given, a
+    ``file://`` URI as its path; any other URI is a KafkaStorageError naming it (a ``Log``
+    appends, locks and recovers in place, which needs a local file system; object-store and
+    HDFS copies are read with :mod:`kafkalog.arrow` and the ``kafkalog`` CLI), never a local
+    directory named after the scheme."""
+    if isinstance(location, os.PathLike):
+        location = os.fspath(location)
+    if not is_uri(location):
+        return location
+    if location.split("://", 1)[0].lower() == "file":
+        return resolve(location)[1]
+    raise KafkaStorageError(
+        f"cannot open {location} as a Log: a Log needs a local directory; read an object-store "
+        "or HDFS copy with kafkalog.arrow.to_arrow/iter_batches or `kafkalog dump|verify|stats`",
+        path=location, operation="opening a log")
