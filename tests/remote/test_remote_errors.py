@@ -147,3 +147,87 @@ def test_offset_pruned_read_fetches_little(big_partition):
             print(f"offset {lo}: pruned read fetched {pruned} of {full} bytes")
     finally:
         _fs.ArrowFileSystem.for_uri = orig
+
+
+def test_silent_endpoint_times_out(s3_env):
+    """A server that accepts connections and never answers: bounded by request_timeout."""
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                pass
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    uri = f"s3://{BUCKET}/silent/t-0"
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(KafkaStorageError) as ei:
+            ka.to_arrow(uri, storage_options={
+                "retries": 1, "backoff": 0.05, "connect_timeout": 1, "request_timeout": 1,
+                "endpoint_override": f"127.0.0.1:{srv.getsockname()[1]}", "scheme": "http"})
+        assert time.monotonic() - t0 < 30
+        assert uri in str(ei.value)
+    finally:
+        stop.set()
+        t.join()
+        for c in held:
+            c.close()
+        srv.close()
+
+
+class _Flaky:
+    """A pyarrow file handle whose first ``fail`` reads raise, and whose reads return
+    ``short`` bytes fewer than asked when ``short`` is set."""
+
+    def __init__(self, inner, state):
+        self.inner = inner
+        self.state = state
+
+    def read_at(self, n, pos):
+        if self.state["fail"] > 0:
+            self.state["fail"] -= 1
+            raise OSError("connection reset by peer (injected)")
+        data = self.inner.read_at(n, pos)
+        return data[: max(0, len(data) - self.state.get("short", 0))]
+
+    def close(self):
+        self.inner.close()
+
+
+@pytest.mark.parametrize("fail,short,ok", [(0, 0, True), (2, 0, True), (5, 0, False),
+                                            (0, 1, False)])
+def test_retries_then_error_never_short(s3_root, log_root, fail, short, ok):
+    fs, root = _fs.resolve(s3_root, {"retries": 2, "backoff": 0.01, "block_size": 65536})
+    state = {"fail": fail, "short": short}
+    real = fs.pafs
+
+    class Wrapped:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def open_input_file(self, info):
+            return _Flaky(real.open_input_file(info), state)
+
+    fs.pafs = Wrapped()
+    d = sorted(e.name for e in _fs.LOCAL.list_dir(log_root) if e.kind == _fs.DIRECTORY)[0]
+    log = [e for e in fs.list_dir(_fs.join(root, d)) if e.name.endswith(".log")][0]
+    want = open(os.path.join(log_root, d, log.name), "rb").read()
+    with fs.open_read(log.path) as f:
+        if ok:
+            assert f.read(0, f.size) == want
+        else:
+            with pytest.raises(KafkaStorageError) as ei:
+                f.read(0, f.size)
+            assert log.path in str(ei.value)
+            assert "attempt" in str(ei.value)
