@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import BUCKET  # noqa: E402
+from .s3_support import BUCKET  # noqa: E402
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 
