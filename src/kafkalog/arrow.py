@@ -75,10 +75,11 @@ except ImportError as _e:  # name the extra that installs it
         'pip install "kafkalog[arrow]"',
         name="pyarrow",
     ) from _e
+import pyarrow.compute as pc  # noqa: E402
 
 from . import _speedups
 from ._format import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
-from .errors import KafkaLogError
+from .errors import CorruptIndexError, KafkaLogError
 
 if _speedups.IMPLEMENTATION == "cython":
     try:
@@ -203,14 +204,19 @@ class _Segment:
     """One thing to decode: an in-memory buffer, a file (mapped when decoded) or a
     :class:`kafkalog.storage.log.Log` (read through :meth:`~kafkalog.storage.log.Log.read`)."""
 
-    __slots__ = ("buffer", "path", "topic", "partition", "log")
+    __slots__ = ("buffer", "path", "topic", "partition", "log", "fs", "base_offset",
+                 "offset_index")
 
-    def __init__(self, buffer=None, path=None, topic=None, partition=None, log=None):
+    def __init__(self, buffer=None, path=None, topic=None, partition=None, log=None, fs=None,
+                 base_offset=None, offset_index=None):
         self.buffer = buffer
         self.path = path
         self.topic = topic
         self.partition = partition
         self.log = log
+        self.fs = fs  # kafkalog.storage.fs.FileSystem of path (None: the local one)
+        self.base_offset = base_offset
+        self.offset_index = offset_index
 
 
 def _is_log(obj) -> bool:
@@ -230,25 +236,64 @@ def _tp_of_dir(directory: str):
         return None, None
 
 
-def _segment_logs(directory: str) -> List[Tuple[int, str]]:
-    from .storage.fs import not_regular_error
+def _segment_logs(directory: str, fs=None) -> List[Tuple[int, str]]:
+    return [(s.base_offset, s.log) for s in _segment_files(directory, fs)]
+
+
+def _segment_files(directory: str, fs=None):
+    from .storage.fs import LOCAL, not_regular_error
     from .storage.logdir import scan_partition
 
-    view = scan_partition(directory)
+    view = scan_partition(directory, fs or LOCAL)
     for ig in view.refused():  # a segment that cannot be read: never skipped silently
         if ig.name.endswith(".log"):
             raise not_regular_error(ig.path, ig.kind, f"cannot read partition {directory}")
-    return [(s.base_offset, s.log) for s in view.segments]
+    return view.segments
 
 
-def _resolve(source, topic, partition) -> List[_Segment]:
+def _segment_name(path: str):
+    from .storage.files import parse_segment_file_name
+    from .storage.fs import basename
+
+    return parse_segment_file_name(basename(path))
+
+
+def _resolve(source, topic, partition, storage_options=None) -> List[_Segment]:
     from .records import MemoryRecords
+    from .storage import fs as _fs
 
+    if isinstance(source, str) and _fs.is_uri(source):
+        fs, path = _fs.resolve(source, storage_options)
+        if fs.is_local():
+            source = path
+        else:
+            kind = None
+            if _segment_name(path) is None:  # list it directly: one request for a partition
+                try:
+                    t, p = _tp_of_dir(path)
+                    found = _segment_files(path, fs)
+                except _fs.MissingFileError:
+                    found = None
+                if found:
+                    return [_Segment(path=s.log, topic=t, partition=p, fs=fs,
+                                     base_offset=s.base_offset, offset_index=s.offset_index)
+                            for s in found]
+            kind = fs.kind(path)
+            if kind == _fs.DIRECTORY:
+                t, p = _tp_of_dir(path)
+                return [_Segment(path=s.log, topic=t, partition=p, fs=fs,
+                                 base_offset=s.base_offset, offset_index=s.offset_index)
+                        for s in _segment_files(path, fs)]
+            if kind != _fs.FILE:
+                raise _fs.not_regular_error(path, kind, f"cannot read {path}")
+            t, p = _tp_of_dir(_fs.parent(path))
+            return [_Segment(path=path, topic=t, partition=p, fs=fs)]
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if os.path.isdir(path):
             t, p = _tp_of_dir(path)
-            return [_Segment(path=f, topic=t, partition=p) for _, f in _segment_logs(path)]
+            return [_Segment(path=s.log, topic=t, partition=p, base_offset=s.base_offset,
+                             offset_index=s.offset_index) for s in _segment_files(path)]
         t, p = _tp_of_dir(os.path.dirname(os.path.abspath(path)))
         return [_Segment(path=path, topic=t, partition=p)]
     if isinstance(source, MemoryRecords):
@@ -267,7 +312,7 @@ def _resolve(source, topic, partition) -> List[_Segment]:
     if isinstance(source, (list, tuple)):
         out: List[_Segment] = []
         for s in source:
-            out.extend(_resolve(s, topic, partition))
+            out.extend(_resolve(s, topic, partition, storage_options))
         return out
     raise TypeError(
         "source must be a buffer, a MemoryRecords, a segment file or partition directory path, "
@@ -302,11 +347,13 @@ class _Opened:
 
 
 # -- read_committed: aborted transactions ---------------------------------------------------------
-def _txnindex_aborted(directory: str) -> List[Tuple[int, int, int]]:
+def _txnindex_aborted(directory: str, fs=None) -> List[Tuple[int, int, int]]:
     from .storage.index import TransactionIndex
     from .storage.logdir import scan_partition
 
     out = []
+    if fs is not None and not fs.is_local():
+        return _remote_txnindex_aborted(directory, fs)
     for seg in scan_partition(directory).segments:
         if seg.txn_index is None:
             continue
@@ -320,9 +367,190 @@ def _txnindex_aborted(directory: str) -> List[Tuple[int, int, int]]:
     return out
 
 
-def _marker_aborted(buf, start: int = 0, stop: Optional[int] = None) -> List[Tuple[int, int, int]]:
+
+_MAX_ENTRY = 2**31 - 1
+
+
+def _block_size(storage_options) -> int:
+    from .storage.fs import DEFAULT_BLOCK_SIZE
+
+    return int((storage_options or {}).get("block_size", DEFAULT_BLOCK_SIZE))
+
+
+def _min_offset(c) -> int:
+    a = pa.Array.from_buffers(pa.int64(), c.num_rows, [None, _buf(c.offset)], null_count=0)
+    return pc.min(a).as_py()
+
+
+def _prune_segments(segments: List["_Segment"], start_offset, end_offset) -> List["_Segment"]:
+    """Drop the segments of a partition that cannot hold offsets in [start, end): a segment
+    holds offsets from its base offset up to the next segment's base offset."""
+    out = []
+    for i, seg in enumerate(segments):
+        if seg.base_offset is None:
+            out.append(seg)
+            continue
+        if end_offset is not None and seg.base_offset >= end_offset:
+            continue
+        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if start_offset is not None and nxt is not None and nxt <= start_offset:
+            continue
+        out.append(seg)
+    return out
+
+
+def _remote_txnindex_aborted(directory: str, fs) -> List[Tuple[int, int, int]]:
+    """The aborted transactions of every ``.txnindex`` of a remote partition directory (each
+    index read whole: 34 bytes per aborted transaction)."""
+    import struct
+
+    from .storage.logdir import scan_partition
+
+    entry = struct.Struct(">hqqqq")
+    out = []
+    for seg in scan_partition(directory, fs).segments:
+        if seg.txn_index is None:
+            continue
+        with fs.open_read(seg.txn_index) as f:
+            data = f.read(0, f.size - f.size % 34)
+        for j in range(0, len(data), 34):
+            version, pid, first, last, _ = entry.unpack_from(data, j)
+            if (version >> 8) & 0xFF != 0:
+                raise CorruptIndexError(
+                    f"Unexpected aborted transaction version {(version >> 8) & 0xFF} in "
+                    f"transaction index {seg.txn_index}, current version is 0",
+                    position=j, path=seg.txn_index)
+            out.append((pid, first, last))
+    return out
+
+
+def _index_position(seg: "_Segment", start_offset: int, size: int) -> int:
+    """Where to start scanning ``seg`` for ``start_offset``: the position of the offset-index
+    entry with the largest offset <= ``start_offset`` (0 without a usable index).  The index
+    is only a hint: an entry that does not fit (unsorted, past the end) is ignored, and rows
+    before ``start_offset`` are filtered out afterwards."""
+    from .storage.fs import LOCAL
+
+    if seg.offset_index is None or seg.base_offset is None or start_offset <= seg.base_offset:
+        return 0
+    fs = seg.fs or LOCAL
+    try:
+        with fs.open_read(seg.offset_index) as f:
+            n = f.size // 8
+            if n == 0:
+                return 0
+            data = f.read(0, n * 8)
+    except KafkaLogError:
+        return 0
+    target = start_offset - seg.base_offset
+    lo, hi, best = 0, len(data) // 8 - 1, 0
+    # entries are (relative offset, position) big-endian int32s, increasing; a preallocated
+    # tail of zeros is not entries
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        rel = int.from_bytes(data[mid * 8: mid * 8 + 4], "big", signed=True)
+        pos = int.from_bytes(data[mid * 8 + 4: mid * 8 + 8], "big", signed=True)
+        if mid > 0 and rel == 0 and pos == 0:
+            hi = mid - 1
+            continue
+        if rel <= target:
+            best = pos
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    if best < 0 or best > size:
+        return 0
+    return best
+
+
+def _entry_header(buf, p: int):
+    """(offset, total size) of the log entry at ``p`` of ``buf`` (its 12-byte log overhead)."""
+    off = int.from_bytes(buf[p:p + 8], "big", signed=True)
+    length = int.from_bytes(buf[p + 8:p + 12], "big", signed=True)
+    return off, 12 + length
+
+
+def _windows(f, start: int, block: int, end_offset: Optional[int], max_entry: int, first=None):
+    """``(position, buffer)`` windows of whole log entries of the open file ``f`` from byte
+    ``start``: about ``block`` bytes each, the next range fetched in the background while the
+    caller decodes (memory: two blocks and one entry).  Stops after the first entry whose
+    offset is >= ``end_offset``.  The last window also holds a partial trailing entry, so the
+    decoder sees what it would see in the whole file.  ``first``: a future of the first
+    range's bytes, already requested (the next segment, fetched while this one decoded)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    size = f.size
+    fetch = getattr(f, "fetch", None) or f.read
+    pool = ThreadPoolExecutor(1)
+    # a pruned read (end_offset) starts with a small range and doubles it: the few entries it
+    # wants are often in the first one; a full read fetches whole blocks from the start
+    cur = block if end_offset is None else min(block, 64 * 1024)
+    try:
+        pos = start  # file position of buf[0]
+        nxt = min(size, start + cur)
+        buf = None
+        if first is not None:
+            try:
+                buf = first.result()
+            except Exception:  # fetched again below: the error is raised from this thread
+                buf = None
+            if buf is not None and len(buf) != nxt - start:
+                buf = None
+        if buf is None:
+            buf = fetch(start, nxt - start) if nxt > start else b""
+        cur = min(block, cur * 2)
+        fut = pool.submit(fetch, nxt, cur) if nxt < size and end_offset is None else None
+        while True:
+            p = 0
+            stop = False
+            final = False
+            n = len(buf)
+            while p + 12 <= n:
+                off, total = _entry_header(buf, p)
+                if total < 26 or total > max_entry + 12 or pos + p + total > size:
+                    final = True  # bad, too large or truncated: the decoder says what
+                    break
+                if p + total > n:
+                    break
+                p += total
+                if end_offset is not None and off >= end_offset:
+                    stop = True
+                    break
+            if stop:
+                yield pos, memoryview(buf)[:p]
+                return
+            if final or nxt >= size:
+                yield pos, buf
+                return
+            if p:
+                yield pos, memoryview(buf)[:p]
+            rest = buf[p:]
+            need = 0
+            if len(rest) >= 12:
+                need = _entry_header(rest, 0)[1] - len(rest)
+            if fut is not None:
+                more = fut.result()
+            else:
+                more = fetch(nxt, max(cur, need))
+                cur = min(block, cur * 2)
+            nxt += len(more)
+            if len(more) < need and nxt < size:
+                extra = fetch(nxt, need - len(more))
+                more += extra
+                nxt += len(extra)
+            fut = pool.submit(fetch, nxt, cur) if nxt < size else None
+            cur = min(block, cur * 2)
+            pos += p
+            buf = bytes(rest) + more
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _marker_aborted(buf, start: int = 0, stop: Optional[int] = None,
+                    open_txn: Optional[Dict[int, int]] = None) -> List[Tuple[int, int, int]]:
     """Aborted transactions visible in the data: (producer id, first offset of the transaction
-    in the data, offset of its ABORT marker)."""
+    in the data, offset of its ABORT marker).  ``open_txn`` carries the transactions still
+    open from one piece of a segment to the next."""
     from .records import RecordBatch
 
     mv = memoryview(buf)
@@ -330,7 +558,8 @@ def _marker_aborted(buf, start: int = 0, stop: Optional[int] = None) -> List[Tup
         mv = mv.cast("B")
     n = len(mv)
     stop = n if stop is None else min(stop, n)
-    open_txn: Dict[int, int] = {}
+    if open_txn is None:
+        open_txn = {}
     out = []
     pos = start
     while pos < stop and n - pos >= 61:
@@ -492,6 +721,9 @@ def _decode_segments(
     stop_position,
     max_rows,
     max_bytes,
+    start_offset=None,
+    end_offset=None,
+    storage_options=None,
 ) -> Tuple[pa.Schema, Iterator[pa.RecordBatch]]:
     _check_int_args(
         max_batch_size=max_batch_size,
@@ -501,11 +733,19 @@ def _decode_segments(
         stop_position=stop_position,
         max_rows=max_rows,
         max_bytes=max_bytes,
+        start_offset=start_offset,
+        end_offset=end_offset,
     )
     names = _column_names(columns, batch_metadata)
     ts_type, scale = _timestamp_type(timestamp_unit)
     out_schema = schema(names, timestamp_unit=timestamp_unit)
-    segments = _resolve(source, topic, partition)
+    pruned = start_offset is not None or end_offset is not None
+    # offset pruning filters rows by offset: decode the offset column even when not asked for
+    dnames = names if (not pruned or "offset" in names) else names + ["offset"]
+    d_schema = out_schema if dnames is names else schema(dnames, timestamp_unit=timestamp_unit)
+    segments = _resolve(source, topic, partition, storage_options)
+    if pruned:
+        segments = _prune_segments(segments, start_offset, end_offset)
     if (start_position or stop_position is not None) and len(segments) != 1:
         raise ValueError("start_position/stop_position need a single buffer or segment file")
     for seg in segments:
@@ -513,7 +753,8 @@ def _decode_segments(
             seg.topic = topic
         if partition is not None:
             seg.partition = partition
-    bits = _column_bits(names)
+    bits = _column_bits(dnames)
+    block = _block_size(storage_options)
     if max_rows is not None and max_rows < 1:
         raise ValueError("max_rows must be >= 1")
     if max_bytes is not None and max_bytes < 1:
@@ -526,13 +767,94 @@ def _decode_segments(
             return None
         if aborted_transactions is not None:
             return list(aborted_transactions)
-        found = _marker_aborted(buf, start_position or 0, stop_position)
+        if buf is None:  # a remote segment: one pass over its ranges for the markers
+            found = []
+            open_txn: Dict[int, int] = {}
+            with seg.fs.open_read(seg.path) as f:
+                for wpos, win in _windows(f, start_position or 0, block, None, _MAX_ENTRY):
+                    stop = None if stop_position is None else max(0, stop_position - wpos)
+                    found += _marker_aborted(win, 0, stop, open_txn)
+        else:
+            found = _marker_aborted(buf, start_position or 0, stop_position)
         if seg.path is not None:
-            d = os.path.dirname(os.path.abspath(seg.path))
+            from .storage.fs import parent
+
+            d = parent(seg.path)
             if d not in txn_cache:
-                txn_cache[d] = _txnindex_aborted(d)
+                txn_cache[d] = _txnindex_aborted(d, seg.fs)
             found += txn_cache[d]
         return found
+
+    def emit(c, seg: _Segment, base: int = 0) -> Iterator[pa.RecordBatch]:
+        rb = _chunk_to_batch(c, dnames, d_schema, ts_type, seg)
+        if base and "position" in dnames:
+            i = dnames.index("position")
+            rb = rb.set_column(i, d_schema.field(i), pc.add(rb.column(i), base))
+        if pruned:
+            offs = rb.column(dnames.index("offset"))
+            mask = None
+            if start_offset is not None:
+                mask = pc.greater_equal(offs, start_offset)
+            if end_offset is not None:
+                m2 = pc.less(offs, end_offset)
+                mask = m2 if mask is None else pc.and_(mask, m2)
+            rb = rb.filter(mask)
+            if dnames is not names:
+                rb = pa.RecordBatch.from_arrays(rb.columns[: len(names)], schema=out_schema)
+            if rb.num_rows == 0:
+                return
+        yield from _bounded(rb, max_rows)
+
+    full_read = (start_offset is None and end_offset is None and not start_position
+                 and stop_position is None and not read_committed)
+    ahead: Dict[int, Any] = {}
+    ahead_pool: List[Any] = []
+
+    def fetch_first(seg: _Segment) -> bytes:
+        with seg.fs.open_read(seg.path) as f:
+            return f.fetch(0, block) if hasattr(f, "fetch") else f.read(0, block)
+
+    def remote(seg: _Segment, i: int) -> Iterator[pa.RecordBatch]:
+        # a whole partition: the next segment's first range is fetched while this one decodes
+        nseg = segments[i + 1] if i + 1 < len(segments) else None
+        if full_read and nseg is not None and nseg.fs is not None and not nseg.fs.is_local():
+            if not ahead_pool:
+                from concurrent.futures import ThreadPoolExecutor
+
+                ahead_pool.append(ThreadPoolExecutor(1))
+            ahead[i + 1] = ahead_pool[0].submit(fetch_first, nseg)
+        first = ahead.pop(i, None)
+        with seg.fs.open_read(seg.path) as f:
+            start = start_position or 0
+            if start_offset is not None:
+                start = max(start, _index_position(seg, start_offset, f.size))
+            dec = _core.Decoder(
+                bits,
+                check_crcs=check_crcs,
+                include_control=include_control,
+                max_batch_size=max_batch_size,
+                max_decompressed_size=max_decompressed_size,
+                timestamp_scale=scale,
+                aborted=aborted_for(seg, None),
+            )
+            max_entry = _MAX_ENTRY if max_batch_size is None else max_batch_size
+            for wpos, win in _windows(f, start, block, end_offset, max_entry,
+                                      first if start == 0 else None):
+                if stop_position is not None and wpos >= stop_position:
+                    return
+                stop = None if stop_position is None else stop_position - wpos
+                pos = 0
+                while True:
+                    try:
+                        c = dec.decode(win, pos, stop, max_rows, max_bytes)
+                    except KafkaLogError as e:
+                        e.located(seg.path, wpos)
+                        raise
+                    if c.num_rows:
+                        yield from emit(c, seg, wpos)
+                    if c.done or c.next_position == pos:
+                        break
+                    pos = c.next_position
 
     def from_log(seg: _Segment) -> Iterator[pa.RecordBatch]:
         log = seg.log
@@ -568,18 +890,26 @@ def _decode_segments(
             while True:
                 c = dec.decode(buf, pos, None, max_rows, max_bytes)
                 if c.num_rows:
-                    yield from _bounded(
-                        _chunk_to_batch(c, names, out_schema, ts_type, seg), max_rows
-                    )
+                    yield from emit(c, seg)
                 if c.done or c.next_position == pos:
                     break
                 pos = c.next_position
             offset = last.next_offset
 
     def gen() -> Iterator[pa.RecordBatch]:
-        for seg in segments:
+        try:
+            yield from gen_all()
+        finally:
+            for pool in ahead_pool:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+    def gen_all() -> Iterator[pa.RecordBatch]:
+        for i, seg in enumerate(segments):
             if seg.log is not None:
                 yield from from_log(seg)
+                continue
+            if seg.fs is not None and not seg.fs.is_local():
+                yield from remote(seg, i)
                 continue
             with _Opened(seg) as buf:
                 dec = _core.Decoder(
@@ -592,6 +922,8 @@ def _decode_segments(
                     aborted=aborted_for(seg, buf),
                 )
                 pos = start_position or 0
+                if start_offset is not None and seg.path is not None:
+                    pos = max(pos, _index_position(seg, start_offset, len(buf)))
                 while True:
                     try:
                         c = dec.decode(buf, pos, stop_position, max_rows, max_bytes)
@@ -599,9 +931,10 @@ def _decode_segments(
                         e.located(seg.path)
                         raise
                     if c.num_rows:
-                        yield from _bounded(
-                            _chunk_to_batch(c, names, out_schema, ts_type, seg), max_rows
-                        )
+                        yield from emit(c, seg)
+                    if end_offset is not None and c.num_rows and c.offset is not None \
+                            and _min_offset(c) >= end_offset:
+                        break
                     if c.done or c.next_position == pos:
                         break
                     pos = c.next_position
@@ -625,6 +958,9 @@ def to_arrow(
     partition: Optional[int] = None,
     start_position: int = 0,
     stop_position: Optional[int] = None,
+    start_offset: Optional[int] = None,
+    end_offset: Optional[int] = None,
+    storage_options: Optional[Dict[str, Any]] = None,
 ) -> pa.Table:
     """Decode every record of ``source`` into a :class:`pyarrow.Table` (see the module doc).
 
@@ -636,6 +972,13 @@ def to_arrow(
     ``read_committed``.  ``max_batch_size`` rejects larger entries
     (:class:`~kafkalog.RecordTooLargeError`); ``max_decompressed_size`` bounds one batch's
     decompressed size (:class:`~kafkalog.DecompressedSizeError`).
+
+    ``source`` may also be a URI: ``file://``, or ``s3://``, ``gs://``, ``hdfs://``,
+    ``abfs://`` (a segment file or a partition directory; see docs/remote.md), read with ranged
+    reads of ``storage_options["block_size"]`` bytes; ``storage_options`` configures the store
+    (endpoint, credentials, retries, timeouts).  ``start_offset``/``end_offset`` keep the
+    records with ``start_offset <= offset < end_offset``; with a partition directory the
+    segments and the offset index are used to read only the byte ranges that can hold them.
     """
     out_schema, batches = _decode_segments(
         source,
@@ -652,6 +995,9 @@ def to_arrow(
         partition=partition,
         start_position=start_position,
         stop_position=stop_position,
+        start_offset=start_offset,
+        end_offset=end_offset,
+        storage_options=storage_options,
         max_rows=None,
         max_bytes=_TABLE_CHUNK_BYTES,
     )
@@ -676,6 +1022,9 @@ def iter_batches(
     partition: Optional[int] = None,
     start_position: int = 0,
     stop_position: Optional[int] = None,
+    start_offset: Optional[int] = None,
+    end_offset: Optional[int] = None,
+    storage_options: Optional[Dict[str, Any]] = None,
 ) -> Iterator[pa.RecordBatch]:
     """Like :func:`to_arrow`, as :class:`pyarrow.RecordBatch` es of at most ``max_rows`` rows.
 
@@ -698,6 +1047,9 @@ def iter_batches(
         partition=partition,
         start_position=start_position,
         stop_position=stop_position,
+        start_offset=start_offset,
+        end_offset=end_offset,
+        storage_options=storage_options,
         max_rows=max_rows,
         max_bytes=max_bytes,
     )

@@ -51,6 +51,15 @@ __all__ = [
     "LocalFileSystem",
     "LOCAL",
     "open_local_fd",
+    "ArrowFileSystem",
+    "RemoteOptions",
+    "resolve",
+    "is_uri",
+    "join",
+    "parent",
+    "basename",
+    "for_path",
+    "local_directory",
 ]
 
 # what a name is (Entry.kind)
@@ -554,3 +563,535 @@ def open_local_fd(path: PathLike) -> int:
     opens (never a FIFO, a device or a directory; KafkaStorageError otherwise).  For the
     segment and index classes, which map or ``pread`` their files themselves."""
     return LOCAL.open_read(path).detach()  # type: ignore[attr-defined]
+
+
+
+# -- remote stores: pyarrow.fs behind the same interface ---------------------------------------------
+#
+# Why pyarrow.fs and not fsspec: pyarrow is already what the arrow and spark extras install, its
+# S3/GCS/HDFS/Azure clients are C++ (ranged reads release the GIL, so a read-ahead thread really
+# overlaps decoding), it reads the standard AWS variables itself, and it adds no dependency.
+# fsspec would add s3fs/gcsfs/adlfs/aiobotocore and an event loop for the same ranged GETs.
+
+_SCHEMES_HINT = {
+    "s3": "pip install 'kafkalog[s3]' (pyarrow with S3 support)",
+    "s3a": "pip install 'kafkalog[s3]' (pyarrow with S3 support)",
+    "gs": "pip install 'kafkalog[gcs]' (pyarrow with GCS support)",
+    "gcs": "pip install 'kafkalog[gcs]' (pyarrow with GCS support)",
+    "hdfs": "pip install 'kafkalog[hdfs]' (pyarrow) and install libhdfs (a Hadoop client, "
+            "HADOOP_HOME, JAVA_HOME, CLASSPATH)",
+    "abfs": "pip install 'kafkalog[azure]' (pyarrow>=16 with Azure support)",
+    "abfss": "pip install 'kafkalog[azure]' (pyarrow>=16 with Azure support)",
+}
+
+DEFAULT_BLOCK_SIZE = 8 * 1024 * 1024
+
+
+def is_uri(location) -> bool:
+    """Whether ``location`` is a ``scheme://`` URI (a one-letter scheme is a Windows drive)."""
+    if not isinstance(location, str):
+        return False
+    i = location.find("://")
+    return i > 1 and location[:i].replace("+", "").replace("-", "").replace(".", "").isalnum()
+
+
+def join(directory: str, name: str) -> str:
+    """``directory``/``name`` for a local path or a URI."""
+    if is_uri(directory):
+        return directory.rstrip("/") + "/" + name
+    return os.path.join(directory, name)
+
+
+def parent(path: str) -> str:
+    """The directory holding ``path`` (a local path or a URI)."""
+    if is_uri(path):
+        head, _, _ = path.rstrip("/").rpartition("/")
+        return head if "://" in head and not head.endswith(":/") else path
+    return os.path.dirname(os.path.abspath(path))
+
+
+def basename(path: str) -> str:
+    if is_uri(path):
+        return path.rstrip("/").rpartition("/")[2]
+    return os.path.basename(path)
+
+
+class RemoteOptions(NamedTuple):
+    """How kafkalog reads an object store (``storage_options`` keys of the same names):
+    ``block_size`` bytes per ranged read (default 8 MiB; memory held per open file is about
+    twice that), ``retries`` attempts after the first failure of a read or a listing, with
+    exponential ``backoff`` seconds (doubling), ``connect_timeout``/``request_timeout`` seconds
+    for one request."""
+
+    block_size: int = DEFAULT_BLOCK_SIZE
+    retries: int = 3
+    backoff: float = 0.2
+    connect_timeout: float = 5.0
+    request_timeout: float = 30.0
+
+
+_KAFKALOG_OPTIONS = set(RemoteOptions._fields)
+
+
+def resolve(location: PathLike, storage_options: Optional[dict] = None):
+    """``(file_system, path)`` for a local path, a ``file://`` URI or an object-store / HDFS URI
+    (``s3://``, ``gs://``, ``hdfs://``, ``abfs://``, ...).  Local paths and ``file://`` give
+    :data:`LOCAL` and a local path; other schemes give an :class:`ArrowFileSystem` and the URI
+    itself as the path (so every error names the URI).  ``storage_options`` passes keys to the
+    pyarrow file system (e.g. ``endpoint_override``, ``region``, ``access_key``,
+    ``secret_key``, ``anonymous``) and kafkalog's own :class:`RemoteOptions`.  A scheme whose
+    support is not installed is a KafkaStorageError naming the URI and what to install."""
+    if isinstance(location, os.PathLike):
+        location = os.fspath(location)
+    if not is_uri(location):
+        return LOCAL, location
+    scheme = location.split("://", 1)[0].lower()
+    if scheme == "file":
+        from urllib.parse import unquote, urlsplit
+
+        parts = urlsplit(location)
+        if parts.netloc not in ("", "localhost"):
+            raise KafkaStorageError(
+                f"cannot read {location}: a file:// URI names a local path (file:///dir/...),"
+                f" not host {parts.netloc!r}", path=location, operation="resolving a URI")
+        path = unquote(parts.path)
+        if os.name == "nt" and len(path) > 2 and path[0] == "/" and path[2] == ":":
+            path = path[1:]
+        return LOCAL, path
+    return ArrowFileSystem.for_uri(location, storage_options), location.rstrip("/")
+
+
+def _credentials_available(opts: dict) -> bool:
+    if opts.get("anonymous") or opts.get("access_key") or opts.get("session_name"):
+        return True
+    if opts.get("credentials") in ("default", "instance"):
+        return True
+    env = os.environ
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        return True
+    if env.get("AWS_PROFILE") or env.get("AWS_WEB_IDENTITY_TOKEN_FILE") \
+            or env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") \
+            or env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        return True
+    shared = env.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.join(
+        os.path.expanduser("~"), ".aws", "credentials")
+    return os.path.isfile(shared)
+
+
+def _missing_extra(uri: str, scheme: str, err: BaseException) -> KafkaStorageError:
+    fix = _SCHEMES_HINT.get(scheme, "install pyarrow with support for this scheme")
+    e = KafkaStorageError(
+        f"cannot read {uri}: the {scheme}:// scheme is not available here ({err}); {fix}",
+        path=uri, operation="resolving a URI")
+    return e
+
+
+class ArrowFileSystem(FileSystem):
+    """An object store or HDFS through :mod:`pyarrow.fs`: paths are the URIs themselves.
+
+    Listing a directory is one listing request whose sizes are remembered, so opening or
+    sizing a listed file costs no extra request.  Reads are ranged (``block_size`` at a time,
+    at most one block cached per open file), retried with backoff, and never short: a range
+    that comes back shorter than asked is an error naming the URI, not data.  ``map()`` is
+    ``None``: callers read ranges.  ``bytes_read``/``requests`` count what was fetched."""
+
+    def __init__(self, pafs, prefix: str, options: RemoteOptions) -> None:
+        self.pafs = pafs
+        self.prefix = prefix  # s3://, gs://: URI = prefix + pyarrow path
+        self._native_base: Optional[str] = None  # others: pyarrow path = base + URI path
+        self.options = options
+        self.bytes_read = 0
+        self.requests = 0
+        self._infos: dict = {}
+        import threading
+
+        self._lock = threading.Lock()
+
+    # -- construction
+    @classmethod
+    def for_uri(cls, uri: str, storage_options: Optional[dict] = None) -> "ArrowFileSystem":
+        opts = dict(storage_options or {})
+        ko = {k: opts.pop(k) for k in list(opts) if k in _KAFKALOG_OPTIONS}
+        options = RemoteOptions(**ko)
+        if options.block_size < 64 * 1024:
+            raise ValueError(f"block_size must be >= 65536, not {options.block_size}")
+        scheme = uri.split("://", 1)[0].lower()
+        try:
+            import pyarrow.fs as pafs_mod
+        except ImportError as e:
+            raise _missing_extra(uri, scheme, e) from e
+        try:
+            if scheme in ("s3", "s3a"):
+                fs = cls._s3(pafs_mod, uri, opts, options)
+                prefix = scheme + "://"
+            elif scheme in ("gs", "gcs"):
+                kw = dict(opts)
+                kw.setdefault("retry_time_limit", _timedelta(options.request_timeout))
+                fs = pafs_mod.GcsFileSystem(**kw)
+                prefix = scheme + "://"
+            elif opts:
+                raise ValueError(
+                    f"storage_options {sorted(opts)} are not supported for {scheme}:// here")
+            else:
+                fs, native = pafs_mod.FileSystem.from_uri(uri)
+                # hdfs://host:port/dir, abfs://container@account/dir: the pyarrow path of a URI
+                # is a base (/, container/) then the URI's path
+                rest = uri.split("://", 1)[1]
+                auth, _, rel = rest.partition("/")
+                rel = rel.rstrip("/")
+                if rel and not native.rstrip("/").endswith(rel):
+                    raise ValueError(f"cannot map {uri} to a path of its file system ({native})")
+                base = native.rstrip("/")[: len(native.rstrip("/")) - len(rel)]
+                out = cls(fs, uri[: len(uri) - len(rest)] + auth, options)
+                out._native_base = base if base else ("/" if native.startswith("/") else "")
+                return out
+        except KafkaStorageError:
+            raise
+        except (ImportError, AttributeError) as e:
+            raise _missing_extra(uri, scheme, e) from e
+        except Exception as e:  # OSError, ValueError, pyarrow.ArrowException ...
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            if "Unrecognized filesystem type" in msg or "not supported" in msg \
+                    or "libjvm" in msg or "libhdfs" in msg or "support" in msg and "enabled" in msg:
+                raise _missing_extra(uri, scheme, msg) from e
+            raise KafkaStorageError(
+                f"cannot open {uri}: {msg}; check the URI and the store's credentials "
+                "(see storage_options)", path=uri, operation="resolving a URI") from e
+        return cls(fs, prefix, options)
+
+    @staticmethod
+    def _s3(pafs_mod, uri: str, opts: dict, options: RemoteOptions):
+        if not hasattr(pafs_mod, "S3FileSystem"):
+            raise ImportError("this pyarrow was built without S3")
+        env = os.environ
+        kw = dict(opts)
+        cred = kw.pop("credentials", None)
+        if not _credentials_available(opts):
+            raise KafkaStorageError(
+                f"cannot read {uri}: no S3 credentials: set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), pass storage_options "
+                "{'access_key': ..., 'secret_key': ...}, {'anonymous': True} for a public "
+                "bucket, or {'credentials': 'default'} to use the instance's role",
+                path=uri, operation="resolving a URI")
+        if cred is None and not kw.get("anonymous") and "access_key" not in kw \
+                and env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+            kw["access_key"] = env["AWS_ACCESS_KEY_ID"]
+            kw["secret_key"] = env["AWS_SECRET_ACCESS_KEY"]
+            if env.get("AWS_SESSION_TOKEN"):
+                kw.setdefault("session_token", env["AWS_SESSION_TOKEN"])
+        endpoint = kw.pop("endpoint_url", None) or env.get("AWS_ENDPOINT_URL_S3") \
+            or env.get("AWS_ENDPOINT_URL")
+        if endpoint and "endpoint_override" not in kw:
+            if endpoint.startswith("http://"):
+                kw.setdefault("scheme", "http")
+                endpoint = endpoint[len("http://"):]
+            elif endpoint.startswith("https://"):
+                endpoint = endpoint[len("https://"):]
+            kw["endpoint_override"] = endpoint.rstrip("/")
+        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+        if region:
+            kw.setdefault("region", region)
+        elif kw.get("endpoint_override"):
+            kw.setdefault("region", "us-east-1")  # no region lookup against a custom endpoint
+        kw.setdefault("connect_timeout", options.connect_timeout)
+        kw.setdefault("request_timeout", options.request_timeout)
+        kw.setdefault("retry_strategy", pafs_mod.AwsStandardS3RetryStrategy(max_attempts=2))
+        return pafs_mod.S3FileSystem(**kw)
+
+    # -- paths
+    def _native(self, path) -> str:
+        path = os.fspath(path)
+        if not path.startswith(self.prefix):
+            raise ValueError(f"{path} is not a path of {self.prefix}")
+        p = path[len(self.prefix):].rstrip("/")
+        if self._native_base is not None:
+            return (self._native_base + p.lstrip("/")) or "/"
+        return p
+
+    def _uri(self, native: str) -> str:
+        if self._native_base is not None:
+            return self.prefix + "/" + native[len(self._native_base):].lstrip("/")
+        return self.prefix + native
+
+    def _retry(self, what: str, uri: str, fn, position: Optional[int] = None):
+        import time
+
+        from pyarrow.lib import ArrowException
+
+        opts = self.options
+        last: Optional[BaseException] = None
+        for attempt in range(opts.retries + 1):
+            try:
+                return fn()
+            except KafkaStorageError:
+                raise
+            except FileNotFoundError as e:
+                raise _not_regular(uri, MISSING) from e
+            except (OSError, ArrowException) as e:
+                last = e
+                msg = str(e)
+                # not worth retrying: access, credentials, missing bucket, bad request
+                if any(s in msg for s in ("AccessDenied", "InvalidAccessKeyId", "NoSuchBucket",
+                                           "SignatureDoesNotMatch", "Forbidden", "HTTP status 403",
+                                           "HTTP status 404", "HTTP status 400")):
+                    break
+                if attempt < opts.retries:
+                    time.sleep(opts.backoff * (2 ** attempt))
+        text = str(last).strip().splitlines()[0] if str(last).strip() else type(last).__name__
+        raise KafkaStorageError(
+            f"{what} {uri} failed after {opts.retries + 1} attempt(s): {text}; check the URI, "
+            "the endpoint (AWS_ENDPOINT_URL / storage_options endpoint_override), the "
+            "credentials and the network, or raise storage_options retries/request_timeout",
+            path=uri, position=position, operation=what) from last
+
+    # -- listing
+    def _info(self, path: str):
+        with self._lock:
+            info = self._infos.get(path)
+        if info is not None:
+            return info
+        import pyarrow.fs as pafs_mod
+
+        native = self._native(path)
+        if native in ("", "/"):
+            return _FakeDirInfo(native)
+        self.requests += 1
+        info = self._retry("inspecting", path, lambda: self.pafs.get_file_info(native))
+        if info.type == pafs_mod.FileType.NotFound:
+            return info
+        with self._lock:
+            self._infos[path] = info
+        return info
+
+    def kind(self, path: PathLike) -> str:
+        import pyarrow.fs as pafs_mod
+
+        t = self._info(os.fspath(path)).type
+        if t == pafs_mod.FileType.File:
+            return FILE
+        if t == pafs_mod.FileType.Directory:
+            return DIRECTORY
+        if t == pafs_mod.FileType.NotFound:
+            return MISSING
+        return OTHER
+
+    def list_dir(self, path: PathLike) -> List[Entry]:
+        import pyarrow.fs as pafs_mod
+
+        path = os.fspath(path).rstrip("/")
+        native = self._native(path)
+        sel = pafs_mod.FileSelector(native, recursive=False, allow_not_found=True)
+        self.requests += 1
+        infos = self._retry("listing", path, lambda: self.pafs.get_file_info(sel))
+        if not infos and self.kind(path) == MISSING:
+            raise _not_regular(path, MISSING)
+        out: List[Entry] = []
+        with self._lock:
+            for info in infos:
+                base = info.path.rstrip("/").rpartition("/")[2]
+                uri = self._uri(info.path.rstrip("/"))
+                self._infos[uri] = info
+                if info.type == pafs_mod.FileType.File:
+                    kind = FILE
+                elif info.type == pafs_mod.FileType.Directory:
+                    kind = DIRECTORY
+                else:
+                    kind = OTHER
+                out.append(Entry(base, uri, kind, False))
+        out.sort(key=_by_name)
+        return out
+
+    def glob(self, pattern: str) -> List[str]:
+        """Shell patterns over the URI's components; one listing per directory level that
+        holds a pattern."""
+        import fnmatch
+
+        head, _, rest = pattern.partition("://")
+        parts = rest.split("/")
+        # the fixed leading components (bucket, prefix) up to the first wildcard
+        fixed = []
+        for i, part in enumerate(parts):
+            if any(c in part for c in "*?["):
+                break
+            fixed.append(part)
+        else:
+            return [pattern] if self.kind(pattern) != MISSING else []
+        current = [head + "://" + "/".join(fixed)]
+        for part in parts[len(fixed):]:
+            nxt = []
+            for d in current:
+                if any(c in part for c in "*?["):
+                    try:
+                        entries = self.list_dir(d)
+                    except MissingFileError:
+                        continue
+                    nxt.extend(e.path for e in entries if fnmatch.fnmatchcase(e.name, part))
+                else:
+                    nxt.append(d.rstrip("/") + "/" + part)
+            current = nxt
+        return sorted(p for p in current if self.kind(p) != MISSING)
+
+    def size(self, path: PathLike) -> int:
+        import pyarrow.fs as pafs_mod
+
+        path = os.fspath(path)
+        info = self._info(path)
+        if info.type != pafs_mod.FileType.File:
+            raise _not_regular(path, self.kind(path))
+        return info.size
+
+    def open_read(self, path: PathLike) -> ReadableFile:
+        import pyarrow.fs as pafs_mod
+
+        path = os.fspath(path)
+        info = self._info(path)
+        if info.type != pafs_mod.FileType.File:
+            raise _not_regular(path, self.kind(path))
+        return _RemoteFile(self, path, info)
+
+
+class _FakeDirInfo:
+    def __init__(self, path):
+        import pyarrow.fs as pafs_mod
+
+        self.path = path
+        self.type = pafs_mod.FileType.Directory
+        self.size = None
+
+
+def _timedelta(seconds: float):
+    import datetime
+
+    return datetime.timedelta(seconds=seconds)
+
+
+class _RemoteFile(ReadableFile):
+    """Ranged reads of one object: ``read`` fetches at least ``block_size`` bytes at a time
+    and keeps the last block, so small reads (headers, index entries) cost no extra request."""
+
+    def __init__(self, fs: ArrowFileSystem, path: str, info) -> None:
+        self.fs = fs
+        self.path = path
+        self.size = int(info.size)
+        self._info = info
+        self._handle = None
+        self._block_start = 0
+        self._block = b""
+
+    def _open(self):
+        if self._handle is None:
+            native = self.fs._native(self.path)
+
+            def opener():
+                try:
+                    return self.fs.pafs.open_input_file(self._info)
+                except TypeError:  # a backend that wants a path
+                    return self.fs.pafs.open_input_file(native)
+
+            self._handle = self.fs._retry("opening", self.path, opener)
+        return self._handle
+
+    def fetch(self, position: int, length: int) -> bytes:
+        """Exactly ``min(length, size - position)`` bytes from the store (one ranged read,
+        retried); never fewer."""
+        want = max(0, min(length, self.size - position))
+        if want == 0:
+            return b""
+
+        def go():
+            h = self._open()
+            data = h.read_at(want, position)
+            if len(data) != want:
+                raise OSError(
+                    f"short read: {len(data)} of {want} bytes at position {position} (the object"
+                    f" is shorter than its listed size {self.size}: truncated or replaced?)")
+            return data
+
+        data = self.fs._retry("reading", self.path, go, position=position)
+        self.fs.bytes_read += want
+        self.fs.requests += 1
+        return data.to_pybytes() if hasattr(data, "to_pybytes") else bytes(data)
+
+    def read(self, position: int, length: int) -> bytes:
+        if position < 0 or length < 0:
+            raise ValueError(f"position and length must be non-negative ({position}, {length})")
+        end = min(position + length, self.size)
+        if end <= position:
+            return b""
+        bs, blk = self._block_start, self._block
+        if bs <= position and end <= bs + len(blk):
+            return blk[position - bs: end - bs]
+        block_size = self.fs.options.block_size
+        if end - position >= block_size:
+            return self.fetch(position, end - position)
+        self._block = self.fetch(position, block_size)
+        self._block_start = position
+        return self._block[: end - position]
+
+    def map(self):
+        return None
+
+    def close(self) -> None:
+        h, self._handle = self._handle, None
+        self._block = b""
+        if h is not None:
+            try:
+                h.close()
+            except Exception:
+                pass
+
+
+_CACHE: dict = {}
+
+
+def for_path(path: PathLike, fs: Optional[FileSystem] = None):
+    """``(file_system, path)``: ``fs`` when given and not the local one, else the file system a
+    path or URI names, configured from the environment (``KAFKALOG_STORAGE_OPTIONS``, a JSON
+    object of storage_options, besides the store's own variables; one :class:`ArrowFileSystem` per scheme
+    and bucket/authority, kept, so its listing sizes serve later opens)."""
+    if fs is not None and fs is not LOCAL:
+        return fs, os.fspath(path)
+    if not is_uri(path):
+        return LOCAL, os.fspath(path) if not isinstance(path, str) else path
+    scheme, _, rest = path.partition("://")
+    key = (scheme.lower(), rest.split("/", 1)[0])
+    got = _CACHE.get(key)
+    if got is None:
+        got, p = resolve(path, _env_storage_options())
+        if got is LOCAL:
+            return got, p
+        _CACHE[key] = got
+    return got, path.rstrip("/")
+
+
+def local_directory(location: PathLike) -> str:
+    """The local path a :class:`~kafkalog.storage.log.Log` opens: a path as given, a
+    ``file://`` URI as its path; any other URI is a KafkaStorageError naming it (a ``Log``
+    appends, locks and recovers in place, which needs a local file system; object-store and
+    HDFS copies are read with :mod:`kafkalog.arrow` and the ``kafkalog`` CLI), never a local
+    directory named after the scheme."""
+    if isinstance(location, os.PathLike):
+        location = os.fspath(location)
+    if not is_uri(location):
+        return location
+    if location.split("://", 1)[0].lower() == "file":
+        return resolve(location)[1]
+    raise KafkaStorageError(
+        f"cannot open {location} as a Log: a Log needs a local directory; read an object-store "
+        "or HDFS copy with kafkalog.arrow.to_arrow/iter_batches or `kafkalog dump|verify|stats`",
+        path=location, operation="opening a log")
+
+
+def _env_storage_options() -> Optional[dict]:
+    import json
+
+    raw = os.environ.get("KAFKALOG_STORAGE_OPTIONS")
+    if not raw:
+        return None
+    try:
+        opts = json.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"KAFKALOG_STORAGE_OPTIONS is not a JSON object: {e}") from None
+    if not isinstance(opts, dict):
+        raise ValueError("KAFKALOG_STORAGE_OPTIONS must be a JSON object")
+    return opts

@@ -167,7 +167,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         """
         self = object.__new__(cls)
         self._init(
-            os.path.abspath(os.fspath(directory)),
+            os.path.abspath(_fs.local_directory(directory)),
             config if isinstance(config, LogConfig) else LogConfig(config),
             read_only,
             create,

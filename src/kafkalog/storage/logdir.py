@@ -197,7 +197,7 @@ def scan_partition(directory: Union[PathLike, _fs.DirectoryHandle],
         entries = directory.list_dir()
         directory = directory.path
     else:
-        directory = os.fspath(directory)
+        fs, directory = _fs.for_path(directory, fs)
         entries = fs.list_dir(directory)
     view = PartitionView(directory, fs)
     logs: Dict[int, str] = {}
@@ -279,7 +279,7 @@ def scan_root(root: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> RootView:
     topic, then partition number.  Existing directories are parsed leniently, as Kafka's
     ``parseTopicPartitionName`` does: a topic name Kafka would not create today is still read
     (writers check names with :func:`kafkalog.storage.files.validate_topic` before making one)."""
-    root = os.fspath(root)
+    fs, root = _fs.for_path(root, fs)
     view = RootView(root, fs)
     for e in fs.list_dir(root):
         name = e.name
@@ -317,6 +317,7 @@ def snapshot_files(directory: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> List[
     :attr:`PartitionView.snapshots` without sorting the other names (producer-state loading
     asks often)."""
     out = []
+    fs, directory = _fs.for_path(directory, fs)
     for e in fs.list_dir(directory):
         if e.kind == _fs.FILE and e.name.endswith(_files.PRODUCER_SNAPSHOT_FILE_SUFFIX):
             sf = _files.parse_segment_file_name(e.name)
@@ -329,7 +330,7 @@ def snapshot_files(directory: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> List[
 def classify_dir(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:
     """``"partition"`` (it holds a segment, or its name is ``<topic>-<partition>``), ``"root"``
     (it holds a partition directory) or ``"other"``."""
-    path = os.fspath(path)
+    fs, path = _fs.for_path(path, fs)
     entries = fs.list_dir(path)
     for e in entries:
         sf = _files.parse_segment_file_name(e.name)
@@ -354,11 +355,35 @@ def classify_dir(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:
 
 def file_kind(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:
     """What ``path`` is (a :mod:`kafkalog.storage.fs` kind), without opening it."""
+    fs, path = _fs.for_path(path, fs)
     return fs.kind(path)
 
 
+def exists(path: PathLike) -> bool:
+    """Whether something is at ``path`` (a local path or a URI)."""
+    if not _fs.is_uri(path):
+        return os.path.exists(path)
+    return file_kind(path) not in (_fs.MISSING, _fs.DANGLING_LINK)
+
+
+def isdir(path: PathLike) -> bool:
+    """Whether ``path`` (a local path or a URI) is a directory."""
+    if not _fs.is_uri(path):
+        return os.path.isdir(path)
+    return file_kind(path) == _fs.DIRECTORY
+
+
+def isfile(path: PathLike) -> bool:
+    """Whether ``path`` (a local path or a URI) is a regular file."""
+    if not _fs.is_uri(path):
+        return os.path.isfile(path)
+    return file_kind(path) == _fs.FILE
+
+
 def open_file(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> _fs.ReadableFile:
-    """Open a log file for reading: regular files only, KafkaStorageError otherwise."""
+    """Open a log file for reading: regular files only, KafkaStorageError otherwise.  A URI
+    opens through its object store (``map()`` is then None: read ranges)."""
+    fs, path = _fs.for_path(path, fs)
     return fs.open_read(path)
 
 
@@ -366,6 +391,7 @@ def read_file(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL,
               limit: Optional[int] = None) -> bytes:
     """The whole of a (small) log file: a checkpoint, a snapshot, an index.  ``limit`` bounds
     what is read (a larger file raises KafkaStorageError rather than filling memory)."""
+    fs, path = _fs.for_path(path, fs)
     with fs.open_read(path) as f:
         if limit is not None and f.size > limit:
             raise KafkaStorageError(

@@ -36,7 +36,9 @@ import sys
 import time
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..errors import KafkaStorageError
 from ..storage import files as _files
+from ..storage import fs as _fs
 from ..storage import logdir as _logdir
 from .._speedups import IMPLEMENTATION as _IMPLEMENTATION, crc as _crc
 from .decoders import (
@@ -88,7 +90,10 @@ class DumpError(Exception):
 # paths as Java's File prints them
 # ------------------------------------------------------------------------------------------------
 def java_path(p: str) -> str:
-    """``new File(p).toString()``: duplicate separators collapsed, trailing one removed."""
+    """``new File(p).toString()``: duplicate separators collapsed, trailing one removed (a URI
+    is shown as given, less a trailing separator)."""
+    if "://" in p and _fs.is_uri(p):
+        return p.rstrip("/")
     q = re.sub("/+", "/", p)
     if len(q) > 1 and q.endswith("/"):
         q = q[:-1]
@@ -98,7 +103,7 @@ def java_path(p: str) -> str:
 def java_abs_path(p: str) -> str:
     """``new File(p).getAbsolutePath()``: the working directory prefixed, nothing resolved."""
     q = java_path(p)
-    if q.startswith("/"):
+    if q.startswith("/") or _fs.is_uri(q):
         return q
     cwd = os.getcwd()
     return java_path(cwd + "/" + q) if q else cwd
@@ -137,7 +142,7 @@ def expand_inputs(paths: Sequence[str]) -> List[str]:
     as given (including missing ones: the dump reports them)."""
     out: List[str] = []
     for p in paths:
-        if os.path.isdir(p):
+        if _logdir.isdir(p):
             kind = classify_dir(p)
             if kind == "partition":
                 out.extend(_segment_files(p))
@@ -166,6 +171,18 @@ class MappedFile:
             size = f.size
             if size == 0:
                 self.buf: Any = memoryview(b"")
+            elif not hasattr(f, "fileno"):
+                # an object-store file: read in ranges into memory (one file at a time)
+                data = bytearray(size)
+                step = 8 << 20
+                for at in range(0, size, step):
+                    chunk = f.read(at, min(step, size - at))
+                    if len(chunk) != min(step, size - at):
+                        raise KafkaStorageError(
+                            f"short read of {path} at position {at}", path=path, position=at,
+                            operation="reading")
+                    data[at:at + len(chunk)] = chunk
+                self.buf = memoryview(data)
             else:
                 self._mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
                 if hasattr(self._mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
@@ -685,7 +702,7 @@ class Dumper:
             raise DumpError(
                 "nothing to dump: expected Kafka log files (.log, .index, .timeindex, "
                 ".txnindex, .snapshot, .checkpoint), partition directories or log directories"
-                + ("" if all(os.path.exists(f) for f in files) else " (a path does not exist)")
+                + ("" if all(_logdir.exists(f) for f in files) else " (a path does not exist)")
             )
         return 0
 
@@ -695,7 +712,7 @@ class Dumper:
         name = os.path.basename(shown)
         info: Dict[str, Any] = {"type": "file", "file": shown}
         base_offset = 0
-        if not os.path.exists(path):
+        if not _logdir.exists(path):
             raise DumpError(f"{shown}: no such file")
         if name.endswith(".log"):
             prefix = name.split(".")[0]
@@ -743,7 +760,7 @@ class Dumper:
         try:
             if opts.from_timestamp is not None:
                 tpath = _files.time_index_file(directory, base_offset)
-                if os.path.exists(tpath):
+                if _logdir.exists(tpath):
                     tidx = TimeIndex(tpath, base_offset, writable=False)
                     try:
                         ts_off = tidx.lookup(opts.from_timestamp).offset
@@ -753,7 +770,7 @@ class Dumper:
             if target is None:
                 return 0
             ipath = _files.offset_index_file(directory, base_offset)
-            if not os.path.exists(ipath):
+            if not _logdir.exists(ipath):
                 return 0
             idx = OffsetIndex(ipath, base_offset, writable=False)
             try:

@@ -22,6 +22,7 @@ from typing import IO, Any, Dict, List, Optional, Sequence
 
 from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, _segment_files, classify_dir
 from ..errors import KafkaLogError, MissingCodecError
+from ..storage import logdir as _logdir
 
 EXIT_MISSING_DEPENDENCY = MissingCodecError.exit_status
 from ..records import LegacyRecordBatch, RecordBatch
@@ -410,7 +411,7 @@ def stats_for_paths(paths: Sequence[str], deep: bool = True, progress: bool = Fa
     """``[(partition name, SegmentStats total, [SegmentStats per segment])]``."""
     groups: List[tuple] = []
     for p in paths:
-        if os.path.isdir(p):
+        if _logdir.isdir(p):
             kind = classify_dir(p)
             if kind == "partition":
                 groups.append((p, _logs_of(p)))
@@ -419,7 +420,7 @@ def stats_for_paths(paths: Sequence[str], deep: bool = True, progress: bool = Fa
                     groups.append((d, _logs_of(d)))
             else:
                 raise ValueError(f"{p}: no Kafka log segments or partition directories in it")
-        elif os.path.isfile(p):
+        elif _logdir.isfile(p):
             if not p.endswith((".log", ".checkpoint")):
                 raise ValueError(
                     f"{p}: not a Kafka log segment: expected an <offset>.log file, a partition "

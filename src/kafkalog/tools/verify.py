@@ -135,7 +135,7 @@ class Verifier:
 
     # -- entry points ---------------------------------------------------------------------------------
     def verify_path(self, path: str) -> None:
-        if os.path.isdir(path):
+        if _logdir.isdir(path):
             kind = classify_dir(path)
             if kind == "partition":
                 self.verify_partition(path)
@@ -143,7 +143,7 @@ class Verifier:
                 self.verify_root(path)
             else:
                 self.error(path, "no Kafka log segments or partition directories in it")
-        elif os.path.exists(path):
+        elif _logdir.exists(path):
             self.verify_file(path)
         else:
             self.error(path, "no such file or directory")
@@ -180,7 +180,7 @@ class Verifier:
     def verify_root(self, root: str) -> None:
         leos: Dict[Tuple[str, int], int] = {}
         bootstrap = os.path.join(root, "bootstrap.checkpoint")
-        if os.path.isfile(bootstrap):
+        if _logdir.isfile(bootstrap):
             # Checked, but not a partition segment: it counts as a file, and its batches are
             # not in the totals (so verify and stats count the same segments and batches).
             totals = (self.batches, self.records, self.bytes)
@@ -200,7 +200,7 @@ class Verifier:
         )
         for name, what in checks:
             path = os.path.join(root, name)
-            if not os.path.exists(path):
+            if not _logdir.exists(path):
                 continue
             entries = self._read_root_checkpoint(path)
             if entries is None:
@@ -302,7 +302,7 @@ class Verifier:
                 if tidx is None:
                     self.warning(tidx_path, "time index is missing (a broker rebuilds it)")
             controls = self._walk(mf, log_path, base, prev_last, res, oidx, tidx)
-        if txn_path and os.path.exists(txn_path):
+        if txn_path and _logdir.exists(txn_path):
             self._verify_txn_index(txn_path, base, next_base, controls)
         if tidx is not None and not is_last and res.max_timestamp >= 0 and tidx[0]:
             last_ts = tidx[0][-1][0]
