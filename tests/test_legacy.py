@@ -1012,3 +1012,19 @@ def test_negative_inner_offsets(L, wrapper_offset, inner_offsets):
         assert got == (want, None)
     for other in twins():
         assert outcome(lambda: [r.offset for r in other.LegacyRecordBatch(raw)]) == got
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_next_offset_after_long_max_wraps_like_java(magic):
+    """After an entry at Long.MAX_VALUE the next offset wraps (a Java long), so the monotonic
+    check refuses it with Kafka's message, in both twins (the pure one once said the offset
+    could not be stored relative to the base offset)."""
+    from kafkalog import MemoryRecordsBuilder
+    from kafkalog.errors import InvalidOffsetError
+
+    b = MemoryRecordsBuilder(magic, "none", 0)
+    b.append_with_offset(2**63 - 1, 0, None, None)
+    for append in (b.append, b.try_append):
+        with pytest.raises(InvalidOffsetError, match=r"^Illegal offset -9223372036854775808 following "
+                                                      r"previous offset 9223372036854775807"):
+            append(0, None, None)

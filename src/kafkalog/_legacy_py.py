@@ -819,7 +819,10 @@ class LegacyRecordsBuilder:
     # -- appending ----------------------------------------------------------------------------------
     def append(self, timestamp: int, key, value, headers: Sequence = ()) -> int:
         """Append a message at the next offset; returns that offset."""
-        offset = self.base_offset if self._last_offset is None else self._last_offset + 1
+        if self._last_offset is None:
+            offset = self.base_offset
+        else:  # a Java long: past Long.MAX_VALUE it wraps, and the monotonic check refuses it
+            offset = ((self._last_offset + 1 + 2**63) & 0xFFFFFFFFFFFFFFFF) - 2**63
         self.append_with_offset(offset, timestamp, key, value, headers)
         return offset
 
