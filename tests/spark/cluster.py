@@ -137,8 +137,11 @@ spark = (SparkSession.builder.master(master).appName("kafkalog-cluster-test")
          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.executor.memory", "512m").config("spark.executor.cores", "1")
          .config("spark.cores.max", "2").config("spark.sql.session.timeZone", "UTC")
-         .config("spark.sql.shuffle.partitions", "2")
-         .getOrCreate())
+         .config("spark.sql.shuffle.partitions", "2"))
+for k, v in __import__("os").environ.items():
+    if k.startswith("AWS_") or k in ("PYTHONPATH", "KAFKALOG_PURE_PYTHON"):
+        spark = spark.config("spark.executorEnv." + k, v)  # every executor's store access
+spark = spark.getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 ks.register(spark)
 df = spark.read.format("kafkalog").options(**job.get("options", {})).load(job["read"])
@@ -151,7 +154,7 @@ pids = sorted(set(spark.sparkContext.parallelize(range(8), 4)
 info = {"rows": t.num_rows, "python_worker_pids": pids,
         "executors": spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1}
 if job.get("write"):
-    ks.write(df, job["write"], mode="overwrite", **job.get("write_options", {}))
+    ks.write(df, job["write"], mode="append", **job.get("write_options", {}))
     info["written"] = job["write"]
 print("KAFKALOG-DRIVER " + json.dumps(info))
 spark.stop()
