@@ -43,12 +43,11 @@ def main() -> int:
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
-    import conftest as rc  # tests/remote/conftest.py: server helpers
+    import s3_support as rc  # tests/remote/s3_support.py: server helpers
     import kafkalog.arrow as ka
     from kafkalog.storage import fs as _fs
 
     work = tempfile.mkdtemp(prefix="kl-remote-bench-")
-    gen = rc.s3_server.__wrapped__ if hasattr(rc.s3_server, "__wrapped__") else None
     server = None
     try:
         import signal

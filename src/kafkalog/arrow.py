@@ -444,7 +444,6 @@ def _index_position(seg: "_Segment", start_offset: int, size: int) -> int:
         return 0
     target = start_offset - seg.base_offset
     lo, hi, best = 0, len(data) // 8 - 1, 0
-    prev_off = prev_pos = -1
     # entries are (relative offset, position) big-endian int32s, increasing; a preallocated
     # tail of zeros is not entries
     while lo <= hi:
@@ -456,7 +455,6 @@ def _index_position(seg: "_Segment", start_offset: int, size: int) -> int:
             continue
         if rel <= target:
             best = pos
-            prev_off, prev_pos = rel, pos
             lo = mid + 1
         else:
             hi = mid - 1

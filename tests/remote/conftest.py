@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,16 +12,7 @@ import urllib.request
 
 import pytest
 
-BUCKET = "kafkalog-test"
-PREFIX = "backup/logs"
-KEY_ID = "testing-key"
-SECRET = "testing-secret"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from .s3_support import BUCKET, KEY_ID, PREFIX, SECRET, _free_port, upload_tree, write_partition
 
 
 @pytest.fixture(scope="session")
@@ -80,29 +70,6 @@ def s3_env(s3_server):
                 os.environ[k] = v
 
 
-def s3_client(endpoint: str):
-    import boto3
-
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY_ID,
-                        aws_secret_access_key=SECRET, region_name="us-east-1")
-
-
-def upload_tree(endpoint: str, local_root: str, bucket: str, prefix: str) -> None:
-    """Copy a local directory tree to ``s3://bucket/prefix`` (creating the bucket), as a
-    backup job would."""
-    client = s3_client(endpoint)
-    try:
-        client.create_bucket(Bucket=bucket)
-    except client.exceptions.BucketAlreadyOwnedByYou:
-        pass
-    for dirpath, _, files in os.walk(local_root):
-        for f in files:
-            src = os.path.join(dirpath, f)
-            rel = os.path.relpath(src, local_root).replace(os.sep, "/")
-            with open(src, "rb") as i:
-                client.put_object(Bucket=bucket, Key=f"{prefix}/{rel}", Body=i.read())
-
-
 @pytest.fixture(scope="session")
 def log_root(tmp_path_factory):
     """A local log-dir root of several topics, codecs, message formats and transactions."""
@@ -118,27 +85,6 @@ def s3_root(s3_env, log_root):
     """The same root uploaded to the test server: ``s3://BUCKET/PREFIX``."""
     upload_tree(s3_env, log_root, BUCKET, PREFIX)
     return f"s3://{BUCKET}/{PREFIX}"
-
-
-def write_partition(directory: str, batches: int = 400, per_batch: int = 50,
-                    value_bytes: int = 200, segment_bytes: int = 1024 * 1024,
-                    compression: str = "none") -> None:
-    """One partition of several segments (uncompressed v2 batches, an offset index entry
-    every 4 KiB as a broker writes it): a few MiB, for counting fetched bytes."""
-    from kafkalog import MemoryRecordsBuilder
-    from kafkalog.storage.log import Log
-
-    log = Log.open(directory, {"segment.bytes": segment_bytes})
-    try:
-        for b in range(batches):
-            mb = MemoryRecordsBuilder(magic=2, compression_type=compression,
-                                      base_offset=log.log_end_offset)
-            for j in range(per_batch):
-                i = b * per_batch + j
-                mb.append(1_700_000_000_000 + i, b"k%d" % i, (b"v%d-" % i).ljust(value_bytes, b"x"))
-            log.append_as_follower(mb.build())
-    finally:
-        log.close()
 
 
 @pytest.fixture(scope="session")

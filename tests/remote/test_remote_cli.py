@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import BUCKET  # noqa: E402
+from .s3_support import BUCKET  # noqa: E402
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 
@@ -61,3 +61,14 @@ def test_cli_missing_prefix_names_uri(s3_root):
     assert r.returncode != 0
     assert uri in r.stderr.decode() or uri in r.stdout.decode()
     assert "Traceback" not in r.stderr.decode()
+
+
+def test_cli_storage_options_from_environment(s3_root, log_root):
+    """KAFKALOG_STORAGE_OPTIONS reaches the store: a wrong endpoint there fails naming it."""
+    r = _run(["verify", s3_root], {"KAFKALOG_STORAGE_OPTIONS":
+                                   '{"endpoint_override": "127.0.0.1:9", "scheme": "http", '
+                                   '"retries": 0}'})
+    assert r.returncode != 0 and s3_root in r.stderr.decode()
+    assert "Traceback" not in r.stderr.decode()
+    ok = _run(["verify", s3_root], {"KAFKALOG_STORAGE_OPTIONS": '{"block_size": 65536}'})
+    assert ok.returncode == 0, ok.stderr[-2000:]

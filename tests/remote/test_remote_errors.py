@@ -14,7 +14,7 @@ import kafkalog.arrow as ka  # noqa: E402
 from kafkalog.errors import KafkaStorageError  # noqa: E402
 from kafkalog.storage import fs as _fs  # noqa: E402
 
-from conftest import BUCKET, s3_client, upload_tree  # noqa: E402
+from .s3_support import BUCKET, s3_client, upload_tree  # noqa: E402
 
 FAST = {"retries": 1, "backoff": 0.05, "connect_timeout": 2, "request_timeout": 5}
 

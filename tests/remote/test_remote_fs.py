@@ -3,9 +3,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
-from kafkalog.errors import KafkaStorageError
 from kafkalog.storage import fs as _fs
 
 

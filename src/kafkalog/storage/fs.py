@@ -1046,7 +1046,8 @@ _CACHE: dict = {}
 
 def for_path(path: PathLike, fs: Optional[FileSystem] = None):
     """``(file_system, path)``: ``fs`` when given and not the local one, else the file system a
-    path or URI names, configured from the environment (one :class:`ArrowFileSystem` per scheme
+    path or URI names, configured from the environment (``KAFKALOG_STORAGE_OPTIONS``, a JSON
+    object of storage_options, besides the store's own variables; one :class:`ArrowFileSystem` per scheme
     and bucket/authority, kept, so its listing sizes serve later opens)."""
     if fs is not None and fs is not LOCAL:
         return fs, os.fspath(path)
@@ -1056,7 +1057,7 @@ def for_path(path: PathLike, fs: Optional[FileSystem] = None):
     key = (scheme.lower(), rest.split("/", 1)[0])
     got = _CACHE.get(key)
     if got is None:
-        got, p = resolve(path)
+        got, p = resolve(path, _env_storage_options())
         if got is LOCAL:
             return got, p
         _CACHE[key] = got
@@ -1079,3 +1080,18 @@ def local_directory(location: PathLike) -> str:
         f"cannot open {location} as a Log: a Log needs a local directory; read an object-store "
         "or HDFS copy with kafkalog.arrow.to_arrow/iter_batches or `kafkalog dump|verify|stats`",
         path=location, operation="opening a log")
+
+
+def _env_storage_options() -> Optional[dict]:
+    import json
+
+    raw = os.environ.get("KAFKALOG_STORAGE_OPTIONS")
+    if not raw:
+        return None
+    try:
+        opts = json.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"KAFKALOG_STORAGE_OPTIONS is not a JSON object: {e}") from None
+    if not isinstance(opts, dict):
+        raise ValueError("KAFKALOG_STORAGE_OPTIONS must be a JSON object")
+    return opts
