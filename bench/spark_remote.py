@@ -45,7 +45,7 @@ def main() -> int:
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
-    import conftest as rc  # tests/remote/conftest.py: server helpers
+    import s3_support as rc  # tests/remote/s3_support.py: server helpers
     import kafkalog
     import kafkalog.arrow as ka
 

@@ -95,7 +95,7 @@ def test_cluster_reads_s3_and_writes_a_copy_back(spark_cluster, s3_root, log_roo
     import subprocess
     import uuid
 
-    from conftest import BUCKET
+    from .s3_support import BUCKET
 
     master, env, workdir = spark_cluster
     copy = f"s3://{BUCKET}/copies/{uuid.uuid4().hex[:8]}"
