@@ -340,7 +340,7 @@ class RemoteWriteJob:
             return
         seen: Dict[str, str] = {}
         for st in staged:
-            for name, _t, _p, _files in st.partitions:
+            for name, _t, _p, _names in st.partitions:
                 if name in existing:
                     raise _remote_error(
                         self.uri, f"partition {name} already exists there; appending to an "
