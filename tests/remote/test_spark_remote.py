@@ -79,3 +79,44 @@ def test_unsupported_options_and_missing_prefix_are_clear(s3_root):
     o = core.ReadOptions.parse({"path": s3_root + "-missing"})
     with pytest.raises(Exception, match="cannot read s3:.*-missing.*no such directory"):
         _remote.plan(o, {})
+
+
+def _batch(topic, partition, offsets):
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pydict({
+        "topic": pa.array([topic] * len(offsets)), "partition": pa.array([partition] * len(offsets), pa.int32()),
+        "offset": pa.array(offsets, pa.int64()),
+        "value": pa.array([b"v%d" % o for o in offsets], pa.binary())})
+
+
+def test_object_store_commit_never_mixes_or_replaces(s3_env, s3_root):
+    import uuid
+
+    from kafkalog.spark._write import WriteError
+
+    with pytest.raises(WriteError, match="overwrite.*not supported on an object store"):
+        _remote.RemoteWriteJob(s3_root, {}, True, None, "job-x")
+    # appending to a partition the target holds: refused, and nothing staged stays behind
+    job = _remote.RemoteWriteJob(s3_root, {}, False, "append", "job-" + uuid.uuid4().hex)
+    existing = job.existing_partitions()
+    topic, part = existing[0].rsplit("-", 1)
+    staged = job.write_task(iter([_batch(topic, int(part), [10**9, 10**9 + 1])]), "t0", 0)
+    with pytest.raises(WriteError, match=f"partition {existing[0]} already exists"):
+        job.commit([staged])
+    job.abort()
+    assert job.existing_partitions() == existing
+    # one partition from two tasks: refused; a good job lands whole and reads back
+    new = f"{s3_root}-copy-{uuid.uuid4().hex[:6]}"
+    job = _remote.RemoteWriteJob(new, {}, False, "append", "job-" + uuid.uuid4().hex)
+    a = job.write_task(iter([_batch("t", 0, [0, 1])]), "t0", 0)
+    b = job.write_task(iter([_batch("t", 0, [2, 3])]), "t1", 1)
+    with pytest.raises(WriteError, match="t-0 came from two tasks"):
+        job.commit([a, b])
+    assert job.existing_partitions() == []
+    job.commit([a, job.write_task(iter([_batch("u", 1, [0, 1, 2])]), "t2", 2)])
+    assert sorted(job.existing_partitions()) == ["t-0", "u-1"]
+    o = core.ReadOptions.parse({"path": new})
+    rows = _rows(o, _remote.plan(o, {}), _remote.read_split)
+    assert [(r["topic"], r["offset"], r["value"]) for r in rows] == [
+        ("t", 0, b"v0"), ("t", 1, b"v1"), ("u", 0, b"v0"), ("u", 1, b"v1"), ("u", 2, b"v2")]
