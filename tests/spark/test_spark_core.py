@@ -178,8 +178,8 @@ def test_broker_options_are_ignored_with_a_warning(sample_root):
 def test_missing_path():
     with pytest.raises(core.OptionError, match="no path"):
         core.ReadOptions.parse({})
-    with pytest.raises(core.OptionError, match="local"):
-        core.ReadOptions.parse({"path": "s3://bucket/logs"})
+    with pytest.raises(core.OptionError, match="cannot mix local paths"):
+        core.ReadOptions.parse({"paths": '["/data/logs", "s3://bucket/logs"]'})
     with pytest.raises(FileNotFoundError):
         core.discover(core.ReadOptions.parse({"path": "/nonexistent/kafka-logs"}))
 

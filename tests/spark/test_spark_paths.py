@@ -132,14 +132,22 @@ def test_agrees_with_hadoop_path(spark, parts, absolute):
         assert os.path.normpath(got) == os.path.normpath(want), uri
 
 
-def test_spark_write_refuses_remote_uri(spark, tmp_path, monkeypatch):
-    """save("s3a://bucket/x") used to create ./s3a:/bucket/x; now nothing is made."""
+def test_spark_write_remote_uri_makes_nothing_local(spark, tmp_path, monkeypatch):
+    """save("s3a://bucket/x") used to create ./s3a:/bucket/x; now it goes to the store (here
+    an unreachable one: a clear error naming the URI) or is refused (overwrite), and nothing
+    is made locally."""
     from pyspark.sql import functions as F
 
     monkeypatch.chdir(tmp_path)
     df = spark.range(3).select(F.col("id").cast("string").alias("value"))
-    with pytest.raises(Exception, match=r"cannot use 's3a://bucket/x'.*local"):
-        df.write.format("kafkalog").mode("append").option("topic", "t").save("s3a://bucket/x")
+    store = {"storage.endpoint_url": "http://127.0.0.1:9", "storage.access_key": "k",
+             "storage.secret_key": "s", "storage.retries": "0",
+             "storage.connect_timeout": "1", "storage.request_timeout": "2"}
+    w = df.write.format("kafkalog").option("topic", "t").options(**store)
+    with pytest.raises(Exception, match=r"s3a://bucket/x failed after 1 attempt"):
+        w.mode("append").save("s3a://bucket/x")
+    with pytest.raises(Exception, match=r"s3a://bucket/x.*overwrite.*not supported on an object"):
+        w.mode("overwrite").save("s3a://bucket/x")
     assert os.listdir(tmp_path) == []
 
 

@@ -194,8 +194,16 @@ def write(
             f"unknown save mode {mode!r}: use append, overwrite, errorifexists (error, default) "
             "or ignore"
         )
-    path = os.path.abspath(local_path(str(path)))  # remote URIs fail here, before any job
-    if save_mode == "ignore" and os.path.lexists(path):
+    from ._remote import is_remote
+
+    remote = is_remote(str(path))
+    if not remote:
+        path = os.path.abspath(local_path(str(path)))
+    elif save_mode == "overwrite":  # refused before any job runs (see _remote.RemoteWriteJob)
+        from ._remote import RemoteWriteJob
+
+        RemoteWriteJob(str(path), options, True, None, "")
+    if not remote and save_mode == "ignore" and os.path.lexists(path):
         return  # as Spark's file sources: an existing target is left alone, nothing runs
     spark = df.sparkSession
     register(spark)

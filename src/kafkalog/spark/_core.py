@@ -140,8 +140,8 @@ def check_option_keys(opts: Mapping[str, Any]) -> List[str]:
     for k in sorted(opts):
         if k in _REJECTED_KAFKA_OPTIONS:
             raise OptionError(_REJECTED_KAFKA_OPTIONS[k])
-        if k in _KNOWN_OPTIONS:
-            continue
+        if k in _KNOWN_OPTIONS or k.startswith("storage."):
+            continue  # storage.*: the store's options (kafkalog.spark._remote)
         if k in _IGNORED_OPTIONS:
             ignored.append(k)
             continue
@@ -409,10 +409,18 @@ def _parse_paths(opts: Mapping[str, str]) -> List[str]:
         paths.extend([str(x) for x in p] if isinstance(p, (list, tuple)) else [str(p)])
     out = []
     for p in paths:
+        if _fs.is_uri(p) and p.split("://", 1)[0].lower() != "file":
+            out.append(p)  # an object store or HDFS: read by kafkalog.spark._remote
+            continue
         try:
             out.append(local_path(p))
         except UnsupportedPathError as e:
             raise OptionError(str(e)) from e
+    remote = [p for p in paths if _fs.is_uri(p) and p.split("://", 1)[0].lower() != "file"]
+    if remote and len(remote) != len(out):
+        raise OptionError(
+            "cannot mix local paths and object-store or HDFS URIs in one read ("
+            + ", ".join(paths) + "): read them separately and union the DataFrames")
     return out
 
 

@@ -19,6 +19,7 @@ from pyspark.sql.datasource import (
 )
 
 from . import _core as core
+from . import _remote
 from . import _write as wcore
 
 try:  # PySpark >= 4.1: filter pushdown
@@ -87,6 +88,18 @@ class KafkaLogSplit(InputPartition):
         return f"KafkaLogSplit({self.split.index}, {len(self.split.pieces)} pieces, {self.split.nbytes} bytes)"
 
 
+class KafkaLogRemoteSplit(InputPartition):
+    """One Spark task's share of a log in an object store (:class:`_remote.RemoteSplit`)."""
+
+    def __init__(self, remote: "_remote.RemoteSplit") -> None:
+        super().__init__(remote.index)
+        self.remote = remote
+
+    def __repr__(self) -> str:
+        return (f"KafkaLogRemoteSplit({self.remote.index}, {len(self.remote.segments)} "
+                f"segments, {self.remote.nbytes} bytes)")
+
+
 class KafkaLogDataSource(DataSource):
     """``spark.read.format("kafkalog").load(path)``: Kafka log directories in the schema of
     Spark's Kafka connector.  See docs/spark.md for the options."""
@@ -132,8 +145,19 @@ class KafkaLogReader(DataSourceReader):
         #: set by ``pushFilters`` for the scan being planned; only ``partitions()`` reads it
         self.pruning: Optional[core.Pruning] = None
         self._target = None
+        #: the ``storage.*`` options (an object store's endpoint, credentials, block size...)
+        self._storage = _remote.storage_options(options)
+
+    def _remote(self) -> bool:
+        return any(_remote.is_remote(p) for p in self.opts.paths)
 
     def partitions(self) -> List[InputPartition]:
+        if self._remote():
+            if not all(_remote.is_remote(p) for p in self.opts.paths):
+                raise core.OptionError(
+                    "cannot mix local paths and object-store URIs in one read: "
+                    + ", ".join(self.opts.paths))
+            return [KafkaLogRemoteSplit(s) for s in _remote.plan(self.opts, self._storage)]
         pruning = self.pruning
         splits = core.plan(self.opts, pruning)
         return [KafkaLogSplit(s, pruning) for s in splits]
@@ -141,6 +165,9 @@ class KafkaLogReader(DataSourceReader):
     def read(self, partition: KafkaLogSplit) -> Iterator[Any]:
         if self._target is None:
             self._target = _arrow_target(self.schema)
+        remote = getattr(partition, "remote", None)
+        if remote is not None:
+            return _remote.read_split(remote, self.opts, self._target)
         split = getattr(partition, "split", None)
         if split is None:  # the placeholder Spark uses for an empty plan
             return iter(())
@@ -298,6 +325,10 @@ if HAS_PUSHDOWN:
 
         def pushFilters(self, filters: List["Filter"]):
             # a fresh pruning per call: nothing of an earlier scan's filters may remain
+            if self._remote():
+                # the object-store read prunes nothing yet: Spark keeps every filter
+                self.pruning = None
+                return iter(filters)
             pr = core.Pruning()
             rest = apply_filters(filters, pr)
             self.pruning = pr
@@ -495,8 +526,9 @@ class _FailedStreamReader(DataSourceStreamReader):
 # Writing
 # ------------------------------------------------------------------------------------------------
 class KafkaLogCommitMessage(WriterCommitMessage):
-    def __init__(self, staged: List[wcore.StagedPartition]) -> None:
+    def __init__(self, staged: List[wcore.StagedPartition], remote=None) -> None:
         self.staged = staged
+        self.remote = remote  # an object store's upload (_remote.RemoteStaged)
 
 
 class KafkaLogArrowWriter(DataSourceArrowWriter):
@@ -505,6 +537,19 @@ class KafkaLogArrowWriter(DataSourceArrowWriter):
     Spark's other save modes, which PySpark refuses for Python data sources."""
 
     def __init__(self, options, schema, overwrite: bool) -> None:
+        path = str(dict((str(k).lower(), v) for k, v in dict(options).items()).get("path", ""))
+        #: the object-store side of the job (None for a local or mounted path)
+        self.remote: Optional[_remote.RemoteWriteJob] = None
+        if _remote.is_remote(path):
+            opts = wcore.WriteOptions.parse({**dict(options), "path": "/nonexistent"})
+            wcore.check_columns(schema.fieldNames(), opts)
+            self.overwrite = bool(overwrite)
+            self.mode = wcore.effective_mode(opts, self.overwrite)
+            self.job_id = "job-" + uuid.uuid4().hex
+            self.skip = False
+            self.remote = _remote.RemoteWriteJob(path, options, self.overwrite, self.mode,
+                                                 self.job_id)
+            return
         self.opts = wcore.WriteOptions.parse(options)
         wcore.check_columns(schema.fieldNames(), self.opts)
         self.overwrite = bool(overwrite)
@@ -530,6 +575,9 @@ class KafkaLogArrowWriter(DataSourceArrowWriter):
             if ctx is not None
             else f"task-{tag}"
         )
+        if self.remote is not None:
+            return KafkaLogCommitMessage(
+                [], self.remote.write_task(iterator, name, ctx.partitionId() if ctx else 0))
         tw = wcore.TaskWriter(
             self.opts, self.job_id, name, self.overwrite,
             task_index=ctx.partitionId() if ctx is not None else 0,
@@ -546,9 +594,15 @@ class KafkaLogArrowWriter(DataSourceArrowWriter):
     def commit(self, messages) -> None:
         if self.skip:
             return
+        if self.remote is not None:
+            self.remote.commit([m.remote for m in messages
+                                if m is not None and getattr(m, "remote", None) is not None])
+            return
         staged = [s for m in messages if m is not None for s in m.staged]
         wcore.commit_job(self.opts, self.job_id, staged, self.overwrite, self.mode)
 
     def abort(self, messages) -> None:
-        if not self.skip:
+        if self.remote is not None:
+            self.remote.abort()
+        elif not self.skip:
             wcore.abort_job(self.opts, self.job_id)
