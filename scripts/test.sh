@@ -18,7 +18,8 @@ status=0
 echo "== kafkalog test suite: compiled twins"
 "$PY" -m pytest -p no:cacheprovider "$@" || status=$?
 echo "== kafkalog test suite: pure-Python twins (KAFKALOG_PURE_PYTHON=1)"
-KAFKALOG_PURE_PYTHON=1 "$PY" -m pytest -p no:cacheprovider "$@" || status=$?
+# (the standalone-cluster tests, marked "cluster", run once: in the compiled pass above)
+KAFKALOG_PURE_PYTHON=1 "$PY" -m pytest -p no:cacheprovider -m "not slow and not cluster" "$@" || status=$?
 # A short coverage-guided run of every fuzz harness (atheris where it installs, else the
 # built-in mutator), on fresh corpora seeded from the conformance corpus and built inputs.
 # Each harness checks its invariants (twins agree, round trips, only kafkalog errors).

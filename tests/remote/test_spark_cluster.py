@@ -16,7 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "spark"))
 import cluster as _cluster  # noqa: E402  (tests/spark/cluster.py)
 
-pytestmark = pytest.mark.spark
+# the cluster (two worker JVMs) costs ~85 s here: scripts/test.sh runs it once, in the compiled pass
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 COLS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
 
