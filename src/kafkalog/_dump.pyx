@@ -133,59 +133,81 @@ cdef inline bint _varlong(const uint8_t* d, Py_ssize_t* pos, Py_ssize_t end, int
     return True
 
 
+cdef struct _Rec:
+    int64_t ts_delta, off_delta, klen, vlen, hcount
+    Py_ssize_t kpos, vpos, hk_start
+
+
+cdef bint _next_record(const uint8_t* d, Py_ssize_t* ppos, Py_ssize_t end, _Rec* r) noexcept:
+    """Parse the v2 record at ``ppos[0]`` (every varint and length checked against its bounds
+    before a byte is read) and move past it; False when it is malformed.  A negative key or
+    value length is a null: ``klen``/``vlen`` are then -1."""
+    cdef Py_ssize_t pos = ppos[0], body_end
+    cdef int64_t length, hklen, hvlen
+    cdef Py_ssize_t h
+    r.kpos = r.vpos = 0
+    if pos >= end or not _varint(d, &pos, end, &length):
+        return False
+    if length < 1 or length > end - pos:
+        return False
+    body_end = pos + length
+    pos += 1  # attributes (unused)
+    if not _varlong(d, &pos, body_end, &r.ts_delta) or not _varint(d, &pos, body_end, &r.off_delta):
+        return False
+    if not _varint(d, &pos, body_end, &r.klen):
+        return False
+    if r.klen >= 0:
+        if r.klen > body_end - pos:
+            return False
+        r.kpos = pos
+        pos += r.klen
+    else:
+        r.klen = -1
+    if not _varint(d, &pos, body_end, &r.vlen):
+        return False
+    if r.vlen >= 0:
+        if r.vlen > body_end - pos:
+            return False
+        r.vpos = pos
+        pos += r.vlen
+    else:
+        r.vlen = -1
+    if not _varint(d, &pos, body_end, &r.hcount) or r.hcount < 0 or r.hcount > body_end - pos:
+        return False
+    r.hk_start = pos
+    for h in range(r.hcount):
+        if not _varint(d, &pos, body_end, &hklen) or hklen < 0 or hklen > body_end - pos:
+            return False
+        pos += hklen
+        if not _varint(d, &pos, body_end, &hvlen):
+            return False
+        if hvlen >= 0:
+            if hvlen > body_end - pos:
+                return False
+            pos += hvlen
+    if pos != body_end:
+        return False
+    ppos[0] = pos
+    return True
+
+
 cdef object _format(const uint8_t* d, Py_ssize_t end, Py_ssize_t count, int64_t base_offset,
                     int64_t base_ts, bint log_append, int64_t append_ts, int64_t base_seq,
                     bytes ts_name, bint contents, int64_t last_offset, object u8, _Out* o):
-    cdef Py_ssize_t pos = 0, body_end, hk_start, n
-    cdef int64_t length, ts_delta, off_delta, klen, vlen, hcount, hklen, hvlen, offset, ts, seq
+    cdef Py_ssize_t pos = 0, hk_start, n
+    cdef int64_t ts_delta, off_delta, klen, vlen, hcount, hklen, hvlen, offset, ts, seq
     cdef int64_t lo = last_offset
     cdef Py_ssize_t i, h, kpos = 0, vpos = 0
+    cdef _Rec r
     cdef list gaps = None
     cdef bytes pre_ts = b"| offset: "
     cdef bytes mid_ts = b" " + ts_name + b": "
     cdef char* q
     for i in range(count):
-        if pos >= end or not _varint(d, &pos, end, &length):
+        if not _next_record(d, &pos, end, &r):
             return None
-        if length < 1 or length > end - pos:
-            return None
-        body_end = pos + length
-        pos += 1  # attributes (unused)
-        if not _varlong(d, &pos, body_end, &ts_delta) or not _varint(d, &pos, body_end, &off_delta):
-            return None
-        if not _varint(d, &pos, body_end, &klen):
-            return None
-        if klen >= 0:
-            if klen > body_end - pos:
-                return None
-            kpos = pos
-            pos += klen
-        if not _varint(d, &pos, body_end, &vlen):
-            return None
-        if vlen >= 0:
-            if vlen > body_end - pos:
-                return None
-            vpos = pos
-            pos += vlen
-        if not _varint(d, &pos, body_end, &hcount) or hcount < 0 or hcount > body_end - pos:
-            return None
-        hk_start = pos
-        for h in range(hcount):
-            if not _varint(d, &pos, body_end, &hklen) or hklen < 0 or hklen > body_end - pos:
-                return None
-            pos += hklen
-            if not _varint(d, &pos, body_end, &hvlen):
-                return None
-            if hvlen >= 0:
-                if hvlen > body_end - pos:
-                    return None
-                pos += hvlen
-        if pos != body_end:
-            return None
-        if klen < 0:
-            klen = -1       # any negative length is a null key, printed as -1
-        if vlen < 0:
-            vlen = -1
+        ts_delta, off_delta, klen, vlen, hcount = r.ts_delta, r.off_delta, r.klen, r.vlen, r.hcount
+        kpos, vpos, hk_start = r.kpos, r.vpos, r.hk_start
         offset = <int64_t>(<uint64_t>base_offset + <uint64_t>off_delta)       # Java long wrap
         ts = append_ts if log_append else <int64_t>(<uint64_t>base_ts + <uint64_t>ts_delta)
         if base_seq < 0:
@@ -320,51 +342,22 @@ def v2_record_lines(section, Py_ssize_t count, int64_t base_offset, int64_t base
 # ------------------------------------------------------------------------------------------------
 cdef object _summary(const uint8_t* d, Py_ssize_t end, Py_ssize_t count, int64_t base_ts,
                      bint log_append, int64_t append_ts):
-    cdef Py_ssize_t pos = 0, body_end, i, h
-    cdef int64_t length, ts_delta, off_delta, klen, vlen, hcount, hklen, hvlen, ts
+    cdef Py_ssize_t pos = 0, i
+    cdef int64_t ts_delta, ts
     cdef int64_t lo = 0, hi = 0
     cdef Py_ssize_t nulls = 0, tombstones = 0
     cdef list keys = []
+    cdef _Rec r
     for i in range(count):
-        if pos >= end or not _varint(d, &pos, end, &length):
+        if not _next_record(d, &pos, end, &r):
             return None
-        if length < 1 or length > end - pos:
-            return None
-        body_end = pos + length
-        pos += 1  # attributes (unused)
-        if not _varlong(d, &pos, body_end, &ts_delta) or not _varint(d, &pos, body_end, &off_delta):
-            return None
-        if not _varint(d, &pos, body_end, &klen):
-            return None
-        if klen >= 0:
-            if klen > body_end - pos:
-                return None
-            keys.append(PyBytes_FromStringAndSize(<const char*>(d + pos), <Py_ssize_t>klen))
-            pos += klen
+        if r.klen >= 0:
+            keys.append(PyBytes_FromStringAndSize(<const char*>(d + r.kpos), <Py_ssize_t>r.klen))
         else:
             nulls += 1
-        if not _varint(d, &pos, body_end, &vlen):
-            return None
-        if vlen >= 0:
-            if vlen > body_end - pos:
-                return None
-            pos += vlen
-        else:
+        if r.vlen < 0:
             tombstones += 1
-        if not _varint(d, &pos, body_end, &hcount) or hcount < 0 or hcount > body_end - pos:
-            return None
-        for h in range(hcount):
-            if not _varint(d, &pos, body_end, &hklen) or hklen < 0 or hklen > body_end - pos:
-                return None
-            pos += hklen
-            if not _varint(d, &pos, body_end, &hvlen):
-                return None
-            if hvlen >= 0:
-                if hvlen > body_end - pos:
-                    return None
-                pos += hvlen
-        if pos != body_end:
-            return None
+        ts_delta = r.ts_delta
         ts = append_ts if log_append else <int64_t>(<uint64_t>base_ts + <uint64_t>ts_delta)
         if i == 0 or ts < lo:
             lo = ts
