@@ -194,7 +194,7 @@ cdef bint _next_record(const uint8_t* d, Py_ssize_t* ppos, Py_ssize_t end, _Rec*
 cdef object _format(const uint8_t* d, Py_ssize_t end, Py_ssize_t count, int64_t base_offset,
                     int64_t base_ts, bint log_append, int64_t append_ts, int64_t base_seq,
                     bytes ts_name, bint contents, int64_t last_offset, object u8, _Out* o):
-    cdef Py_ssize_t pos = 0, hk_start, n
+    cdef Py_ssize_t pos = 0, body_end, hk_start, n
     cdef int64_t ts_delta, off_delta, klen, vlen, hcount, hklen, hvlen, offset, ts, seq
     cdef int64_t lo = last_offset
     cdef Py_ssize_t i, h, kpos = 0, vpos = 0
@@ -208,6 +208,7 @@ cdef object _format(const uint8_t* d, Py_ssize_t end, Py_ssize_t count, int64_t 
             return None
         ts_delta, off_delta, klen, vlen, hcount = r.ts_delta, r.off_delta, r.klen, r.vlen, r.hcount
         kpos, vpos, hk_start = r.kpos, r.vpos, r.hk_start
+        body_end = pos  # _next_record moved past the record
         offset = <int64_t>(<uint64_t>base_offset + <uint64_t>off_delta)       # Java long wrap
         ts = append_ts if log_append else <int64_t>(<uint64_t>base_ts + <uint64_t>ts_delta)
         if base_seq < 0:
