@@ -50,21 +50,7 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="kl-remote-bench-")
     server = None
     try:
-        import signal
-        import subprocess
-        import urllib.request
-
-        port = rc._free_port()
-        server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
-                                   "-p", str(port)], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True)
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(150):
-            try:
-                urllib.request.urlopen(url + "/moto-api/", timeout=1).read()
-                break
-            except Exception:
-                time.sleep(0.2)
+        server, url = rc.start_server()
         os.environ.update(AWS_ACCESS_KEY_ID=rc.KEY_ID, AWS_SECRET_ACCESS_KEY=rc.SECRET,
                           AWS_REGION="us-east-1", AWS_ENDPOINT_URL=url)
         local = os.path.join(work, "root", "bench-0")
@@ -118,8 +104,7 @@ def main() -> int:
               f"({100 * pruned / full:.2f}%)")
     finally:
         if server is not None:
-            os.kill(server.pid, signal.SIGTERM)
-            server.wait(10)
+            rc.stop_server(server)
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -4,15 +4,11 @@ server truly cannot start (moto not installed, or it never answered)."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
-from .s3_support import BUCKET, KEY_ID, PREFIX, SECRET, _free_port, upload_tree, write_partition
+from .s3_support import (BUCKET, KEY_ID, PREFIX, SECRET, start_server, stop_server, upload_tree,
+                         write_partition)
 
 
 @pytest.fixture(scope="session")
@@ -22,33 +18,14 @@ def s3_server(tmp_path_factory):
         import moto.server  # noqa: F401
     except ImportError as e:
         pytest.skip(f"the S3 test server cannot start: moto[server] is not installed ({e})")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("moto") / "server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(url + "/moto-api/", timeout=1).read()
-            break
-        except Exception:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill() if proc.poll() is None else None
-                proc.wait()
-                pytest.skip("the S3 test server did not start: " + log.read_text()[-2000:])
-            time.sleep(0.2)
+    try:
+        proc, url = start_server(tmp_path_factory.mktemp("moto") / "server.log")
+    except RuntimeError as e:
+        pytest.skip(str(e))
     try:
         yield url
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_server(proc)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,12 @@ port, uploading a tree, writing a partition."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
+import urllib.request
 
 BUCKET = "kafkalog-test"
 PREFIX = "backup/logs"
@@ -15,6 +20,44 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def start_server(log_path=None, timeout: float = 30.0):
+    """Start moto's S3 server on 127.0.0.1 (a free port, its own session): ``(process, url)``
+    once it answers; RuntimeError (with the end of its log) when it does not start."""
+    port = _free_port()
+    out = open(log_path, "wb") if log_path else subprocess.DEVNULL
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    finally:
+        if log_path:
+            out.close()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url + "/moto-api/", timeout=1).read()
+            return proc, url
+        except Exception:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                stop_server(proc)
+                tail = open(log_path, errors="replace").read()[-2000:] if log_path else ""
+                raise RuntimeError(f"the S3 test server did not start: {tail}") from None
+            time.sleep(0.2)
+
+
+def stop_server(proc) -> None:
+    """Stop a server :func:`start_server` started, by its pid."""
+    if proc.poll() is not None:
+        return
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def s3_client(endpoint: str):
