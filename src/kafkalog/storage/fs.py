@@ -205,6 +205,11 @@ class FileSystem:
         with self.open_read(path) as f:
             return f.size
 
+    def mtime_ms(self, path: PathLike) -> int:
+        """The modification time of ``path`` in ms since the epoch (0 where the backend does
+        not say)."""
+        return 0
+
     def is_local(self) -> bool:
         return False
 
@@ -940,6 +945,10 @@ class ArrowFileSystem(FileSystem):
             raise _not_regular(path, self.kind(path))
         return info.size
 
+    def mtime_ms(self, path: PathLike) -> int:
+        mtime = getattr(self._info(os.fspath(path)), "mtime", None)
+        return 0 if mtime is None else int(mtime.timestamp() * 1000)
+
     def open_read(self, path: PathLike) -> ReadableFile:
         import pyarrow.fs as pafs_mod
 
@@ -966,8 +975,9 @@ def _timedelta(seconds: float):
 
 
 class _RemoteFile(ReadableFile):
-    """Ranged reads of one object: ``read`` fetches at least ``block_size`` bytes at a time
-    and keeps the last block, so small reads (headers, index entries) cost no extra request."""
+    """Ranged reads of one object: ``read`` keeps the last range fetched, so small reads
+    (headers, index entries) cost no extra request; reading on grows the ranges up to
+    ``block_size``, a jump starts again at :attr:`FIRST_READ` bytes."""
 
     def __init__(self, fs: ArrowFileSystem, path: str, info) -> None:
         self.fs = fs
@@ -977,6 +987,9 @@ class _RemoteFile(ReadableFile):
         self._handle = None
         self._block_start = 0
         self._block = b""
+        self._want = self.FIRST_READ
+
+    FIRST_READ = 16 * 1024  # bytes fetched by a read away from the block kept
 
     def _open(self):
         if self._handle is None:
@@ -1022,9 +1035,16 @@ class _RemoteFile(ReadableFile):
         if bs <= position and end <= bs + len(blk):
             return blk[position - bs: end - bs]
         block_size = self.fs.options.block_size
-        if end - position >= block_size:
+        # reading on from the block kept: twice as much as last time, up to block_size; a
+        # jump elsewhere (an index lookup, a header walk) starts small again, so a seek
+        # costs a small range, not a block
+        if blk and bs <= position <= bs + len(blk):
+            self._want = min(block_size, self._want * 2)
+        else:
+            self._want = min(block_size, self.FIRST_READ)
+        if end - position >= self._want:
             return self.fetch(position, end - position)
-        self._block = self.fetch(position, block_size)
+        self._block = self.fetch(position, self._want)
         self._block_start = position
         return self._block[: end - position]
 

@@ -137,11 +137,20 @@ def _count_entries_in_file(fd: int, size: int, entry_size: int) -> int:
     """Entries in an existing index file: every slot up to the first all-zero one, read with
     ``pread`` rather than through a map, so that a sparse tail the file system cannot back
     (a full disk) is never faulted in."""
-    slots = size // entry_size
+    return _count_entries(
+        size // entry_size, lambda n: not any(os.pread(fd, entry_size, n * entry_size)))
 
-    def zero(n: int) -> bool:
-        return not any(os.pread(fd, entry_size, n * entry_size))
 
+def _count_entries_in_bytes(data: bytes, entry_size: int) -> int:
+    """Entries in an index file's bytes (read through a store): as :func:`_count_entries_in_file`."""
+    return _count_entries(
+        len(data) // entry_size,
+        lambda n: not any(data[n * entry_size:(n + 1) * entry_size]))
+
+
+def _count_entries(slots: int, zero) -> int:
+    """Slots up to the first all-zero one (``zero(n)``: whether slot n is all zero); a
+    preallocated tail of zeros is not entries."""
     if slots == 0 or not zero(slots - 1):
         return slots
     lo, hi = 0, slots - 1  # the answer lies in [lo, hi]; slot hi is zero
@@ -178,6 +187,7 @@ class _Index:
         max_index_size: int = -1,
         writable: bool = True,
         in_memory: bool = False,
+        data: Optional[bytes] = None,
     ) -> None:
         es = self.ENTRY_SIZE
         _check_int("base_offset", base_offset, 0, 2**63 - 1, path)
@@ -198,6 +208,15 @@ class _Index:
             size = _round_down(max(max_index_size, 0), es)
             self._buf = bytearray(size)
             self._length = size
+            return
+        if data is not None:
+            # The file's bytes, read whole through a store without local pages (an object
+            # store, HDFS): a read-only index over them.
+            if writable:
+                raise ValueError(f"an index read from bytes is read-only ({self.path})")
+            self._entries = _count_entries_in_bytes(data, es)
+            self._buf = bytes(data[: self._entries * es]) if self._entries else None
+            self._length = len(data)
             return
         if writable:
             created = not os.path.exists(self.path)
@@ -547,8 +566,9 @@ class OffsetIndex(_Index):
         max_index_size: int = -1,
         writable: bool = True,
         in_memory: bool = False,
+        data: Optional[bytes] = None,
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable, in_memory)
+        super().__init__(path, base_offset, max_index_size, writable, in_memory, data)
         self._last_offset = self._read_last_offset()
 
     def _read_last_offset(self) -> int:
@@ -733,8 +753,9 @@ class TimeIndex(_Index):
         max_index_size: int = -1,
         writable: bool = True,
         in_memory: bool = False,
+        data: Optional[bytes] = None,
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable, in_memory)
+        super().__init__(path, base_offset, max_index_size, writable, in_memory, data)
         self._last_entry = self._read_last_entry()
 
     def _read_last_entry(self) -> TimestampOffset:
@@ -911,12 +932,15 @@ class TransactionIndex:
     __slots__ = ("path", "start_offset", "_writable", "_mem", "_last_offset", "_closed", "_dirty")
 
     def __init__(
-        self, start_offset: int, path: Optional[str], writable: bool = True, in_memory: bool = False
+        self, start_offset: int, path: Optional[str], writable: bool = True, in_memory: bool = False,
+        data: Optional[bytes] = None,
     ) -> None:
         self.path = os.fspath(path) if path is not None else None
         self.start_offset = start_offset
-        self._writable = writable or in_memory
+        self._writable = (writable or in_memory) and data is None
         self._mem: Optional[bytearray] = bytearray() if (in_memory or path is None) else None
+        if data is not None:  # the file's bytes, read through a store: read-only
+            self._mem = bytearray(data)
         self._last_offset: Optional[int] = None
         self._closed = False
         self._dirty = False

@@ -402,31 +402,54 @@ def read_file(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL,
 
 
 # -- read-only access to one segment's files (index.py and segment.py, never writable) -----------
-def offset_index(seg: SegmentFiles):
+def _index_data(path: Optional[str], fs: Optional[_fs.FileSystem]) -> Optional[bytes]:
+    """An index file's bytes when it lives in a store without local pages (None: open it by
+    path, locally).  Bounded: an index is at most Kafka's 10 MB ``segment.index.bytes`` cap
+    (plus slack); a larger object is a KafkaStorageError, never a large allocation."""
+    if path is None:
+        return None
+    fs, path = _fs.for_path(path, fs)
+    if fs.is_local():
+        return None
+    return read_file(path, fs, limit=_MAX_INDEX_BYTES)
+
+
+_MAX_INDEX_BYTES = 64 * 1024 * 1024
+
+
+def offset_index(seg: SegmentFiles, fs: Optional[_fs.FileSystem] = None):
     """The segment's offset index, read-only (:class:`kafkalog.storage.index.OffsetIndex`: iterate it
     for ``(offset, position)`` entries, ``lookup(offset)``); empty when the file is missing.
-    Close it after use."""
+    In a store (a URI, or ``fs`` not local) its bytes are read whole.  Close it after use."""
     from .index import OffsetIndex
 
-    return OffsetIndex(seg.offset_index, seg.base_offset, writable=False)
+    return OffsetIndex(seg.offset_index, seg.base_offset, writable=False,
+                       data=_index_data(seg.offset_index, fs))
 
 
-def time_index(seg: SegmentFiles):
+def time_index(seg: SegmentFiles, fs: Optional[_fs.FileSystem] = None):
     """The segment's time index, read-only (:class:`kafkalog.storage.index.TimeIndex`: iterate it for
     ``(timestamp, offset)`` entries, ``last_entry``, ``lookup(timestamp)``); empty when the
-    file is missing.  Close it after use."""
+    file is missing.  In a store its bytes are read whole.  Close it after use."""
     from .index import TimeIndex
 
-    return TimeIndex(seg.time_index, seg.base_offset, writable=False)
+    return TimeIndex(seg.time_index, seg.base_offset, writable=False,
+                     data=_index_data(seg.time_index, fs))
 
 
-def open_segment(seg: SegmentFiles, file: Optional[_fs.ReadableFile] = None):
+def open_segment(seg: SegmentFiles, file: Optional[_fs.ReadableFile] = None,
+                 fs: Optional[_fs.FileSystem] = None):
     """The segment read-only (:class:`kafkalog.storage.segment.Segment`: ``iter_headers()`` walks the
     batch headers without decoding, ``read``/``iter_batches`` read).  Release it with
     ``close_handlers()``.  ``file``: its ``.log`` already open (e.g. relative to a directory
-    held open); the segment reads a duplicate of it and ``file`` stays the caller's."""
+    held open); the segment reads a duplicate of it and ``file`` stays the caller's.  A segment
+    in a store (a URI, or ``fs`` not local) is read with ranged reads through ``file`` (or a
+    file opened here)."""
     from .segment import Segment
 
+    fs, log = _fs.for_path(seg.log, fs)
+    if not fs.is_local():
+        return Segment.open(_fs.parent(log), seg.base_offset, read_only=True, fs=fs, file=file)
     fd = None
     if file is not None:
         try:

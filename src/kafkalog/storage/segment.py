@@ -141,6 +141,8 @@ class Segment:
         init_file_size: int = 0,
         clock=None,
         fd: Optional[int] = None,
+        fs: Optional[_fs.FileSystem] = None,
+        file: Optional[_fs.ReadableFile] = None,
     ) -> None:
         if base_offset < 0:
             raise ValueError(f"base offset must be non-negative, not {base_offset}")
@@ -157,6 +159,29 @@ class Segment:
         self._oi_path = _files.offset_index_file(self.directory, base_offset, file_suffix)
         self._ti_path = _files.time_index_file(self.directory, base_offset, file_suffix)
         self._txn_path = _files.transaction_index_file(self.directory, base_offset, file_suffix)
+        self._preallocated = bool(preallocate)
+        self._offset_index: Optional[OffsetIndex] = None
+        self._time_index: Optional[TimeIndex] = None
+        self._txn_index: Optional[TransactionIndex] = None
+        self._memory_indexes = False
+        # A store without local files (object store, HDFS): read-only, ranged reads through a
+        # ReadableFile (``file``: the .log already open, the caller's; else opened here).
+        self._fs = fs if fs is not None and not fs.is_local() else None
+        self._file: Optional[_fs.ReadableFile] = None
+        self._owns_file = False
+        if self._fs is not None:
+            if not read_only:
+                raise KafkaStorageError(
+                    f"cannot open {self._log_path} for writing: a segment in an object store or "
+                    "HDFS is read-only here", path=self._log_path, operation="opening a segment")
+            self._file = file if file is not None else self._fs.open_read(self._log_path)
+            self._owns_file = file is None
+            self._fd = -1
+            self._file_size = self._file.size
+            self.offset_index_existed = self._exists(self._oi_path)
+            self.time_index_existed = self._exists(self._ti_path)
+            self._init_state(read_only)
+            return
         exists = os.path.exists(self._log_path)
         if read_only and fd is not None:
             self._fd = fd  # the .log opened by the caller (a regular file), now the segment's
@@ -165,11 +190,6 @@ class Segment:
         else:
             # never through a link planted in the directory that leads out of it
             self._fd = _files.open_for_write(self._log_path, os.O_RDWR | os.O_CREAT)
-        self._preallocated = bool(preallocate)
-        self._offset_index: Optional[OffsetIndex] = None
-        self._time_index: Optional[TimeIndex] = None
-        self._txn_index: Optional[TransactionIndex] = None
-        self._memory_indexes = False
         try:
             if not exists and preallocate and init_file_size > 0:
                 os.ftruncate(self._fd, init_file_size)
@@ -184,12 +204,15 @@ class Segment:
         except BaseException:
             os.close(self._fd)
             raise
+        self._init_state(read_only or exists)
+
+    def _init_state(self, existed: bool) -> None:
         self._wbuf: Optional[bytearray] = None
         self._wlen = 0
-        self._unsynced = not exists
+        self._unsynced = not existed
         self._bytes_since_last_index_entry = 0
         self._max_ts: Optional[int] = None  # loaded from the time index on first use
-        self._max_ts_offset = base_offset
+        self._max_ts_offset = self.base_offset
         self._rolling_based_timestamp: Optional[int] = None
         self.created_ms = self._clock()
 
@@ -198,10 +221,13 @@ class Segment:
     def offset_index(self) -> OffsetIndex:
         oi = self._offset_index
         if oi is None:
-            if self._memory_indexes or (self.read_only and not os.path.exists(self._oi_path)):
+            if self._memory_indexes or (self.read_only and not self._exists(self._oi_path)):
                 oi = OffsetIndex(
                     self._oi_path, self.base_offset, self.max_index_size, in_memory=True
                 )
+            elif self._fs is not None:
+                oi = OffsetIndex(self._oi_path, self.base_offset, self.max_index_size,
+                                 writable=False, data=self._read_whole(self._oi_path))
             else:
                 oi = OffsetIndex(
                     self._oi_path,
@@ -216,8 +242,11 @@ class Segment:
     def time_index(self) -> TimeIndex:
         ti = self._time_index
         if ti is None:
-            if self._memory_indexes or (self.read_only and not os.path.exists(self._ti_path)):
+            if self._memory_indexes or (self.read_only and not self._exists(self._ti_path)):
                 ti = TimeIndex(self._ti_path, self.base_offset, self.max_index_size, in_memory=True)
+            elif self._fs is not None:
+                ti = TimeIndex(self._ti_path, self.base_offset, self.max_index_size,
+                               writable=False, data=self._read_whole(self._ti_path))
             else:
                 ti = TimeIndex(
                     self._ti_path,
@@ -231,6 +260,10 @@ class Segment:
     @property
     def txn_index(self) -> TransactionIndex:
         txi = self._txn_index
+        if txi is None and self._fs is not None and not self._memory_indexes:
+            data = self._read_whole(self._txn_path) if self._exists(self._txn_path) else b""
+            txi = self._txn_index = TransactionIndex(
+                self.base_offset, self._txn_path, writable=False, data=data)
         if txi is None:
             txi = self._txn_index = TransactionIndex(
                 self.base_offset,
@@ -239,6 +272,23 @@ class Segment:
                 in_memory=self._memory_indexes,
             )
         return txi
+
+    def _exists(self, path: str) -> bool:
+        if self._fs is None:
+            return os.path.exists(path)
+        return self._fs.kind(path) == _fs.FILE
+
+    def _read_whole(self, path: str) -> bytes:
+        """A (small) index file of a segment in a store, read whole; one larger than an index
+        can be is a KafkaStorageError, never a large allocation."""
+        with self._fs.open_read(path) as f:
+            limit = max(self.max_index_size, 0) + 64 * 1024 if not path.endswith(".txnindex") \
+                else 1 << 30
+            if f.size > limit:
+                raise KafkaStorageError(
+                    f"{path} is {f.size} bytes, more than an index of this segment can be",
+                    path=path, operation="reading an index")
+            return f.read(0, f.size)
 
     def _load_max_ts(self) -> None:
         last = self.time_index.last_entry
@@ -261,6 +311,8 @@ class Segment:
         init_file_size: int = 0,
         clock=None,
         fd: Optional[int] = None,
+        fs: Optional[_fs.FileSystem] = None,
+        file: Optional[_fs.ReadableFile] = None,
     ) -> "Segment":
         """Open (or, unless ``read_only``, create) the segment at ``base_offset`` in
         ``directory``; like Kafka's ``LogSegment.open`` the roll jitter is drawn at random from
@@ -280,6 +332,8 @@ class Segment:
             init_file_size=init_file_size,
             clock=clock,
             fd=fd,
+            fs=fs,
+            file=file,
         )
 
     # -- basic facts -------------------------------------------------------------------------------
@@ -319,6 +373,8 @@ class Segment:
     @property
     def last_modified(self) -> int:
         """Modification time of the ``.log`` file, in ms."""
+        if self._fs is not None:
+            return self._fs.mtime_ms(self._log_path)
         return int(os.stat(self._log_path).st_mtime * 1000)
 
     @property
@@ -464,6 +520,8 @@ class Segment:
             size = end - position
         if size <= 0:
             return b""
+        if self._file is not None:
+            return self._file.read(position, size)
         if position + size > self._file_size:
             self._drain()
         data = os.pread(self._fd, size, position)
@@ -1260,7 +1318,7 @@ class Segment:
                 self._txn_index.close()
         finally:
             self._wbuf = None
-            os.close(self._fd)
+            self._close_log_file()
             self._closed = True
 
     def close_handlers(self) -> None:
@@ -1277,8 +1335,14 @@ class Segment:
             if self._txn_index is not None:
                 self._txn_index.close()
             self._wbuf = None
-            os.close(self._fd)
+            self._close_log_file()
             self._closed = True
+
+    def _close_log_file(self) -> None:
+        if self._file is None:
+            os.close(self._fd)
+        elif self._owns_file:
+            self._file.close()
 
     def _all_paths(self) -> List[str]:
         return [self._log_path, self._oi_path, self._ti_path, self._txn_path]
