@@ -12,7 +12,7 @@ from kafkalog.spark import _core as core  # noqa: E402
 from kafkalog.spark import _remote  # noqa: E402
 
 
-def _rows(opts, splits, read):
+def _rows(opts, splits, read=core.read_split, sort=True):
     schema = core.arrow_schema(opts)
     rows = []
     for s in splits:
@@ -20,7 +20,19 @@ def _rows(opts, splits, read):
         for rb in read(s, opts, schema):
             assert rb.schema.equals(schema)
             rows.extend(rb.to_pylist())
+    if not sort:
+        return rows
     return sorted(rows, key=lambda r: (r["topic"], r["partition"], r["offset"]))
+
+
+def _local_form(rows, log_root, s3_root):
+    """The remote rows with each segment URI written as the local path it was uploaded from."""
+    import os
+
+    for r in rows:
+        if r.get("segment"):
+            r["segment"] = os.path.join(log_root, r["segment"][len(s3_root) + 1:])
+    return rows
 
 
 CASES = [
@@ -30,23 +42,93 @@ CASES = [
     {"maxPartitionBytes": "40000"},
     {"subscribe": "orders"},
     {"assign": '{"orders": [1]}'},
+    {"startingOffsets": '{"orders": {"0": 300, "1": -2}}', "endingOffsets":
+     '{"orders": {"0": 600, "1": -1}}'},
+    {"subscribe": "orders", "startingOffsets": "earliest", "endingOffsets": "latest"},
+    {"subscribePattern": "ord.*", "startingTimestamp": "1700000004000"},
+    {"assign": "{\"orders\": [0]}", "startingOffsetsByTimestamp": '{"orders": {"0": 1700000002000}}',
+     "endingOffsetsByTimestamp": '{"orders": {"0": 1700000006000}}'},
+    {"includeBatchMetadata": "true", "includeSegmentMetadata": "true"},
+    {"kafka.isolation.level": "read_committed", "endingOffsets": "latest",
+     "includeBatchMetadata": "true"},
+    {"minPartitions": "7", "includeBatchMetadata": "true"},
 ]
 
 
 @pytest.mark.parametrize("extra", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "plain")
 def test_remote_read_equals_local_read(s3_root, log_root, extra):
+    """The same planning and decoding over the store: every option gives the local rows."""
     local = core.ReadOptions.parse({"path": log_root, **extra})
     remote = core.ReadOptions.parse({"path": s3_root, **extra})
-    want = _rows(local, core.plan(local), core.read_split)
-    splits = _remote.plan(remote, _remote.storage_options({}))
-    got = _rows(remote, splits, _remote.read_split)
+    want = _rows(local, core.plan(local))
+    splits = core.plan(remote)
+    got = _local_form(_rows(remote, splits), log_root, s3_root)
     assert len(want) > 0
     assert got == want
     for s in splits:
-        assert all(uri.startswith(s3_root + "/") for uri, _ in s.segments)
-    if "maxPartitionBytes" in extra:
-        assert all(s.nbytes <= 40000 for s in splits if len(s.segments) > 1)
-        assert len(splits) > len({(s.topic, s.partition) for s in splits})  # segments split up
+        assert all(p.path.startswith(s3_root + "/") for p in s.pieces)
+    assert [(p.start, p.end, p.from_offset, p.until_offset) for s in core.plan(local)
+            for p in s.pieces] == [(p.start, p.end, p.from_offset, p.until_offset)
+                                   for s in splits for p in s.pieces]
+
+
+def test_remote_pruning_equals_local_pruning(s3_root, log_root):
+    """Pushed filters prune the same pieces over the store as locally."""
+    def pr():
+        return core.Pruning(topics={"orders"}, partitions={0}, offset_lo=300, offset_hi=420)
+
+    local = core.ReadOptions.parse({"path": log_root})
+    remote = core.ReadOptions.parse({"path": s3_root})
+    store = core.store_of(s3_root, remote.storage_options)
+    ls = core.plan(local, pr())
+    before = store.bytes_read
+    rs = core.plan(remote, pr())
+    want = [r for r in _rows(local, ls) if 300 <= r["offset"] < 420]
+    got = [r for r in _rows(remote, rs) if 300 <= r["offset"] < 420]
+    assert want and got == want
+    assert store.bytes_read > before
+
+
+@pytest.mark.parametrize("how", ["offsets", "timestamps", "pushed"])
+def test_pruned_read_fetches_under_5_percent(s3_env, big_partition, how):
+    """An offset- or timestamp-bounded read (options or pushed filters) fetches, planning and
+    task together, under 5% of the bytes of a full read, counted at the store."""
+    local_dir, uri = big_partition
+    extra = {}
+    pruning = None
+    if how == "offsets":
+        extra = {"startingOffsets": '{"big": {"0": 9000}}', "endingOffsets": '{"big": {"0": 9200}}'}
+    elif how == "timestamps":
+        extra = {"startingTimestamp": str(1_700_000_000_000 + 9000),
+                 "endingTimestamp": str(1_700_000_000_000 + 9200)}
+    remote = core.ReadOptions.parse({"path": uri, **extra})
+    local = core.ReadOptions.parse({"path": local_dir, **extra})
+    if how == "pushed":
+        pruning = core.Pruning(offset_lo=9000, offset_hi=9200)
+    store = core.store_of(uri, remote.storage_options)
+    before = store.bytes_read
+    got = _rows(remote, core.plan(remote, pruning))
+    pruned = store.bytes_read - before
+    want = _rows(local, core.plan(local, pruning))
+    assert got == want and {r["offset"] for r in got} >= set(range(9000, 9200))
+    full_opts = core.ReadOptions.parse({"path": uri})
+    before = store.bytes_read
+    n = len(_rows(full_opts, core.plan(full_opts)))
+    full = store.bytes_read - before
+    assert n == 20000
+    assert 0 < pruned < full * 0.05, (pruned, full)
+
+
+def test_remote_windows_decode_like_one_buffer(s3_env, big_partition):
+    """A task reads a piece of a store's segment in windows of storage.block_size bytes: the
+    rows (and batch positions) equal the local read, with windows far smaller than a piece."""
+    local_dir, uri = big_partition
+    extra = {"includeBatchMetadata": "true", "maxPartitionBytes": str(64 << 20)}
+    local = core.ReadOptions.parse({"path": local_dir, **extra})
+    remote = core.ReadOptions.parse({"path": uri, "storage.block_size": "65536", **extra})
+    want = _rows(local, core.plan(local))
+    got = _rows(remote, core.plan(remote))
+    assert len(want) > 1000 and got == want
 
 
 def test_storage_options_come_from_spark_options(s3_env, s3_root, log_root):
@@ -62,23 +144,25 @@ def test_storage_options_come_from_spark_options(s3_env, s3_root, log_root):
                                                     "AWS_ENDPOINT_URL")}
     try:  # no AWS_* variables: the options alone reach the store
         ro = core.ReadOptions.parse(opts)
-        splits = _remote.plan(ro, so)
-        got = _rows(ro, splits, _remote.read_split)
+        assert ro.storage_options == so
+        core._STORES.clear()  # no client kept from an earlier test
+        got = _rows(ro, core.plan(ro))
     finally:
         for k, v in saved.items():
             if v is not None:
                 os.environ[k] = v
     lo = core.ReadOptions.parse({"path": log_root})
-    assert got == _rows(lo, core.plan(lo), core.read_split)
+    assert got == _rows(lo, core.plan(lo))
 
 
-def test_unsupported_options_and_missing_prefix_are_clear(s3_root):
-    o = core.ReadOptions.parse({"path": s3_root, "startingOffsets": "{\"orders\": {\"0\": 5}}"})
-    with pytest.raises(core.OptionError, match="startingOffsets.*object store"):
-        _remote.plan(o, {})
+def test_missing_prefix_and_bad_option_are_clear(s3_root):
+    from kafkalog.errors import KafkaStorageError
+
     o = core.ReadOptions.parse({"path": s3_root + "-missing"})
-    with pytest.raises(Exception, match="cannot read s3:.*-missing.*no such directory"):
-        _remote.plan(o, {})
+    with pytest.raises(KafkaStorageError, match="cannot read s3:.*-missing.*no such"):
+        core.plan(o)
+    with pytest.raises(core.OptionError, match="storage.anonymous.*true or false"):
+        core.ReadOptions.parse({"path": s3_root, "storage.anonymous": "maybe"})
 
 
 def _batch(topic, partition, offsets):
@@ -117,6 +201,63 @@ def test_object_store_commit_never_mixes_or_replaces(s3_env, s3_root):
     job.commit([a, job.write_task(iter([_batch("u", 1, [0, 1, 2])]), "t2", 2)])
     assert sorted(job.existing_partitions()) == ["t-0", "u-1"]
     o = core.ReadOptions.parse({"path": new})
-    rows = _rows(o, _remote.plan(o, {}), _remote.read_split)
+    rows = _rows(o, core.plan(o))
     assert [(r["topic"], r["offset"], r["value"]) for r in rows] == [
         ("t", 0, b"v0"), ("t", 1, b"v1"), ("u", 0, b"v0"), ("u", 1, b"v1"), ("u", 2, b"v2")]
+
+
+def test_stream_over_the_store_follows_new_segments(s3_env, tmp_path):
+    """A stream over a store: each trigger lists the prefix again, so segments uploaded since
+    (a backup job syncing a live log) are read on, exactly once, in order."""
+    import uuid
+
+    from kafkalog import MemoryRecordsBuilder
+    from kafkalog.spark._source import KafkaLogStreamReader
+    from kafkalog.storage.log import Log
+
+    from .s3_support import BUCKET, upload_tree
+
+    local = tmp_path / "root"
+    d = local / "s-0"
+    prefix = "stream-" + uuid.uuid4().hex[:8]
+
+    def append(lo, hi):
+        log = Log.open(str(d), {"segment.bytes": 4096})
+        try:
+            for i in range(lo, hi, 10):
+                mb = MemoryRecordsBuilder(magic=2, base_offset=log.log_end_offset)
+                for j in range(i, i + 10):
+                    mb.append(1_700_000_000_000 + j, b"k%d" % j, b"v%d" % j)
+                log.append_as_follower(mb.build())
+        finally:
+            log.close()
+        upload_tree(s3_env, str(local), BUCKET, prefix)
+
+    append(0, 200)
+    from pyspark.sql import types as T
+
+    schema = T.StructType([
+        T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
+        T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()), T.StructField("timestamp", T.TimestampType()),
+        T.StructField("timestampType", T.IntegerType())])
+    r = KafkaLogStreamReader({"path": f"s3://{BUCKET}/{prefix}", "subscribe": "s", "startingOffsets": "earliest",
+                              "maxOffsetsPerTrigger": "70"}, schema)
+    start = r.initialOffset()
+    seen = []
+
+    def drain(start):
+        while True:
+            end = r.latestOffset(start, None)
+            if end == start:
+                return start
+            for p in r.partitions(start, end):
+                for rb in r.read(p):
+                    seen.extend(rb.column(rb.schema.get_field_index("offset")).to_pylist())
+            start = end
+
+    start = drain(start)
+    assert seen == list(range(200))
+    append(200, 330)
+    start = drain(start)
+    assert seen == list(range(330)) and start == {"s": {"0": 330}}

@@ -456,6 +456,8 @@ class ReadOptions:
     default_parallelism: Optional[int] = None
     streaming: bool = False
     ignored: List[str] = field(default_factory=list)
+    # ``storage.*`` options: how to reach an object store or HDFS (kafkalog.storage.fs.resolve)
+    storage_options: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def parse(
@@ -618,7 +620,35 @@ class ReadOptions:
             default_parallelism=dp,
             streaming=streaming,
             ignored=ignored,
+            storage_options=_storage_options(opts),
         )
+
+
+def _storage_options(opts: Mapping[str, Any]) -> Dict[str, Any]:
+    from ._remote import storage_options
+
+    try:
+        return storage_options(opts)
+    except ValueError as e:
+        raise OptionError(str(e)) from None
+
+
+_STORES: Dict[Any, Any] = {}  # one file system per store and options, per process
+
+
+def store_of(path: str, storage_options: Optional[Mapping[str, Any]] = None) -> "_fs.FileSystem":
+    """The file system holding ``path``: the local one for a path or ``file://`` URI, else an
+    object store / HDFS client configured by ``storage_options`` (kept per process: its
+    listing answers serve later opens, and a task does not build a client per file)."""
+    if not _fs.is_uri(path) or path.split("://", 1)[0].lower() == "file":
+        return _fs.LOCAL
+    scheme, _, rest = path.partition("://")
+    key = (scheme.lower(), rest.split("/", 1)[0],
+           json.dumps(dict(storage_options or {}), sort_keys=True, default=str))
+    fs = _STORES.get(key)
+    if fs is None:
+        fs = _STORES[key] = _fs.resolve(path, dict(storage_options or {}))[0]
+    return fs
 
 
 def _warn(msg: str) -> None:
@@ -824,7 +854,7 @@ def offset_index_entries(seg: "SegmentRef") -> List[Tuple[int, int]]:
         seg.index_entries = []
         return []
     try:
-        idx = _logdir.offset_index(sf)
+        idx = _logdir.offset_index(sf, seg.fs)
     except KafkaStorageError:
         return []
     out: List[Tuple[int, int]] = []
@@ -850,7 +880,7 @@ def time_index_entries(seg: "SegmentRef") -> Tuple[List[Tuple[int, int]], bool]:
     if sf.time_index is None:
         return [], False
     try:
-        ti = _logdir.time_index(sf)
+        ti = _logdir.time_index(sf, seg.fs)
     except KafkaStorageError:
         return [], False
     out: List[Tuple[int, int]] = []
@@ -872,7 +902,7 @@ def iter_headers(
     """The batch headers of a segment from ``start`` (:meth:`kafkalog.storage.segment.Segment.
     iter_headers`: no CRC check, no decompression), stopping quietly at a partial entry or a
     header no entry can have.  ``file``: the ``.log`` already open (read through it)."""
-    sg = _logdir.open_segment(_seg_files(seg), file)
+    sg = _logdir.open_segment(_seg_files(seg), file, seg.fs)
     try:
         yield from sg.iter_headers(start, end)
     except CorruptRecordError:
@@ -895,6 +925,8 @@ class SegmentRef:
     index_entries: Optional[List[Tuple[int, int]]] = field(
         default=None, compare=False, repr=False
     )
+    # the file system holding it (None: the local one)
+    fs: Optional["_fs.FileSystem"] = field(default=None, compare=False, repr=False)
 
 
 # A kafkalog write's commit puts a fresh one in every partition directory it swaps in (an
@@ -1038,11 +1070,14 @@ class TopicPartitionLog:
         return self._lso
 
 
+_MAX_SNAPSHOT_BYTES = 256 * 1024 * 1024  # a larger .snapshot is damaged (or hostile): walk instead
+
+
 def _open_transactions(
     tp: "TopicPartitionLog", leo: int, cache: Optional[Dict[str, Any]] = None
 ) -> Dict[int, int]:
     """``{producer_id: first offset}`` of the transactions still open at the end of ``tp``."""
-    from ..storage.producer_state import list_snapshot_offsets, read_snapshot
+    from ..storage.producer_state import decode_snapshot
 
     segs = tp.segments
     if not segs:
@@ -1062,11 +1097,17 @@ def _open_transactions(
         seg_i, pos = bases.index(state["base"]), state["pos"]
     else:
         # the newest producer snapshot inside the log: its open transactions, then walk on
-        for snap in reversed(list_snapshot_offsets(tp.directory)):
+        fs = segs[0].fs or _fs.LOCAL
+        try:
+            snaps = _logdir.snapshot_files(tp.directory, fs)
+        except KafkaStorageError:
+            snaps = []
+        for snap, snap_path in reversed(snaps):
             if not bases[0] <= snap <= leo:
                 continue
             try:
-                entries = read_snapshot(_files.producer_snapshot_file(tp.directory, snap))
+                entries = decode_snapshot(
+                    _logdir.read_file(snap_path, fs, limit=_MAX_SNAPSHOT_BYTES), path=snap_path)
             except Exception:  # a damaged snapshot only costs a longer walk
                 continue
             i = bisect.bisect_right(bases, snap) - 1
@@ -1135,14 +1176,17 @@ def _refs_of_view(view: Any) -> List[SegmentRef]:
             size = view.fs.size(sf.log)
         except _fs.MissingFileError:
             continue  # deleted since listed (retention)
-        out.append(SegmentRef(sf.base_offset, sf.log, size, sf))
+        out.append(SegmentRef(sf.base_offset, sf.log, size, sf,
+                              fs=None if view.fs.is_local() else view.fs))
     return out
 
 
-def _segment_refs(directory: str) -> List[SegmentRef]:
-    version = dir_version(directory)
+def _segment_refs(directory: str, fs: "_fs.FileSystem" = _fs.LOCAL) -> List[SegmentRef]:
+    # a store without directories to hold open has no version: nothing replaces a prefix
+    # atomically there, and the writer never rewrites a partition in a store
+    version = dir_version(directory) if fs.is_local() else None
     try:
-        view = _logdir.scan_partition(directory)
+        view = _logdir.scan_partition(directory, fs)
     except KafkaStorageError:
         return []
     out = _refs_of_view(view)
@@ -1151,11 +1195,12 @@ def _segment_refs(directory: str) -> List[SegmentRef]:
     return out
 
 
-def _read_log_start_checkpoints(root: Any) -> Dict[Tuple[str, int], int]:
+def _read_log_start_checkpoints(root: Any, fs: "_fs.FileSystem" = _fs.LOCAL
+                                ) -> Dict[Tuple[str, int], int]:
     """``log-start-offset-checkpoint`` entries of a root (a :class:`RootView` or a path)."""
     if not isinstance(root, _logdir.RootView):
         try:
-            root = _logdir.scan_root(root)
+            root = _logdir.scan_root(root, fs)
         except KafkaStorageError:
             return {}
     p = root.checkpoints.get(_files.LOG_START_OFFSET_CHECKPOINT_FILE)
@@ -1163,7 +1208,8 @@ def _read_log_start_checkpoints(root: Any) -> Dict[Tuple[str, int], int]:
         return {}
     try:
         return {
-            (tp.topic, tp.partition): off for tp, off in _files.read_offset_checkpoint(p).items()
+            (tp.topic, tp.partition): off
+            for tp, off in _files.read_offset_checkpoint(p, root.fs).items()
         }
     except Exception:  # a damaged checkpoint only costs the DeleteRecords cut
         return {}
@@ -1179,13 +1225,18 @@ def _parse_tp_dir(name: str) -> Optional[Tuple[str, int]]:
     return pd.topic_partition.topic, pd.topic_partition.partition
 
 
-def _expand(path: str) -> List[str]:
+def _expand(path: str, fs: "_fs.FileSystem" = _fs.LOCAL) -> List[str]:
     if any(c in path for c in "*?["):
-        found = _fs.LOCAL.glob(path)
+        found = fs.glob(path)
         if not found:
             raise FileNotFoundError(f"path {path!r} matches nothing")
         return found
-    if _fs.LOCAL.kind(path) in (_fs.MISSING, _fs.DANGLING_LINK):
+    if fs.kind(path) in (_fs.MISSING, _fs.DANGLING_LINK):
+        if not fs.is_local():
+            raise KafkaStorageError(
+                f"cannot read {path}: no such object, directory or prefix in the store; give "
+                "a log root (a broker's log.dirs entry), a <topic>-<partition> directory or a "
+                "segment file", path=path, operation="listing")
         raise FileNotFoundError(f"path {path!r} does not exist")
     return [path]
 
@@ -1195,55 +1246,61 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
     and partition."""
     found: List[TopicPartitionLog] = []
     for raw in opts.paths:
-        for path in _expand(raw):
-            path = os.path.abspath(path)
-            kind = _fs.LOCAL.kind(path)
+        fs = store_of(raw, opts.storage_options)
+        if not fs.is_local():
+            raw = raw.rstrip("/")
+        for path in _expand(raw, fs):
+            if fs.is_local():
+                path = os.path.abspath(path)
+            kind = fs.kind(path)
             if kind != _fs.DIRECTORY:
-                sf = _files.parse_segment_file_name(os.path.basename(path))
+                sf = _files.parse_segment_file_name(_fs.basename(path))
                 if kind != _fs.FILE or sf is None or sf.kind != ".log" or sf.suffix:
                     raise OptionError(
                         f"{path} is neither a directory nor a <20 digits>.log segment file"
                         + ("" if kind == _fs.FILE else f" (it is a {kind})")
                     )
-                d = os.path.dirname(path)
-                tp = _parse_tp_dir(os.path.basename(d))
+                d = _fs.parent(path)
+                tp = _parse_tp_dir(_fs.basename(d))
                 files = None
                 try:
                     files = next(
-                        (s for s in _logdir.scan_partition(d).segments if s.log == path), None
+                        (s for s in _logdir.scan_partition(d, fs).segments if s.log == path),
+                        None,
                     )
                 except KafkaStorageError:
                     pass
-                seg = SegmentRef(sf.base_offset, path, _fs.LOCAL.size(path), files)
+                seg = SegmentRef(sf.base_offset, path, fs.size(path), files,
+                                 fs=None if fs.is_local() else fs)
                 found.append(
                     TopicPartitionLog(tp[0] if tp else None, tp[1] if tp else None, d, [seg])
                 )
                 continue
-            tp = _parse_tp_dir(os.path.basename(path))
-            segs = _segment_refs(path)
-            if tp is not None and (segs or not _has_tp_children(path)):
+            tp = _parse_tp_dir(_fs.basename(path))
+            segs = _segment_refs(path, fs)
+            if tp is not None and (segs or not _has_tp_children(path, fs)):
                 _report_ignored(getattr(segs, "view", None))
-                ckpt = _read_log_start_checkpoints(os.path.dirname(path)).get(tp)
+                ckpt = _read_log_start_checkpoints(_fs.parent(path), fs).get(tp)
                 found.append(TopicPartitionLog(tp[0], tp[1], path, segs, ckpt))
                 continue
             if segs:  # a directory of segments that is not named <topic>-<partition>
                 _report_ignored(getattr(segs, "view", None))
                 found.append(TopicPartitionLog(None, None, path, segs))
             # a log-dir root
-            root = _logdir.scan_root(path)
+            root = _logdir.scan_root(path, fs)
             ckpts = _read_log_start_checkpoints(root)
             for ref in root.live_partitions:
                 tp = (ref.topic_partition.topic, ref.topic_partition.partition)
-                segs = _segment_refs(ref.path)
+                segs = _segment_refs(ref.path, fs)
                 _report_ignored(getattr(segs, "view", None))
                 found.append(TopicPartitionLog(tp[0], tp[1], ref.path, segs, ckpts.get(tp)))
     found = [tp for tp in found if _selected(tp, opts)]
     return _dedupe(found, opts.replica_policy)
 
 
-def _has_tp_children(path: str) -> bool:
+def _has_tp_children(path: str, fs: "_fs.FileSystem" = _fs.LOCAL) -> bool:
     try:
-        return bool(_logdir.scan_root(path).live_partitions)
+        return bool(_logdir.scan_root(path, fs).live_partitions)
     except KafkaStorageError:
         return False
 
@@ -1260,6 +1317,10 @@ def _selected(tp: TopicPartitionLog, opts: ReadOptions) -> bool:
     return True
 
 
+def _real(path: str) -> str:
+    return path if _fs.is_uri(path) else os.path.realpath(path)
+
+
 def _dedupe(found: List[TopicPartitionLog], policy: str) -> List[TopicPartitionLog]:
     by_key: Dict[Any, List[TopicPartitionLog]] = {}
     order = []
@@ -1269,7 +1330,7 @@ def _dedupe(found: List[TopicPartitionLog], policy: str) -> List[TopicPartitionL
             order.append(k)
             by_key[k] = []
         if all(
-            os.path.realpath(x.directory) != os.path.realpath(tp.directory)
+            _real(x.directory) != _real(tp.directory)
             or x.segments != tp.segments
             for x in by_key[k]
         ):
@@ -1371,13 +1432,9 @@ def offset_for_timestamp(tp: TopicPartitionLog, ts: int) -> Optional[int]:
         for h in iter_headers(seg, pos):
             if h.max_timestamp < ts and h.magic > 0:
                 continue
-            table = ka.to_arrow(
-                seg.path,
-                columns=["offset", "timestamp"],
-                timestamp_unit=None,
-                start_position=h.position,
-                stop_position=h.position + 1,
-            )
+            with (seg.fs or _fs.LOCAL).open_read(seg.path) as f:
+                entry = f.read(h.position, h.size)
+            table = ka.to_arrow(entry, columns=["offset", "timestamp"], timestamp_unit=None)
             offs = table.column("offset").to_pylist()
             tss = table.column("timestamp").to_pylist()
             for o, t in zip(offs, tss):
@@ -1805,6 +1862,7 @@ def aborted_transactions(
     directory: str,
     segment_paths: Optional[Sequence[str]] = None,
     dir_handle: Optional["_fs.DirectoryHandle"] = None,
+    fs: "_fs.FileSystem" = _fs.LOCAL,
 ) -> List[Tuple[int, int, int]]:
     """``(producer_id, first_offset, abort_marker_offset)`` of every aborted transaction of a
     partition, from its ``.txnindex`` files and from the ABORT markers in the data (a header walk
@@ -1817,7 +1875,7 @@ def aborted_transactions(
 
     out = set()
     try:
-        view = _logdir.scan_partition(directory if dir_handle is None else dir_handle)
+        view = _logdir.scan_partition(directory if dir_handle is None else dir_handle, fs)
     except KafkaStorageError:
         if dir_handle is not None:
             raise
@@ -1825,7 +1883,7 @@ def aborted_transactions(
 
     def open_file(path: str) -> _fs.ReadableFile:
         if dir_handle is None:
-            return _fs.LOCAL.open_read(path)
+            return fs.open_read(path)
         return dir_handle.open_read(os.path.basename(path))
 
     if segment_paths is None:
@@ -1849,10 +1907,10 @@ def aborted_transactions(
     after_marker: Dict[int, int] = {}  # producer -> the offset after its last marker seen
     scan_start: Optional[int] = None
     for path in segment_paths:
-        sf = _files.parse_segment_file_name(os.path.basename(path))
+        sf = _files.parse_segment_file_name(_fs.basename(path))
         base_offset = sf.base_offset if sf is not None else 0
         with open_file(path) as f:
-            seg = SegmentRef(base_offset, path, f.size)
+            seg = SegmentRef(base_offset, path, f.size, fs=None if fs.is_local() else fs)
             for h in iter_headers(seg, file=f):
                 if scan_start is None:
                     scan_start = h.base_offset
@@ -1920,9 +1978,12 @@ class _SplitFiles:
         self.files: Dict[str, Optional[_fs.ReadableFile]] = {}
         self.aborted: Optional[List[Tuple[int, int, int]]] = None
 
+    def fs_of(self, path: str) -> "_fs.FileSystem":
+        return store_of(path, self.opts.storage_options)
+
     @staticmethod
     def _dirname(piece: Piece) -> str:
-        return piece.directory or os.path.dirname(piece.path)
+        return piece.directory or _fs.parent(piece.path)
 
     def _enter(self, piece: Piece) -> None:
         d = self._dirname(piece)
@@ -1947,8 +2008,9 @@ class _SplitFiles:
         for _ in range(3):
             try:
                 if self.dh is None:
-                    segs = [x.path for x in _segment_refs(d)] or [piece.path]
-                    return aborted_transactions(d, segs)
+                    fs = self.fs_of(piece.path)
+                    segs = [x.path for x in _segment_refs(d, fs)] or [piece.path]
+                    return aborted_transactions(d, segs, fs=fs)
                 return aborted_transactions(d, dir_handle=self.dh)
             except FileNotFoundError:
                 if self.dh is not None and dir_version(d) != piece.version:
@@ -1962,7 +2024,7 @@ class _SplitFiles:
     def _open(self, piece: Piece, path: str) -> Optional[_fs.ReadableFile]:
         try:
             if self.dh is None:
-                return _fs.LOCAL.open_read(path)
+                return self.fs_of(path).open_read(path)
             return self.dh.open_read(os.path.basename(path))
         except _fs.MissingFileError:
             if self.dh is not None and dir_version(piece.directory) != piece.version:
@@ -2057,14 +2119,35 @@ def read_split(
         if f.size == 0 or start >= f.size:
             return
         buf = f.map()
-        if buf is None:  # a backend without local pages: read the range
-            end = f.size if stop is None else min(stop, f.size)
-            buf, start, stop = f.read(start, end - start), 0, None
+        if buf is None:  # a store without local pages: ranged reads, a window at a time
+            yield from _decode_windows(piece, f, start, stop)
+            return
         try:
             yield from _decode_buffer(piece, buf, start, stop)
         finally:
             del buf
             f.unmap()  # a view still alive (e.g. in a traceback) keeps it until the GC
+
+    def _decode_windows(piece: Piece, f, start: int, stop: Optional[int]):
+        """Decode ``[start, stop)`` of a file in a store: windows of whole entries of about
+        ``block_size`` bytes, the next fetched while this one decodes (memory: two windows,
+        not the piece); positions (in errors and the batch column) are the file's."""
+        from ..arrow import _MAX_ENTRY, _windows
+
+        end = f.size if stop is None else min(stop, f.size)
+        block = getattr(getattr(getattr(f, "fs", None), "options", None), "block_size",
+                        _fs.DEFAULT_BLOCK_SIZE)
+        for pos, win in _windows(_Ranged(f, end), start, block, None, _MAX_ENTRY):
+            try:
+                for rb in _decode_buffer(piece, win, 0, None):
+                    if pos and want_batch:
+                        i = rb.schema.get_field_index("position")
+                        rb = rb.set_column(i, rb.schema.field(i), pc.add(rb.column(i), pos))
+                    yield rb
+            except KafkaLogError as e:
+                if e.position is not None:
+                    e.position += pos
+                raise
 
     def _decode_buffer(piece: Piece, buf, start: int, stop: Optional[int]):
         aborted = files.aborted_for(piece) if opts.read_committed else None
@@ -2208,6 +2291,19 @@ def read_split(
                 arrays.append(a)
             yield pa.RecordBatch.from_arrays(arrays, schema=target_schema)
     files.close()
+
+
+class _Ranged:
+    """The first ``size`` bytes of an open file in a store (what one piece may read)."""
+
+    def __init__(self, f: "_fs.ReadableFile", size: int) -> None:
+        self.f = f
+        self.size = size
+
+    def fetch(self, position: int, length: int) -> bytes:
+        length = max(0, min(length, self.size - position))
+        fetch = getattr(self.f, "fetch", None) or self.f.read
+        return fetch(position, length) if length else b""
 
 
 def _entry_size(f: "_fs.ReadableFile", position: int) -> Optional[int]:

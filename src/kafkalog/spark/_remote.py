@@ -1,13 +1,13 @@
-"""The Spark source over object stores and HDFS (``s3://``, ``gs://``, ``hdfs://``, ``abfs://``).
+"""The Spark source and sink over object stores and HDFS (``s3://``, ``gs://``, ``hdfs://``,
+``abfs://``): the ``storage.*`` options, and the sink's object-store commit.
 
-Planning runs on the driver and lists the store once: one listing of each root given, one
-listing of each ``<topic>-<partition>`` directory under it (which also gives every object's
-size, so no per-file HEAD request).  Segments are packed into splits of about
-``maxPartitionBytes``; a split carries everything its task needs: the segment URIs, the
-partition, the aborted transactions (read from the ``.txnindex`` objects on the driver when
-``kafka.isolation.level=read_committed``) and the storage options.  A task reads its segments
-straight from the store with :func:`kafkalog.arrow.iter_batches` (ranged reads of
-``storage.block_size`` bytes, retried with backoff); no local path is shared or assumed.
+Reading goes through the same planning and decoding as local paths (:mod:`._core`, over the
+store's :class:`kafkalog.storage.fs.ArrowFileSystem`): planning lists the store once on the
+driver (one listing of each root, one of each ``<topic>-<partition>`` prefix, which also gives
+every object's size: no per-file HEAD request), reads only the index objects and the batch
+headers the offset/timestamp options and pushed filters need, and a task reads its byte ranges
+straight from the store (windows of ``storage.block_size`` bytes, the next fetched while one
+decodes, retried with backoff); no local path is shared or assumed.
 
 Storage options come from Spark options prefixed ``storage.`` (``storage.endpoint_url``,
 ``storage.region``, ``storage.access_key``, ``storage.secret_key``, ``storage.anonymous``,
@@ -17,10 +17,9 @@ driver and of every executor apply.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..errors import KafkaStorageError
 from ..storage import files as _files
 from ..storage import fs as _fs
 
@@ -58,32 +57,6 @@ def storage_options(opts: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
-@dataclass
-class RemoteSplit:
-    """One task's share: whole segments of one partition, read in order."""
-
-    index: int
-    directory: str
-    topic: str
-    partition: int
-    segments: List[Tuple[str, int]]  # (URI, size)
-    aborted: Optional[List[Tuple[int, int, int]]] = None
-    storage_options: Dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(s for _, s in self.segments)
-
-
-@dataclass
-class _RemotePartition:
-    directory: str
-    topic: str
-    partition: int
-    segments: List[Tuple[int, str, int]]  # (base offset, URI, size)
-    txn_indexes: List[str]
-
-
 def _partition_dir(name: str):
     try:
         pd = _files.parse_partition_dir(name)
@@ -92,136 +65,6 @@ def _partition_dir(name: str):
     if pd.kind:  # -delete / -future directories
         return None
     return pd.topic_partition
-
-
-def _list_partition(fs, uri: str, tp) -> _RemotePartition:
-    segs, txns = [], []
-    for e in fs.list_dir(uri):
-        if e.kind != _fs.FILE:
-            continue
-        sf = _files.parse_segment_file_name(e.name)
-        if sf is None or sf.suffix:
-            continue
-        if sf.kind == ".log":
-            segs.append((sf.base_offset, e.path, fs.size(e.path)))
-        elif sf.kind == ".txnindex":
-            txns.append(e.path)
-    segs.sort()
-    return _RemotePartition(uri, tp.topic, tp.partition, segs, sorted(txns))
-
-
-def discover(paths: Sequence[str], sopts: Dict[str, Any]) -> List[_RemotePartition]:
-    """Every partition directory under ``paths`` (roots or partition directories), one listing
-    each; a missing root is a KafkaStorageError naming it."""
-    out: List[_RemotePartition] = []
-    for p in paths:
-        fs, uri = _fs.resolve(p, sopts)
-        tp = _partition_dir(_fs.basename(uri))
-        if tp is not None:
-            part = _list_partition(fs, uri, tp)
-            if part.segments:
-                out.append(part)
-                continue
-        kind = fs.kind(uri)
-        if kind != _fs.DIRECTORY:
-            raise KafkaStorageError(
-                f"cannot read {p}: no such directory (or prefix) in the store ({kind}); give a "
-                "log root (a broker's log.dirs entry) or a <topic>-<partition> directory",
-                path=p, operation="listing")
-        for e in fs.list_dir(uri):
-            if e.kind != _fs.DIRECTORY:
-                continue
-            tp = _partition_dir(e.name)
-            if tp is not None:
-                out.append(_list_partition(fs, e.path, tp))
-    return out
-
-
-def _selected(part: _RemotePartition, opts) -> bool:
-    import re
-
-    from ._core import _is_internal, java_regex
-
-    if opts.assign is not None:
-        return part.partition in opts.assign.get(part.topic, ())
-    if opts.subscribe is not None:
-        return part.topic in opts.subscribe
-    if opts.subscribe_pattern is not None:
-        return re.fullmatch(java_regex(opts.subscribe_pattern), part.topic) is not None
-    return opts.include_internal_topics or not _is_internal(part.topic)
-
-
-def check_supported(opts) -> None:
-    """Refuse (clearly) the options the object-store read does not implement yet."""
-    from ._core import OptionError
-
-    offsets = [
-        name for name, v in (
-            ("startingOffsets", opts.starting not in (None, "earliest")),
-            ("endingOffsets", opts.ending not in (None, "latest")),
-            ("startingTimestamp", opts.starting_timestamp is not None),
-            ("endingTimestamp", opts.ending_timestamp is not None),
-            ("startingOffsetsByTimestamp", opts.starting_by_timestamp is not None),
-            ("endingOffsetsByTimestamp", opts.ending_by_timestamp is not None),
-            ("includeBatchMetadata", opts.include_batch_metadata),
-            ("includeSegmentMetadata", opts.include_segment_metadata),
-        ) if v]
-    if offsets:
-        raise OptionError(
-            f"option(s) {', '.join(offsets)} are not supported yet when reading from an object "
-            "store or HDFS URI; read the whole range and filter in Spark, or copy the log "
-            "directories to a local path")
-
-
-def plan(opts, sopts: Dict[str, Any]) -> List[RemoteSplit]:
-    """Splits for the remote paths of ``opts`` (see the module doc)."""
-    check_supported(opts)
-    parts = [p for p in discover(opts.paths, sopts) if _selected(p, opts)]
-    target = max(1, int(opts.max_partition_bytes))
-    splits: List[RemoteSplit] = []
-    for part in sorted(parts, key=lambda p: (p.topic, p.partition)):
-        aborted = None
-        if opts.read_committed:
-            from ..arrow import _remote_txnindex_aborted
-
-            fs, _ = _fs.resolve(part.directory, sopts)
-            aborted = _remote_txnindex_aborted(part.directory, fs)
-        cur: List[Tuple[str, int]] = []
-        size = 0
-        for _base, uri, n in part.segments:
-            if cur and size + n > target:
-                splits.append(RemoteSplit(len(splits), part.directory, part.topic,
-                                          part.partition, cur, aborted, sopts))
-                cur, size = [], 0
-            cur.append((uri, n))
-            size += n
-        if cur:
-            splits.append(RemoteSplit(len(splits), part.directory, part.topic, part.partition,
-                                      cur, aborted, sopts))
-    return splits
-
-
-def read_split(split: RemoteSplit, opts, target) -> Iterator[Any]:
-    """The split's records as Arrow batches in ``target``'s schema (Spark's, exactly)."""
-    import pyarrow as pa
-
-    from .. import arrow as ka
-
-    names = [f.name for f in target]
-    for uri, _size in split.segments:
-        for rb in ka.iter_batches(
-            uri, names, topic=split.topic, partition=split.partition,
-            timestamp_unit="us", check_crcs=opts.check_crcs,
-            read_committed=opts.read_committed,
-            aborted_transactions=split.aborted if opts.read_committed else None,
-            max_rows=opts.max_records_per_batch, max_bytes=opts.max_batch_bytes,
-            storage_options=split.storage_options,
-        ):
-            if rb.num_rows == 0:
-                continue
-            cols = [rb.column(i).cast(f.type) if rb.column(i).type != f.type else rb.column(i)
-                    for i, f in enumerate(target)]
-            yield pa.RecordBatch.from_arrays(cols, schema=target)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -88,18 +88,6 @@ class KafkaLogSplit(InputPartition):
         return f"KafkaLogSplit({self.split.index}, {len(self.split.pieces)} pieces, {self.split.nbytes} bytes)"
 
 
-class KafkaLogRemoteSplit(InputPartition):
-    """One Spark task's share of a log in an object store (:class:`_remote.RemoteSplit`)."""
-
-    def __init__(self, remote: "_remote.RemoteSplit") -> None:
-        super().__init__(remote.index)
-        self.remote = remote
-
-    def __repr__(self) -> str:
-        return (f"KafkaLogRemoteSplit({self.remote.index}, {len(self.remote.segments)} "
-                f"segments, {self.remote.nbytes} bytes)")
-
-
 class KafkaLogDataSource(DataSource):
     """``spark.read.format("kafkalog").load(path)``: Kafka log directories in the schema of
     Spark's Kafka connector.  See docs/spark.md for the options."""
@@ -145,19 +133,8 @@ class KafkaLogReader(DataSourceReader):
         #: set by ``pushFilters`` for the scan being planned; only ``partitions()`` reads it
         self.pruning: Optional[core.Pruning] = None
         self._target = None
-        #: the ``storage.*`` options (an object store's endpoint, credentials, block size...)
-        self._storage = _remote.storage_options(options)
-
-    def _remote(self) -> bool:
-        return any(_remote.is_remote(p) for p in self.opts.paths)
 
     def partitions(self) -> List[InputPartition]:
-        if self._remote():
-            if not all(_remote.is_remote(p) for p in self.opts.paths):
-                raise core.OptionError(
-                    "cannot mix local paths and object-store URIs in one read: "
-                    + ", ".join(self.opts.paths))
-            return [KafkaLogRemoteSplit(s) for s in _remote.plan(self.opts, self._storage)]
         pruning = self.pruning
         splits = core.plan(self.opts, pruning)
         return [KafkaLogSplit(s, pruning) for s in splits]
@@ -165,9 +142,6 @@ class KafkaLogReader(DataSourceReader):
     def read(self, partition: KafkaLogSplit) -> Iterator[Any]:
         if self._target is None:
             self._target = _arrow_target(self.schema)
-        remote = getattr(partition, "remote", None)
-        if remote is not None:
-            return _remote.read_split(remote, self.opts, self._target)
         split = getattr(partition, "split", None)
         if split is None:  # the placeholder Spark uses for an empty plan
             return iter(())
@@ -325,10 +299,6 @@ if HAS_PUSHDOWN:
 
         def pushFilters(self, filters: List["Filter"]):
             # a fresh pruning per call: nothing of an earlier scan's filters may remain
-            if self._remote():
-                # the object-store read prunes nothing yet: Spark keeps every filter
-                self.pruning = None
-                return iter(filters)
             pr = core.Pruning()
             rest = apply_filters(filters, pr)
             self.pruning = pr
