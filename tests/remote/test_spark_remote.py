@@ -261,3 +261,49 @@ def test_stream_over_the_store_follows_new_segments(s3_env, tmp_path):
     append(200, 330)
     start = drain(start)
     assert seen == list(range(330)) and start == {"s": {"0": 330}}
+
+
+def test_store_errors_name_the_uri_and_never_return_partial_data(s3_env, big_partition):
+    """Through the Spark reader: an unreachable endpoint fails at planning naming the URI,
+    within the timeouts; an object cut short after planning fails the task naming it (never
+    returns the part that was there)."""
+    import socket
+    import time
+
+    from kafkalog.errors import KafkaStorageError
+
+    from .s3_support import BUCKET, s3_client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uri = f"s3://{BUCKET}/nowhere"
+    o = core.ReadOptions.parse({"path": uri, "storage.endpoint_url": f"http://127.0.0.1:{port}",
+                                "storage.retries": "0", "storage.connect_timeout": "1",
+                                "storage.request_timeout": "2"})
+    t = time.monotonic()
+    with pytest.raises(KafkaStorageError) as ei:
+        core.plan(o)
+    assert time.monotonic() - t < 60 and uri in str(ei.value)
+
+    _local_dir, part = big_partition
+    o = core.ReadOptions.parse({"path": part, "storage.retries": "0"})
+    splits = core.plan(o)
+    last = max((p.path for s in splits for p in s.pieces))
+    key = last[len(f"s3://{BUCKET}/"):]
+    client = s3_client(s3_env)
+    body = client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    mine = [s for s in splits if any(p.path == last for p in s.pieces)]
+    whole = _rows(o, mine)
+    try:
+        client.put_object(Bucket=BUCKET, Key=key, Body=body[: len(body) // 2])
+        core._STORES.clear()  # a task in a fresh worker: no listing kept from planning
+        with pytest.raises(core.DataLossError) as ei:
+            _rows(o, mine)
+        assert last in str(ei.value) and "truncated or replaced" in str(ei.value)
+        lenient = core.ReadOptions.parse({"path": part, "failOnDataLoss": "false"})
+        with pytest.warns(UserWarning, match="reading what is left"):
+            rows = _rows(lenient, mine)
+        assert 0 < len(rows) < len(whole) and rows == whole[: len(rows)]
+    finally:
+        client.put_object(Bucket=BUCKET, Key=key, Body=body)

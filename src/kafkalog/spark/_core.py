@@ -2168,8 +2168,21 @@ def read_split(
     def piece_batches(piece: Piece) -> Iterator[Any]:
         # open first, outside the corrupt-data handling below: a replaced directory or a
         # deleted segment is not corrupt data
-        if files.file(piece) is None:
+        f = files.file(piece)
+        if f is None:
             return
+        planned = piece.start + piece.nbytes
+        if f.size < planned:
+            # cut short (or replaced by a shorter object) since planning: what was planned
+            # past its end is gone; never passed off as the whole piece
+            name = piece.directory if piece.topic is None else f"{piece.topic}-{piece.partition}"
+            msg = (f"segment {piece.path} of {name} is {f.size} bytes, shorter than the "
+                   f"{planned} bytes planned: it was truncated or replaced after this query was "
+                   f"planned, and records from offset {piece.from_offset} on may be lost")
+            if opts.fail_on_data_loss:
+                raise DataLossError(msg + "; set failOnDataLoss=false to read what is left",
+                                    path=piece.path, offset=piece.from_offset)
+            _warn(msg + "; reading what is left (failOnDataLoss=false)")
         if opts.fail_on_data_loss:
             try:
                 yield from decode(piece, piece.start, piece.end)
