@@ -978,3 +978,27 @@ def test_duckdb_scan():
     n, total = duckdb.sql('select count(*), sum(octet_length("value")) from tbl').fetchall()[0]
     assert n == tbl.num_rows
     assert total == sum(len(v) for v in tbl.column("value").to_pylist() if v is not None)
+
+
+def test_pooled_header_buffers_are_reused_safely():
+    """Freed column buffers (the header entries' too) go back to a pool and serve the next
+    call: tables alive while others are decoded and dropped keep their own data, and every
+    decode equals the record decoder."""
+    import gc
+
+    logs = [build_log(2, "none", headers=True, batches=40, per_batch=600, seed=s) for s in (3, 4)]
+    want = [reference_rows(b) for b in logs]
+    cols = ["offset", "key", "value", "headers"]
+    keep = []
+    for i in range(6):
+        j = i % 2
+        t = ka.to_arrow(logs[j], cols)
+        assert t.to_pylist() == [{c: r[c] for c in cols} for r in want[j]]
+        keep.append(t)
+        if i % 3 == 2:
+            keep.pop(0)
+            gc.collect()
+    expect = [[{c: r[c] for c in cols} for r in w] for w in want]
+    assert expect[0] != expect[1]
+    for t in keep:  # the survivors were not overwritten by later decodes
+        assert t.to_pylist() in expect

@@ -1493,6 +1493,13 @@ cdef void prescan(Walk* w, int64_t* rows_out, int64_t* data_out) noexcept nogil:
     data_out[0] = data
 
 
+cdef enum:
+    # pool tags of the header entries' buffers (past every 2 * COL_x + 1)
+    TAG_HEADER_KEY_OFFSETS = 1 << 16
+    TAG_HEADER_VALUE_OFFSETS = (1 << 16) + 1
+    TAG_HEADER_VALUE_DATA = (1 << 16) + 2
+
+
 cdef void out_from_pool(Out* o, int64_t rows, int64_t data) noexcept:
     """Take pooled blocks for the big per-row buffers (GIL held)."""
     cdef int cols = o.cols
@@ -1515,6 +1522,13 @@ cdef void out_from_pool(Out* o, int64_t rows, int64_t data) noexcept:
         pool_get(&o.val_off, n4, 2 * COL_VALUE + 1)
     if cols & COL_HEADERS:
         pool_get(&o.h_off, n4, 2 * COL_HEADERS + 1)
+        # the header entries' buffers: their sizes are not known before the walk (a first
+        # ask of one offset slot per row); a pooled block of a previous chunk spares the
+        # page faults of growing fresh ones
+        pool_get(&o.hk_off, n4, TAG_HEADER_KEY_OFFSETS)
+        pool_get(&o.hv_off, n4, TAG_HEADER_VALUE_OFFSETS)
+        pool_get(&o.hk_data, n4, 2 * COL_HEADERS)
+        pool_get(&o.hv_data, n4, TAG_HEADER_VALUE_DATA)
     if cols & COL_PRODUCER_ID:
         pool_get(&o.pid, n8, 2 * COL_PRODUCER_ID)
     if cols & COL_BATCH_OFFSET:
