@@ -1429,17 +1429,19 @@ def offset_for_timestamp(tp: TopicPartitionLog, ts: int) -> Optional[int]:
         pos = position_of_offset(tp, seg, from_off)
         if pos is None:
             continue
-        for h in iter_headers(seg, pos):
-            if h.max_timestamp < ts and h.magic > 0:
-                continue
-            with (seg.fs or _fs.LOCAL).open_read(seg.path) as f:
+        # one open file for the walk and the entries it decodes (in a store, they share the
+        # ranges fetched); a v0 entry has no timestamps (-1: below any ts >= 0)
+        with (seg.fs or _fs.LOCAL).open_read(seg.path) as f:
+            for h in iter_headers(seg, pos, file=f):
+                if h.max_timestamp < ts and (h.magic > 0 or ts >= 0):
+                    continue
                 entry = f.read(h.position, h.size)
-            table = ka.to_arrow(entry, columns=["offset", "timestamp"], timestamp_unit=None)
-            offs = table.column("offset").to_pylist()
-            tss = table.column("timestamp").to_pylist()
-            for o, t in zip(offs, tss):
-                if t >= ts and o >= start_off:
-                    return o
+                table = ka.to_arrow(entry, columns=["offset", "timestamp"], timestamp_unit=None)
+                offs = table.column("offset").to_pylist()
+                tss = table.column("timestamp").to_pylist()
+                for o, t in zip(offs, tss):
+                    if t >= ts and o >= start_off:
+                        return o
     return None
 
 
