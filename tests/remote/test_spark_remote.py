@@ -307,3 +307,43 @@ def test_store_errors_name_the_uri_and_never_return_partial_data(s3_env, big_par
         assert 0 < len(rows) < len(whole) and rows == whole[: len(rows)]
     finally:
         client.put_object(Bucket=BUCKET, Key=key, Body=body)
+
+
+def test_preallocated_indexes_of_an_active_segment_are_not_fetched_whole(s3_env, tmp_path):
+    """A copy of a live broker directory: the active segment's indexes are 10 MB files of
+    zeros past their entries; planning fetches the entries, not the zeros, and reads the same
+    rows as locally."""
+    import os
+    import uuid
+
+    from kafkalog import MemoryRecordsBuilder
+    from kafkalog.storage.log import Log
+
+    from .s3_support import BUCKET, upload_tree
+
+    d = tmp_path / "root" / "live-0"
+    log = Log.open(str(d), {"segment.bytes": 1 << 20, "index.interval.bytes": 512})
+    try:
+        for i in range(0, 3000, 20):
+            mb = MemoryRecordsBuilder(magic=2, base_offset=log.log_end_offset)
+            for j in range(i, i + 20):
+                mb.append(1_700_000_000_000 + j, b"k%d" % j, b"v" * 50)
+            log.append_as_follower(mb.build())
+        log.flush()
+        sizes = {n: os.path.getsize(d / n) for n in os.listdir(d)}
+        assert max(v for n, v in sizes.items() if n.endswith("index")) >= 10 << 20
+        prefix = "live-" + uuid.uuid4().hex[:8]
+        upload_tree(s3_env, str(tmp_path / "root"), BUCKET, prefix)
+    finally:
+        log.close()
+    uri = f"s3://{BUCKET}/{prefix}"
+    extra = {"startingTimestamp": str(1_700_000_000_000 + 1500)}
+    remote = core.ReadOptions.parse({"path": uri, **extra})
+    local = core.ReadOptions.parse({"path": str(tmp_path / "root"), **extra})
+    store = core.store_of(uri, remote.storage_options)
+    before = store.bytes_read
+    splits = core.plan(remote)
+    planned = store.bytes_read - before
+    got = _local_form(_rows(remote, splits), str(tmp_path / "root"), uri)
+    assert got == _rows(local, core.plan(local)) and len(got) == 1500
+    assert planned < 1 << 20, planned

@@ -411,7 +411,24 @@ def _index_data(path: Optional[str], fs: Optional[_fs.FileSystem]) -> Optional[b
     fs, path = _fs.for_path(path, fs)
     if fs.is_local():
         return None
-    return read_file(path, fs, limit=_MAX_INDEX_BYTES)
+    entry = 12 if path.endswith(_files.TIME_INDEX_FILE_SUFFIX) else 8
+    with fs.open_read(path) as f:
+        if f.size > _MAX_INDEX_BYTES:
+            raise KafkaStorageError(
+                f"{path} is {f.size} bytes, more than an index can be ({_MAX_INDEX_BYTES})",
+                path=path, operation="reading an index")
+        # An active segment's index is preallocated (10 MB of zeros past its entries): read
+        # ranges from the start until one ends in an empty slot (past slot 0, which may be a
+        # real entry), so only the entries and one range more are fetched.
+        got = bytearray()
+        step = 64 * 1024
+        while len(got) < f.size:
+            got += f.read(len(got), min(step, f.size - len(got)))
+            k = len(got) // entry
+            if k > 1 and not any(got[(k - 1) * entry:k * entry]):
+                break
+            step *= 2
+        return bytes(got)
 
 
 _MAX_INDEX_BYTES = 64 * 1024 * 1024

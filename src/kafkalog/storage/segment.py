@@ -279,16 +279,14 @@ class Segment:
         return self._fs.kind(path) == _fs.FILE
 
     def _read_whole(self, path: str) -> bytes:
-        """A (small) index file of a segment in a store, read whole; one larger than an index
-        can be is a KafkaStorageError, never a large allocation."""
-        with self._fs.open_read(path) as f:
-            limit = max(self.max_index_size, 0) + 64 * 1024 if not path.endswith(".txnindex") \
-                else 1 << 30
-            if f.size > limit:
-                raise KafkaStorageError(
-                    f"{path} is {f.size} bytes, more than an index of this segment can be",
-                    path=path, operation="reading an index")
-            return f.read(0, f.size)
+        """An index file of a segment in a store: its entries (the offset and time indexes:
+        read up to the preallocated tail; bounded, never a large allocation) or, for the
+        transaction index, the whole file."""
+        from .logdir import _index_data, read_file
+
+        if path.endswith(_files.TXN_INDEX_FILE_SUFFIX):
+            return read_file(path, self._fs, limit=1 << 30)
+        return _index_data(path, self._fs)
 
     def _load_max_ts(self) -> None:
         last = self.time_index.last_entry
