@@ -426,38 +426,25 @@ def _remote_txnindex_aborted(directory: str, fs) -> List[Tuple[int, int, int]]:
 
 def _index_position(seg: "_Segment", start_offset: int, size: int) -> int:
     """Where to start scanning ``seg`` for ``start_offset``: the position of the offset-index
-    entry with the largest offset <= ``start_offset`` (0 without a usable index).  The index
-    is only a hint: an entry that does not fit (unsorted, past the end) is ignored, and rows
-    before ``start_offset`` are filtered out afterwards."""
-    from .storage.fs import LOCAL
+    entry with the largest offset <= ``start_offset`` (0 without a usable index), looked up
+    with :class:`kafkalog.storage.index.OffsetIndex` (in a store: its entries fetched, not its
+    preallocated tail).  The index is only a hint: a position past the end is ignored, and
+    rows before ``start_offset`` are filtered out afterwards."""
+    from .storage import logdir
 
     if seg.offset_index is None or seg.base_offset is None or start_offset <= seg.base_offset:
         return 0
-    fs = seg.fs or LOCAL
+    files = logdir.SegmentFiles(seg.base_offset, seg.path, seg.offset_index, None, None)
     try:
-        with fs.open_read(seg.offset_index) as f:
-            n = f.size // 8
-            if n == 0:
-                return 0
-            data = f.read(0, n * 8)
+        idx = logdir.offset_index(files, seg.fs)
     except KafkaLogError:
         return 0
-    target = start_offset - seg.base_offset
-    lo, hi, best = 0, len(data) // 8 - 1, 0
-    # entries are (relative offset, position) big-endian int32s, increasing; a preallocated
-    # tail of zeros is not entries
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        rel = int.from_bytes(data[mid * 8: mid * 8 + 4], "big", signed=True)
-        pos = int.from_bytes(data[mid * 8 + 4: mid * 8 + 8], "big", signed=True)
-        if mid > 0 and rel == 0 and pos == 0:
-            hi = mid - 1
-            continue
-        if rel <= target:
-            best = pos
-            lo = mid + 1
-        else:
-            hi = mid - 1
+    try:
+        best = idx.lookup(start_offset).position
+    except KafkaLogError:
+        return 0
+    finally:
+        idx.close()
     if best < 0 or best > size:
         return 0
     return best
