@@ -11,6 +11,11 @@ Release builds are optimised and carry no debug info (-g0, stripped on Linux).
 KAFKALOG_CYTHON_DEBUG=1 turns on Cython's bounds/wraparound checks, line tracing and -g, for
 sanitizer and fuzzing builds.
 
+KAFKALOG_REQUIRE_COMPILED=1 makes a build that cannot compile them fail instead (exit status
+non-zero, the reason printed): for CI and for in-place developer builds
+(``python setup.py build_ext --inplace``), where a fallback would leave compiled modules of
+an older source in place and the tests would run them.
+
 ``python setup.py --source-hash`` prints the hash of the build inputs that is recorded in the
 installed package (scripts/run.sh and scripts/test.sh use it to skip a rebuild).
 """
@@ -70,6 +75,7 @@ def extensions():
         from Cython.Build import cythonize
     except ImportError as exc:
         _NOT_COMPILED = f"Cython is not installed ({exc})"
+        _require_compiled(_NOT_COMPILED)
         return []
 
     debug = _truthy("KAFKALOG_CYTHON_DEBUG")
@@ -116,7 +122,16 @@ def extensions():
         return cythonize(mods, compiler_directives=directives, quiet=True)
     except Exception as exc:  # a Cython error: still install the pure twins
         _NOT_COMPILED = f"Cython failed to translate the .pyx sources ({exc})"
+        _require_compiled(_NOT_COMPILED)
         return []
+
+
+def _require_compiled(reason: str) -> None:
+    """With KAFKALOG_REQUIRE_COMPILED set, a build without the compiled twins is an error."""
+    if _truthy("KAFKALOG_REQUIRE_COMPILED"):
+        sys.stderr.write(f"\nERROR: KAFKALOG_REQUIRE_COMPILED is set and the compiled twins "
+                         f"cannot be built: {reason}\n\n")
+        sys.exit(1)
 
 
 def _write_build_info(build_lib: str, reason) -> None:
@@ -150,6 +165,10 @@ class OptionalBuildExt(build_ext):
     """build_ext that falls back to the pure twins instead of failing the install."""
 
     def run(self):
+        if _NOT_COMPILED is not None and self.inplace:
+            # an in-place build keeps whatever compiled modules an older build left: say so
+            _warn(_NOT_COMPILED + "; compiled modules of an earlier build in src/kafkalog, if "
+                  "any, were left in place (KAFKALOG_REQUIRE_COMPILED=1 makes this an error)")
         try:
             super().run()
         except Exception as exc:  # no compiler, missing headers (DistutilsPlatformError, ...)
@@ -168,6 +187,7 @@ class OptionalBuildExt(build_ext):
             return
         self._failed = True
         reason = f"the C build failed ({type(exc).__name__}: {str(exc).strip() or 'no message'})"
+        _require_compiled(reason)
         # leave no half-built module behind: all compiled twins or none
         for ext in self.extensions:
             path = self.get_ext_fullpath(ext.name)
