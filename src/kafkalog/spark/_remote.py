@@ -83,6 +83,10 @@ def _partition_dir(name: str):
 #     by one PUT/copy, and a reader finds a segment by its ``.log``, so at any moment a reader
 #     sees a prefix of complete segments of new partitions, never a partial segment or old
 #     data mixed with new; then deletes the staging prefix.  ``abort`` deletes it too.
+# On HDFS the same commit renames each staged file into place instead of copying it (a rename
+# there is atomic and moves no bytes; a copy would stream every byte through the driver).  The
+# whole-directory swap of the local commit (overwrite, append) is not done on HDFS yet: the
+# same rules as on object stores apply.
 
 
 @dataclass
@@ -163,6 +167,8 @@ class RemoteWriteJob:
                 name = f"{s.topic}-{s.partition}"
                 src = _fs.join(local_root, name)
                 dst = fs._native(f"{prefix}/{name}")
+                if self.renames:  # a file system with directories: make the parent first
+                    fs.pafs.create_dir(dst, recursive=True)
                 pafs.copy_files(src, dst, source_filesystem=pafs.LocalFileSystem(),
                                 destination_filesystem=fs.pafs)
                 files = [i.base_name for i in pafs.LocalFileSystem().get_file_info(
@@ -195,16 +201,32 @@ class RemoteWriteJob:
                         "(topic, partition) first: use kafkalog.spark.write(df, path)")
                 seen[name] = st.task_prefix
         fs = self._fs()
+        rename = self.renames
         for st in staged:
             for name, _t, _p, files in st.partitions:
                 def order(f):
                     sf = _files.parse_segment_file_name(f)
                     return (1, sf.base_offset) if sf is not None and sf.kind == ".log" else (0, 0)
+                if rename:  # HDFS: a rename needs the parent directory
+                    fs._retry("creating", f"{self.uri}/{name}", lambda: fs.pafs.create_dir(
+                        fs._native(f"{self.uri}/{name}"), recursive=True))
                 for f in sorted(files, key=lambda f: (order(f), f)):
-                    fs._retry("copying", f"{self.uri}/{name}/{f}", lambda: fs.pafs.copy_file(
-                        fs._native(f"{st.task_prefix}/{name}/{f}"),
-                        fs._native(f"{self.uri}/{name}/{f}")))
+                    src = fs._native(f"{st.task_prefix}/{name}/{f}")
+                    dst = fs._native(f"{self.uri}/{name}/{f}")
+                    if rename:
+                        fs._retry("renaming", f"{self.uri}/{name}/{f}",
+                                  lambda: fs.pafs.move(src, dst))
+                    else:
+                        fs._retry("copying", f"{self.uri}/{name}/{f}",
+                                  lambda: fs.pafs.copy_file(src, dst))
         self.abort()
+
+    @property
+    def renames(self) -> bool:
+        """Whether the commit renames the staged files into place (HDFS: a rename is atomic
+        and moves no bytes) rather than copying them (object stores: a server-side copy; their
+        "rename" is a copy and a delete, no better)."""
+        return self.uri.split("://", 1)[0].lower() in _RENAMING_SCHEMES
 
     def abort(self) -> None:
         fs = self._fs()
@@ -221,3 +243,4 @@ class RemoteWriteJob:
 
 
 _STAGING = ".kafkalog-staging"
+_RENAMING_SCHEMES = ("hdfs", "viewfs")
