@@ -618,16 +618,24 @@ def atomic_copy(src: PathLike, dst: PathLike, fsync: bool = True) -> None:
 
 
 # -- CheckpointFile --------------------------------------------------------------------------------
-def _read_whole(path: str) -> bytes:
+def _read_whole(path: str, fs: Optional["_fs.FileSystem"] = None) -> bytes:
     """A small metadata file's bytes, read through the storage interface: only a regular file
-    is opened (a FIFO or a directory at the name raises KafkaStorageError, never blocks)."""
-    with _fs.LOCAL.open_read(path) as f:
+    is opened (a FIFO or a directory at the name raises KafkaStorageError, never blocks).
+    ``fs``: the file system holding it (default: the local one)."""
+    with (fs or _fs.LOCAL).open_read(path) as f:
         return f.read(0, f.size)
 
 
-def _read_checkpoint_lines(path: str, version: int, fields: int) -> List[List[str]]:
+def _missing(path: str, fs: Optional["_fs.FileSystem"]) -> bool:
+    if fs is None or fs is _fs.LOCAL:
+        return not os.path.exists(path)
+    return fs.kind(path) == _fs.MISSING
+
+
+def _read_checkpoint_lines(path: str, version: int, fields: int,
+                           fs: Optional["_fs.FileSystem"] = None) -> List[List[str]]:
     """Kafka's ``CheckpointReadBuffer.read``: version line, count line, one entry per line."""
-    raw = _read_whole(path)
+    raw = _read_whole(path, fs)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -679,15 +687,17 @@ def _format_checkpoint(version: int, entries: Iterable[str]) -> bytes:
     return ("\n".join(out) + "\n").encode("utf-8")
 
 
-def read_offset_checkpoint(path: PathLike) -> Dict[TopicPartition, int]:
+def read_offset_checkpoint(path: PathLike,
+                           fs: Optional["_fs.FileSystem"] = None) -> Dict[TopicPartition, int]:
     """Read a log-dir checkpoint (``recovery-point-offset-checkpoint``,
     ``log-start-offset-checkpoint``, ``replication-offset-checkpoint``,
-    ``cleaner-offset-checkpoint``).  A missing or empty file reads as ``{}``."""
+    ``cleaner-offset-checkpoint``).  A missing or empty file reads as ``{}``.  ``fs``: the
+    file system holding it (default: the local one)."""
     path = os.fspath(path)
-    if not os.path.exists(path):
+    if _missing(path, fs):
         return {}
     result: Dict[TopicPartition, int] = {}
-    for parts in _read_checkpoint_lines(path, 0, 3):
+    for parts in _read_checkpoint_lines(path, 0, 3, fs):
         topic, part, off = parts
         try:
             result[TopicPartition(topic, int(part))] = int(off)
@@ -814,13 +824,15 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
-def read_leader_epoch_checkpoint(path: PathLike) -> List[EpochEntry]:
-    """Read ``leader-epoch-checkpoint`` (missing or empty file: ``[]``)."""
+def read_leader_epoch_checkpoint(path: PathLike,
+                                 fs: Optional["_fs.FileSystem"] = None) -> List[EpochEntry]:
+    """Read ``leader-epoch-checkpoint`` (missing or empty file: ``[]``; ``fs``: the file system
+    holding it, default the local one)."""
     path = os.fspath(path)
-    if not os.path.exists(path):
+    if _missing(path, fs):
         return []
     out = []
-    for parts in _read_checkpoint_lines(path, 0, 2):
+    for parts in _read_checkpoint_lines(path, 0, 2, fs):
         try:
             out.append(EpochEntry(int(parts[0]), int(parts[1])))
         except ValueError:
@@ -860,11 +872,13 @@ def topic_id_from_string(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=raw)
 
 
-def read_partition_metadata(path: PathLike) -> PartitionMetadata:
+def read_partition_metadata(path: PathLike,
+                            fs: Optional["_fs.FileSystem"] = None) -> PartitionMetadata:
     """Read ``partition.metadata`` (``version: 0\\ntopic_id: <id>``).  The zero UUID and any
-    other version are rejected, as Kafka's ``PartitionMetadataReadBuffer`` does."""
+    other version are rejected, as Kafka's ``PartitionMetadataReadBuffer`` does.  ``fs``: the
+    file system holding it (default: the local one)."""
     path = os.fspath(path)
-    text = _read_whole(path).decode("utf-8", "replace")
+    text = _read_whole(path, fs).decode("utf-8", "replace")
     lines = text.splitlines()
     if len(lines) < 2:
         raise CorruptCheckpointError(

@@ -154,6 +154,26 @@ def _count_entries_in_file(fd: int, size: int, entry_size: int) -> int:
     return lo
 
 
+def _count_entries_in_bytes(data, entry_size: int) -> int:
+    """:func:`_count_entries_in_file` over bytes already read: every slot up to the first
+    all-zero one."""
+    slots = len(data) // entry_size
+
+    def zero(n: int) -> bool:
+        return not any(data[n * entry_size: (n + 1) * entry_size])
+
+    if slots == 0 or not zero(slots - 1):
+        return slots
+    lo, hi = 0, slots - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if zero(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 class _Index:
     """Shared machinery of the two memory-mapped indexes (Kafka's AbstractIndex)."""
 
@@ -256,6 +276,24 @@ class _Index:
                 raise KafkaStorageError.from_os_error(e, "opening an index", path=self.path)
             finally:
                 os.close(fd)
+
+    @classmethod
+    def from_bytes(cls, path: str, base_offset: int, data, max_index_size: int = -1):
+        """A read-only index over the bytes of its file read elsewhere (an index in an object
+        store, read whole through :mod:`kafkalog.storage.fs`): the same entries, lookups and
+        checks as opening ``path`` read-only; ``path`` only names it."""
+        self = cls(None, base_offset, -1, in_memory=True)  # nothing preallocated
+        es = cls.ENTRY_SIZE
+        entries = _count_entries_in_bytes(data, es)
+        _check_int("max_index_size", max_index_size, -1, _INT32_MAX, path)
+        self.path = os.fspath(path)
+        self._max_index_size = max_index_size
+        self._buf = bytes(data[: entries * es])
+        self._length = len(data)
+        self._entries = entries
+        self._writable = False
+        self._after_truncate()  # the last entry
+        return self
 
     # -- mapping ------------------------------------------------------------------------------
     def _map(self, fd: int, size: int, map_size: Optional[int] = None) -> None:
@@ -926,6 +964,19 @@ class TransactionIndex:
             last = next(self._chunks((n - 1) * 34), b"")
             if len(last) >= 34:
                 self._last_offset = _TXN_ENTRY.unpack_from(last, 0)[3]
+
+    @classmethod
+    def from_bytes(cls, start_offset: int, path: str, data) -> "TransactionIndex":
+        """A read-only transaction index over the bytes of its file read elsewhere (an object
+        store); ``path`` only names it."""
+        self = cls(start_offset, None, in_memory=True)
+        self.path = os.fspath(path)
+        self._mem = bytearray(data)
+        self._writable = False
+        n = len(self._mem) // 34
+        if n:
+            self._last_offset = _TXN_ENTRY.unpack_from(self._mem, (n - 1) * 34)[3]
+        return self
 
     _CHUNK = 34 * 4096
 

@@ -56,6 +56,7 @@ from ..records import MemoryRecords
 
 __all__ = [
     "Segment",
+    "StoreSegment",
     "LogOffsetPosition",
     "TimestampAndOffset",
     "BatchHeader",
@@ -1328,3 +1329,165 @@ class Segment:
             f"Segment(base_offset={self.base_offset}, size={self.size}, "
             f"path={self._log_path!r}{', closed' if self._closed else ''})"
         )
+
+
+# Index files of a segment in a store are read whole; one larger than this (and than the
+# configured segment.index.bytes) is refused rather than filling memory.
+_STORE_INDEX_LIMIT = 10 * 1024 * 1024
+
+
+class StoreSegment(Segment):
+    """A read-only segment of a log in an object store or HDFS (a
+    :class:`~kafkalog.storage.fs.FileSystem` without local pages).  It answers what a
+    read-only :class:`Segment` answers, the same way: the ``.log`` is read with ranged reads
+    through the store (:meth:`kafkalog.storage.fs.ReadableFile.read`), never downloaded whole;
+    the indexes (at most ``segment.index.bytes``) are read whole into memory when first used,
+    or handed in already read (``index_data``: path -> bytes).  Nothing is ever written.
+
+    ``listed``: the segment's files as the directory listing found them (a
+    :class:`~kafkalog.storage.logdir.SegmentFiles`), so that a missing index costs no request;
+    without it the store is asked."""
+
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        *,
+        fs: "_fs.FileSystem",
+        listed=None,
+        index_data: Optional[dict] = None,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10 * 1024 * 1024,
+        roll_jitter_ms: int = 0,
+        clock=None,
+    ) -> None:
+        if base_offset < 0:
+            raise ValueError(f"base offset must be non-negative, not {base_offset}")
+        self.directory = os.fspath(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.roll_jitter_ms = roll_jitter_ms
+        self.file_suffix = ""
+        self.read_only = True
+        self._clock = clock or _now_ms
+        self._closed = False
+        self._fs = fs
+        self._log_path = _files.log_file(self.directory, base_offset)
+        self._oi_path = _files.offset_index_file(self.directory, base_offset)
+        self._ti_path = _files.time_index_file(self.directory, base_offset)
+        self._txn_path = _files.transaction_index_file(self.directory, base_offset)
+        self._fd = -1
+        self._file = fs.open_read(self._log_path)  # regular files only; no request when listed
+        self._index_data = dict(index_data or {})
+        self._preallocated = False
+        self._offset_index: Optional[OffsetIndex] = None
+        self._time_index: Optional[TimeIndex] = None
+        self._txn_index: Optional[TransactionIndex] = None
+        self._memory_indexes = False
+        self._file_size = self._file.size
+        if listed is not None:
+            self.offset_index_existed = listed.offset_index is not None
+            self.time_index_existed = listed.time_index is not None
+            self._txn_existed = listed.txn_index is not None
+        else:
+            self.offset_index_existed = fs.kind(self._oi_path) == _fs.FILE
+            self.time_index_existed = fs.kind(self._ti_path) == _fs.FILE
+            self._txn_existed = fs.kind(self._txn_path) == _fs.FILE
+        self._wbuf: Optional[bytearray] = None
+        self._wlen = 0
+        self._unsynced = False
+        self._bytes_since_last_index_entry = 0
+        self._max_ts: Optional[int] = None
+        self._max_ts_offset = base_offset
+        self._rolling_based_timestamp: Optional[int] = None
+        self.created_ms = self._clock()
+
+    def _read_index(self, path: str) -> bytes:
+        data = self._index_data.pop(path, None)
+        if data is None:
+            from . import logdir as _logdir
+
+            data = _logdir.read_file(path, self._fs,
+                                     limit=max(self.max_index_size, _STORE_INDEX_LIMIT))
+        return data
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        oi = self._offset_index
+        if oi is None:
+            if self._memory_indexes or not self.offset_index_existed:
+                oi = OffsetIndex(self._oi_path, self.base_offset, self.max_index_size,
+                                 in_memory=True)
+            else:
+                oi = OffsetIndex.from_bytes(self._oi_path, self.base_offset,
+                                            self._read_index(self._oi_path), self.max_index_size)
+            self._offset_index = oi
+        return oi
+
+    @property
+    def time_index(self) -> TimeIndex:
+        ti = self._time_index
+        if ti is None:
+            if self._memory_indexes or not self.time_index_existed:
+                ti = TimeIndex(self._ti_path, self.base_offset, self.max_index_size,
+                               in_memory=True)
+            else:
+                ti = TimeIndex.from_bytes(self._ti_path, self.base_offset,
+                                          self._read_index(self._ti_path), self.max_index_size)
+            self._time_index = ti
+        return ti
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        txi = self._txn_index
+        if txi is None:
+            if self._memory_indexes:
+                txi = TransactionIndex(self.base_offset, self._txn_path, in_memory=True)
+            else:
+                data = self._read_index(self._txn_path) if self._txn_existed else b""
+                txi = TransactionIndex.from_bytes(self.base_offset, self._txn_path, data)
+            self._txn_index = txi
+        return txi
+
+    @property
+    def last_modified(self) -> int:
+        """The store's modification time of the ``.log`` (its upload time), in ms; the time
+        the segment was opened where the store does not say."""
+        ms = self._fs.modified_ms(self._log_path)
+        return self.created_ms if ms is None else ms
+
+    def _read_at(self, position: int, size: int) -> bytes:
+        end = self._file_size
+        if position + size > end:
+            size = end - position
+        if size <= 0:
+            return b""
+        return self._file.read(position, size)
+
+    def sanity_check(self, time_index_file_existed: Optional[bool] = None) -> None:
+        if not self.offset_index_existed:
+            raise FileNotFoundError(f"Offset index file {self._oi_path} does not exist")
+        self.txn_index.sanity_check()
+
+    def close(self) -> None:
+        self.close_handlers()
+
+    def close_handlers(self) -> None:
+        if self._closed:
+            return
+        try:
+            for idx in (self._offset_index, self._time_index):
+                if idx is not None:
+                    idx.close_handler()
+            if self._txn_index is not None:
+                self._txn_index.close()
+        finally:
+            self._index_data = {}
+            self._file.close()
+            self._closed = True
+
+    def _refuse(self, *_a, **_k):
+        raise ValueError(f"segment {self._log_path} is in a store and read-only")
+
+    delete = change_file_suffixes = _refuse
