@@ -335,7 +335,7 @@ def test_one_offset_fetches_little(big_partition, monkeypatch):
     with Log.open(local, read_only=True) as a, \
             Log.open(uri, read_only=True, storage_options=SMALL_BLOCKS) as b:
         (store,) = made
-        opened = store.bytes_read
+        opened, requests = store.bytes_read, store.requests
         assert len(b.segments) >= 4
         rng = random.Random(3)
         for off in [rng.randrange(a.log_start_offset, a.log_end_offset) for _ in range(5)]:
@@ -347,4 +347,75 @@ def test_one_offset_fetches_little(big_partition, monkeypatch):
             assert fetched < 0.05 * log_bytes, (off, fetched, log_bytes)
             print(f"read({off}): fetched {fetched} of {log_bytes} log bytes")
         assert opened < 0.1 * log_bytes, (opened, log_bytes)
-        print(f"open: fetched {opened} bytes in {store.requests} requests so far")
+        print(f"open: fetched {opened} of {log_bytes} log bytes in {requests} requests")
+
+
+@pytest.mark.parametrize("entry_size", [8, 12])
+def test_store_index_count_equals_local_count(tmp_path, entry_size):
+    """read_store_index finds the entries a local read-only open counts, for index files of
+    every shape (trimmed, preallocated with a zero tail, zero slots inside), reading through
+    the FileSystem interface (here the local one, whose reads are exact ranges)."""
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    from kafkalog.storage.index import OffsetIndex, TimeIndex
+    from kafkalog.storage.segment import read_store_index
+
+    cls = OffsetIndex if entry_size == 8 else TimeIndex
+    path = str(tmp_path / ("00000000000000000000" + (".index" if entry_size == 8
+                                                     else ".timeindex")))
+
+    @hypothesis.settings(max_examples=120, deadline=None, derandomize=True,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(entries=st.integers(0, 5000), zero_tail=st.integers(0, 9000),
+                      holes=st.lists(st.integers(0, 14000), max_size=3),
+                      ragged=st.integers(0, entry_size - 1))
+    def check(entries, zero_tail, holes, ragged):
+        slot = bytes(range(1, entry_size + 1))
+        data = bytearray(slot * entries + bytes(entry_size * zero_tail + ragged))
+        for h in holes:
+            if h * entry_size + entry_size <= len(data):
+                data[h * entry_size: (h + 1) * entry_size] = bytes(entry_size)
+        with open(path, "wb") as f:
+            f.write(data)
+        local = cls(path, 0, writable=False)
+        try:
+            want = (local.entries, local.length)
+        finally:
+            local.close()
+        got, size = read_store_index(_fs.LOCAL, path, entry_size)
+        assert (len(got) // entry_size, size) == want
+        assert got == bytes(data[: len(got)]) and len(got) % entry_size == 0
+        idx = cls.from_bytes(path, 0, got, length=size)
+        assert (idx.entries, idx.length) == want
+
+    check()
+
+
+def test_preallocated_index_fetches_its_entries(s3_env, tmp_path):
+    """The active segment of a copy taken from a running broker: its indexes preallocated
+    with zeros.  The remote open answers as the local one and fetches the entries, not the
+    zero tail."""
+    from kafkalog.storage.index import OffsetIndex
+    from kafkalog.storage.segment import read_store_index
+
+    root = tmp_path / "live"
+    d = str(root / "live-0")
+    log = Log.open(d, {"segment.index.bytes": 400_000, "index.interval.bytes": 256})
+    _fill(log, random.Random(1), 600, open_txn=False)
+    log.flush()
+    log.close_handlers()  # as a crash leaves it: untrimmed indexes, no clean-shutdown marker
+    index = sorted(n for n in os.listdir(d) if n.endswith(".index"))[-1]
+    assert os.path.getsize(os.path.join(d, index)) == 400_000
+    upload_tree(s3_env, str(root), BUCKET, "live")
+    uri = f"s3://{BUCKET}/live/live-0"
+    store, _ = _fs.resolve(uri)
+    got, size = read_store_index(store, _fs.join(uri, index), 8)
+    local = OffsetIndex(os.path.join(d, index), int(index[:20]), writable=False)
+    assert (len(got) // 8, size) == (local.entries, local.length) and local.entries > 0
+    local.close()
+    assert store.bytes_read < size / 4, store.bytes_read  # not the zero tail
+    print(f"preallocated index: fetched {store.bytes_read} of {size} bytes")
+    with Log.open(d, read_only=True) as a, Log.open(uri, read_only=True) as b:
+        assert _facts(b) == _facts(a)
+        for off in range(a.log_start_offset, a.log_end_offset + 1, 7):
+            assert _outcome(b.read, off, 3000) == _outcome(a.read, off, 3000)

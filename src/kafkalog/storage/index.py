@@ -157,11 +157,13 @@ def _count_entries_in_file(fd: int, size: int, entry_size: int) -> int:
 def _count_entries_in_bytes(data, entry_size: int) -> int:
     """:func:`_count_entries_in_file` over bytes already read: every slot up to the first
     all-zero one."""
-    slots = len(data) // entry_size
+    return _count_entries(len(data) // entry_size,
+                          lambda n: not any(data[n * entry_size: (n + 1) * entry_size]))
 
-    def zero(n: int) -> bool:
-        return not any(data[n * entry_size: (n + 1) * entry_size])
 
+def _count_entries(slots: int, zero) -> int:
+    """The search of :func:`_count_entries_in_file` with ``zero(slot)`` telling whether a slot
+    is all zero (the same slots probed, so the same answer on any content)."""
     if slots == 0 or not zero(slots - 1):
         return slots
     lo, hi = 0, slots - 1
@@ -278,18 +280,24 @@ class _Index:
                 os.close(fd)
 
     @classmethod
-    def from_bytes(cls, path: str, base_offset: int, data, max_index_size: int = -1):
+    def from_bytes(cls, path: str, base_offset: int, data, max_index_size: int = -1,
+                   length: Optional[int] = None):
         """A read-only index over the bytes of its file read elsewhere (an index in an object
-        store, read whole through :mod:`kafkalog.storage.fs`): the same entries, lookups and
-        checks as opening ``path`` read-only; ``path`` only names it."""
+        store, read through :mod:`kafkalog.storage.fs`): the same entries, lookups and checks
+        as opening ``path`` read-only; ``path`` only names it.  ``data``: the whole file, or
+        with ``length`` (the file's size) exactly its counted entries."""
         self = cls(None, base_offset, -1, in_memory=True)  # nothing preallocated
         es = cls.ENTRY_SIZE
-        entries = _count_entries_in_bytes(data, es)
+        if length is None:
+            entries = _count_entries_in_bytes(data, es)
+            length = len(data)
+        else:
+            entries = len(data) // es
         _check_int("max_index_size", max_index_size, -1, _INT32_MAX, path)
         self.path = os.fspath(path)
         self._max_index_size = max_index_size
         self._buf = bytes(data[: entries * es])
-        self._length = len(data)
+        self._length = length
         self._entries = entries
         self._writable = False
         self._after_truncate()  # the last entry

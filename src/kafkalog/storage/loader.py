@@ -87,18 +87,30 @@ class LogLoader:
         per file."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from .segment import _STORE_INDEX_LIMIT
+        from .index import OffsetIndex, TimeIndex
+        from .segment import _STORE_INDEX_LIMIT, read_store_index
 
         store = self._store
         limit = max(self.config.segment_index_bytes, _STORE_INDEX_LIMIT)
-        paths = [p for s in self._store_view.segments
-                 for p in (s.offset_index, s.time_index, s.txn_index) if p is not None]
-        self._store_indexes: Dict[str, bytes] = {}
-        if not paths:
+        jobs = []
+        for s in self._store_view.segments:
+            for path, es in ((s.offset_index, OffsetIndex.ENTRY_SIZE),
+                             (s.time_index, TimeIndex.ENTRY_SIZE), (s.txn_index, None)):
+                if path is not None:
+                    jobs.append((path, es))
+
+        def read(job):
+            path, es = job
+            if es is None:
+                return _logdir.read_file(path, store, limit=limit)
+            return read_store_index(store, path, es, limit)
+
+        self._store_indexes: Dict[str, Any] = {}
+        if not jobs:
             return
-        with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
-            datas = list(pool.map(lambda p: _logdir.read_file(p, store, limit=limit), paths))
-        self._store_indexes = dict(zip(paths, datas))
+        with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
+            datas = list(pool.map(read, jobs))
+        self._store_indexes = {path: data for (path, _), data in zip(jobs, datas)}
 
     def _exists(self, path: str) -> bool:
         """Whether a file is at ``path``: the local file system asked, or in a store the

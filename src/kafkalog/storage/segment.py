@@ -1331,9 +1331,55 @@ class Segment:
         )
 
 
-# Index files of a segment in a store are read whole; one larger than this (and than the
-# configured segment.index.bytes) is refused rather than filling memory.
+# Index files of a segment in a store larger than this (and than the configured
+# segment.index.bytes) are refused rather than read.
 _STORE_INDEX_LIMIT = 10 * 1024 * 1024
+# An offset or time index up to this size is read in one request; a larger one is searched for
+# its end in pages of this size (a multiple of both entry sizes) first.
+_INDEX_PAGE = 12 * 1024
+
+
+def read_store_index(fs: "_fs.FileSystem", path: str, entry_size: int,
+                     limit: int = _STORE_INDEX_LIMIT) -> Tuple[bytes, int]:
+    """``(entries, file size)`` of an offset (``entry_size`` 8) or time (12) index in a
+    store, counted as a local read-only open counts them (every slot up to the first all-zero
+    one, found with the same search), reading only what that needs: a trimmed index whole, an
+    index preallocated with zeros (a broker's active segment) its entries and the few pages
+    the search probes, not its zero tail.  A file over ``limit`` bytes is a KafkaStorageError."""
+    from .index import _count_entries
+
+    with fs.open_read(path) as f:
+        size = f.size
+        if size > limit:
+            raise KafkaStorageError(
+                f"{path} is {size} bytes, more than the {limit} an index may have here (raise "
+                "segment.index.bytes in the Log's config to read it)",
+                path=path, operation="reading an index")
+        get = getattr(f, "fetch", f.read)  # exact ranges where the file can (no read-ahead)
+        slots = size // entry_size
+        if size <= _INDEX_PAGE:
+            data = get(0, size)
+            return data[: _count_entries(slots, lambda n: not any(
+                data[n * entry_size: (n + 1) * entry_size])) * entry_size], size
+        pages: dict = {}
+
+        def zero(n: int) -> bool:
+            pos = n * entry_size
+            page = pos // _INDEX_PAGE
+            got = pages.get(page)
+            if got is None:
+                got = pages[page] = get(page * _INDEX_PAGE, _INDEX_PAGE)
+            rel = pos - page * _INDEX_PAGE
+            return not any(got[rel: rel + entry_size])
+
+        n = _count_entries(slots, zero)
+        want = n * entry_size
+        last = -(-want // _INDEX_PAGE)
+        if all(p in pages for p in range(last)):
+            data = b"".join(pages[p] for p in range(last))[:want]
+        else:
+            data = get(0, want)
+        return data, size
 
 
 class StoreSegment(Segment):
@@ -1341,8 +1387,10 @@ class StoreSegment(Segment):
     :class:`~kafkalog.storage.fs.FileSystem` without local pages).  It answers what a
     read-only :class:`Segment` answers, the same way: the ``.log`` is read with ranged reads
     through the store (:meth:`kafkalog.storage.fs.ReadableFile.read`), never downloaded whole;
-    the indexes (at most ``segment.index.bytes``) are read whole into memory when first used,
-    or handed in already read (``index_data``: path -> bytes).  Nothing is ever written.
+    the indexes are read into memory when first used (their entries, not a preallocated zero
+    tail: :func:`read_store_index`), or handed in already read (``index_data``: path ->
+    ``(entries, size)`` of an offset or time index, the bytes of a transaction index).
+    Nothing is ever written.
 
     ``listed``: the segment's files as the directory listing found them (a
     :class:`~kafkalog.storage.logdir.SegmentFiles`), so that a missing index costs no request;
@@ -1403,13 +1451,17 @@ class StoreSegment(Segment):
         self._rolling_based_timestamp: Optional[int] = None
         self.created_ms = self._clock()
 
-    def _read_index(self, path: str) -> bytes:
+    def _read_index(self, path: str, entry_size: Optional[int] = None):
+        """The bytes of a transaction index, or ``(entries, size)`` of an offset or time
+        index (:func:`read_store_index`)."""
         data = self._index_data.pop(path, None)
         if data is None:
+            limit = max(self.max_index_size, _STORE_INDEX_LIMIT)
+            if entry_size is not None:
+                return read_store_index(self._fs, path, entry_size, limit)
             from . import logdir as _logdir
 
-            data = _logdir.read_file(path, self._fs,
-                                     limit=max(self.max_index_size, _STORE_INDEX_LIMIT))
+            data = _logdir.read_file(path, self._fs, limit=limit)
         return data
 
     @property
@@ -1420,8 +1472,9 @@ class StoreSegment(Segment):
                 oi = OffsetIndex(self._oi_path, self.base_offset, self.max_index_size,
                                  in_memory=True)
             else:
-                oi = OffsetIndex.from_bytes(self._oi_path, self.base_offset,
-                                            self._read_index(self._oi_path), self.max_index_size)
+                data, size = self._read_index(self._oi_path, OffsetIndex.ENTRY_SIZE)
+                oi = OffsetIndex.from_bytes(self._oi_path, self.base_offset, data,
+                                            self.max_index_size, size)
             self._offset_index = oi
         return oi
 
@@ -1433,8 +1486,9 @@ class StoreSegment(Segment):
                 ti = TimeIndex(self._ti_path, self.base_offset, self.max_index_size,
                                in_memory=True)
             else:
-                ti = TimeIndex.from_bytes(self._ti_path, self.base_offset,
-                                          self._read_index(self._ti_path), self.max_index_size)
+                data, size = self._read_index(self._ti_path, TimeIndex.ENTRY_SIZE)
+                ti = TimeIndex.from_bytes(self._ti_path, self.base_offset, data,
+                                          self.max_index_size, size)
             self._time_index = ti
         return ti
 
