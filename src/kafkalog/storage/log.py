@@ -153,8 +153,8 @@ class Log(LogLoader, LocalLog, LogRetention):
         ``abfs://``: what :func:`kafkalog.storage.fs.resolve` supports), configured by
         ``storage_options`` as :func:`kafkalog.arrow.to_arrow` is.  A log in a store answers
         what the same directory opened locally read-only answers; its ``.log`` files are read
-        with ranged reads as needed, its index, checkpoint and snapshot files whole, and
-        nothing is written to the store.  A writable open of such a URI raises
+        with ranged reads as needed, its indexes as far as their entries go, its checkpoint
+        and snapshot files whole, and nothing is written to the store.  A writable open of such a URI raises
         KafkaStorageError (a Log appends, locks and recovers in place).
 
         ``config``: a :class:`LogConfig` or a mapping of Kafka topic-config keys.
