@@ -17,11 +17,16 @@ class LeaderEpochCache:
     """The ``leader-epoch-checkpoint`` of a partition (Kafka's LeaderEpochFileCache): the
     first offset written under each leader epoch, written through on every change."""
 
-    def __init__(self, path: Optional[str], read_only: bool = False) -> None:
+    def __init__(self, path: Optional[str], read_only: bool = False, fs=None) -> None:
+        """``fs``: the :class:`~kafkalog.storage.fs.FileSystem` holding ``path`` (default:
+        the local one); one that is not local is only read (``read_only`` is implied)."""
         self.path = path
-        self.read_only = read_only or path is None
+        self.read_only = read_only or path is None or fs is not None
         self._entries: List[_files.EpochEntry] = []
-        if path is not None and os.path.exists(path):
+        if fs is not None:
+            if path is not None:
+                self._entries = sorted(_files.read_leader_epoch_checkpoint(path, fs))
+        elif path is not None and os.path.exists(path):
             self._entries = sorted(_files.read_leader_epoch_checkpoint(path))
 
     @property

@@ -626,6 +626,12 @@ def _read_whole(path: str, fs: Optional["_fs.FileSystem"] = None) -> bytes:
         return f.read(0, f.size)
 
 
+def _missing(path: str, fs: Optional["_fs.FileSystem"]) -> bool:
+    if fs is None or fs is _fs.LOCAL:
+        return not os.path.exists(path)
+    return fs.kind(path) == _fs.MISSING
+
+
 def _read_checkpoint_lines(path: str, version: int, fields: int,
                            fs: Optional["_fs.FileSystem"] = None) -> List[List[str]]:
     """Kafka's ``CheckpointReadBuffer.read``: version line, count line, one entry per line."""
@@ -686,12 +692,9 @@ def read_offset_checkpoint(path: PathLike,
     """Read a log-dir checkpoint (``recovery-point-offset-checkpoint``,
     ``log-start-offset-checkpoint``, ``replication-offset-checkpoint``,
     ``cleaner-offset-checkpoint``).  A missing or empty file reads as ``{}``.  ``fs``: the
-    file system holding it (an object store; default: the local one)."""
+    file system holding it (default: the local one)."""
     path = os.fspath(path)
-    if fs is not None and not fs.is_local():
-        if fs.kind(path) == _fs.MISSING:
-            return {}
-    elif not os.path.exists(path):
+    if _missing(path, fs):
         return {}
     result: Dict[TopicPartition, int] = {}
     for parts in _read_checkpoint_lines(path, 0, 3, fs):
@@ -821,13 +824,15 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
-def read_leader_epoch_checkpoint(path: PathLike) -> List[EpochEntry]:
-    """Read ``leader-epoch-checkpoint`` (missing or empty file: ``[]``)."""
+def read_leader_epoch_checkpoint(path: PathLike,
+                                 fs: Optional["_fs.FileSystem"] = None) -> List[EpochEntry]:
+    """Read ``leader-epoch-checkpoint`` (missing or empty file: ``[]``; ``fs``: the file system
+    holding it, default the local one)."""
     path = os.fspath(path)
-    if not os.path.exists(path):
+    if _missing(path, fs):
         return []
     out = []
-    for parts in _read_checkpoint_lines(path, 0, 2):
+    for parts in _read_checkpoint_lines(path, 0, 2, fs):
         try:
             out.append(EpochEntry(int(parts[0]), int(parts[1])))
         except ValueError:
@@ -867,11 +872,13 @@ def topic_id_from_string(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=raw)
 
 
-def read_partition_metadata(path: PathLike) -> PartitionMetadata:
+def read_partition_metadata(path: PathLike,
+                            fs: Optional["_fs.FileSystem"] = None) -> PartitionMetadata:
     """Read ``partition.metadata`` (``version: 0\\ntopic_id: <id>``).  The zero UUID and any
-    other version are rejected, as Kafka's ``PartitionMetadataReadBuffer`` does."""
+    other version are rejected, as Kafka's ``PartitionMetadataReadBuffer`` does.  ``fs``: the
+    file system holding it (default: the local one)."""
     path = os.fspath(path)
-    text = _read_whole(path).decode("utf-8", "replace")
+    text = _read_whole(path, fs).decode("utf-8", "replace")
     lines = text.splitlines()
     if len(lines) < 2:
         raise CorruptCheckpointError(

@@ -205,10 +205,10 @@ class FileSystem:
         with self.open_read(path) as f:
             return f.size
 
-    def mtime_ms(self, path: PathLike) -> int:
-        """The modification time of ``path`` in ms since the epoch (0 where the backend does
-        not say)."""
-        return 0
+    def modified_ms(self, path: PathLike) -> Optional[int]:
+        """When the file ``path`` was last written, in ms since the epoch (an object's upload
+        time); None where the backend does not say."""
+        return None
 
     def is_local(self) -> bool:
         return False
@@ -945,10 +945,6 @@ class ArrowFileSystem(FileSystem):
             raise _not_regular(path, self.kind(path))
         return info.size
 
-    def mtime_ms(self, path: PathLike) -> int:
-        mtime = getattr(self._info(os.fspath(path)), "mtime", None)
-        return 0 if mtime is None else int(mtime.timestamp() * 1000)
-
     def open_read(self, path: PathLike) -> ReadableFile:
         import pyarrow.fs as pafs_mod
 
@@ -957,6 +953,10 @@ class ArrowFileSystem(FileSystem):
         if info.type != pafs_mod.FileType.File:
             raise _not_regular(path, self.kind(path))
         return _RemoteFile(self, path, info)
+
+    def modified_ms(self, path: PathLike) -> Optional[int]:
+        mtime = getattr(self._info(os.fspath(path)), "mtime", None)
+        return None if mtime is None else int(mtime.timestamp() * 1000)
 
 
 class _FakeDirInfo:
@@ -1085,11 +1085,12 @@ def for_path(path: PathLike, fs: Optional[FileSystem] = None):
 
 
 def local_directory(location: PathLike) -> str:
-    """The local path a :class:`~kafkalog.storage.log.Log` opens: a path as given, a
+    """The local path a writable :class:`~kafkalog.storage.log.Log` opens: a path as given, a
     ``file://`` URI as its path; any other URI is a KafkaStorageError naming it (a ``Log``
     appends, locks and recovers in place, which needs a local file system; object-store and
-    HDFS copies are read with :mod:`kafkalog.arrow` and the ``kafkalog`` CLI), never a local
-    directory named after the scheme."""
+    HDFS copies are opened with ``Log.open(uri, read_only=True)`` or read with
+    :mod:`kafkalog.arrow` and the ``kafkalog`` CLI), never a local directory named after the
+    scheme."""
     if isinstance(location, os.PathLike):
         location = os.fspath(location)
     if not is_uri(location):
@@ -1097,8 +1098,10 @@ def local_directory(location: PathLike) -> str:
     if location.split("://", 1)[0].lower() == "file":
         return resolve(location)[1]
     raise KafkaStorageError(
-        f"cannot open {location} as a Log: a Log needs a local directory; read an object-store "
-        "or HDFS copy with kafkalog.arrow.to_arrow/iter_batches or `kafkalog dump|verify|stats`",
+        f"cannot open {location} as a writable Log: a Log appends, locks and recovers in place, "
+        "which needs a local directory; open an object-store or HDFS copy with "
+        "Log.open(uri, read_only=True), kafkalog.arrow.to_arrow/iter_batches or "
+        "`kafkalog dump|verify|stats`",
         path=location, operation="opening a log")
 
 

@@ -137,23 +137,36 @@ def _count_entries_in_file(fd: int, size: int, entry_size: int) -> int:
     """Entries in an existing index file: every slot up to the first all-zero one, read with
     ``pread`` rather than through a map, so that a sparse tail the file system cannot back
     (a full disk) is never faulted in."""
-    return _count_entries(
-        size // entry_size, lambda n: not any(os.pread(fd, entry_size, n * entry_size)))
+    slots = size // entry_size
 
+    def zero(n: int) -> bool:
+        return not any(os.pread(fd, entry_size, n * entry_size))
 
-def _count_entries_in_bytes(data: bytes, entry_size: int) -> int:
-    """Entries in an index file's bytes (read through a store): as :func:`_count_entries_in_file`."""
-    return _count_entries(
-        len(data) // entry_size,
-        lambda n: not any(data[n * entry_size:(n + 1) * entry_size]))
-
-
-def _count_entries(slots: int, zero) -> int:
-    """Slots up to the first all-zero one (``zero(n)``: whether slot n is all zero); a
-    preallocated tail of zeros is not entries."""
     if slots == 0 or not zero(slots - 1):
         return slots
     lo, hi = 0, slots - 1  # the answer lies in [lo, hi]; slot hi is zero
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if zero(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _count_entries_in_bytes(data, entry_size: int) -> int:
+    """:func:`_count_entries_in_file` over bytes already read: every slot up to the first
+    all-zero one."""
+    return _count_entries(len(data) // entry_size,
+                          lambda n: not any(data[n * entry_size: (n + 1) * entry_size]))
+
+
+def _count_entries(slots: int, zero) -> int:
+    """The search of :func:`_count_entries_in_file` with ``zero(slot)`` telling whether a slot
+    is all zero (the same slots probed, so the same answer on any content)."""
+    if slots == 0 or not zero(slots - 1):
+        return slots
+    lo, hi = 0, slots - 1
     while lo < hi:
         mid = (lo + hi) // 2
         if zero(mid):
@@ -187,7 +200,6 @@ class _Index:
         max_index_size: int = -1,
         writable: bool = True,
         in_memory: bool = False,
-        data: Optional[bytes] = None,
     ) -> None:
         es = self.ENTRY_SIZE
         _check_int("base_offset", base_offset, 0, 2**63 - 1, path)
@@ -208,15 +220,6 @@ class _Index:
             size = _round_down(max(max_index_size, 0), es)
             self._buf = bytearray(size)
             self._length = size
-            return
-        if data is not None:
-            # The file's bytes, read whole through a store without local pages (an object
-            # store, HDFS): a read-only index over them.
-            if writable:
-                raise ValueError(f"an index read from bytes is read-only ({self.path})")
-            self._entries = _count_entries_in_bytes(data, es)
-            self._buf = bytes(data[: self._entries * es]) if self._entries else None
-            self._length = len(data)
             return
         if writable:
             created = not os.path.exists(self.path)
@@ -275,6 +278,30 @@ class _Index:
                 raise KafkaStorageError.from_os_error(e, "opening an index", path=self.path)
             finally:
                 os.close(fd)
+
+    @classmethod
+    def from_bytes(cls, path: str, base_offset: int, data, max_index_size: int = -1,
+                   length: Optional[int] = None):
+        """A read-only index over the bytes of its file read elsewhere (an index in an object
+        store, read through :mod:`kafkalog.storage.fs`): the same entries, lookups and checks
+        as opening ``path`` read-only; ``path`` only names it.  ``data``: the whole file, or
+        with ``length`` (the file's size) exactly its counted entries."""
+        self = cls(None, base_offset, -1, in_memory=True)  # nothing preallocated
+        es = cls.ENTRY_SIZE
+        if length is None:
+            entries = _count_entries_in_bytes(data, es)
+            length = len(data)
+        else:
+            entries = len(data) // es
+        _check_int("max_index_size", max_index_size, -1, _INT32_MAX, path)
+        self.path = os.fspath(path)
+        self._max_index_size = max_index_size
+        self._buf = bytes(data[: entries * es])
+        self._length = length
+        self._entries = entries
+        self._writable = False
+        self._after_truncate()  # the last entry
+        return self
 
     # -- mapping ------------------------------------------------------------------------------
     def _map(self, fd: int, size: int, map_size: Optional[int] = None) -> None:
@@ -566,9 +593,8 @@ class OffsetIndex(_Index):
         max_index_size: int = -1,
         writable: bool = True,
         in_memory: bool = False,
-        data: Optional[bytes] = None,
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable, in_memory, data)
+        super().__init__(path, base_offset, max_index_size, writable, in_memory)
         self._last_offset = self._read_last_offset()
 
     def _read_last_offset(self) -> int:
@@ -753,9 +779,8 @@ class TimeIndex(_Index):
         max_index_size: int = -1,
         writable: bool = True,
         in_memory: bool = False,
-        data: Optional[bytes] = None,
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable, in_memory, data)
+        super().__init__(path, base_offset, max_index_size, writable, in_memory)
         self._last_entry = self._read_last_entry()
 
     def _read_last_entry(self) -> TimestampOffset:
@@ -932,15 +957,12 @@ class TransactionIndex:
     __slots__ = ("path", "start_offset", "_writable", "_mem", "_last_offset", "_closed", "_dirty")
 
     def __init__(
-        self, start_offset: int, path: Optional[str], writable: bool = True, in_memory: bool = False,
-        data: Optional[bytes] = None,
+        self, start_offset: int, path: Optional[str], writable: bool = True, in_memory: bool = False
     ) -> None:
         self.path = os.fspath(path) if path is not None else None
         self.start_offset = start_offset
-        self._writable = (writable or in_memory) and data is None
+        self._writable = writable or in_memory
         self._mem: Optional[bytearray] = bytearray() if (in_memory or path is None) else None
-        if data is not None:  # the file's bytes, read through a store: read-only
-            self._mem = bytearray(data)
         self._last_offset: Optional[int] = None
         self._closed = False
         self._dirty = False
@@ -950,6 +972,19 @@ class TransactionIndex:
             last = next(self._chunks((n - 1) * 34), b"")
             if len(last) >= 34:
                 self._last_offset = _TXN_ENTRY.unpack_from(last, 0)[3]
+
+    @classmethod
+    def from_bytes(cls, start_offset: int, path: str, data) -> "TransactionIndex":
+        """A read-only transaction index over the bytes of its file read elsewhere (an object
+        store); ``path`` only names it."""
+        self = cls(start_offset, None, in_memory=True)
+        self.path = os.fspath(path)
+        self._mem = bytearray(data)
+        self._writable = False
+        n = len(self._mem) // 34
+        if n:
+            self._last_offset = _TXN_ENTRY.unpack_from(self._mem, (n - 1) * 34)[3]
+        return self
 
     _CHUNK = 34 * 4096
 

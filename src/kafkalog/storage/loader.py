@@ -22,7 +22,7 @@ from ..errors import (
     KafkaStorageError,
 )
 from .producer_state import ProducerStateManager
-from .segment import Segment
+from .segment import Segment, StoreSegment
 from ._log_common import (
     _floor_index,
 )
@@ -42,7 +42,7 @@ class LogLoader:
             return None
         path = os.path.join(self.root, name)
         try:
-            return _files.read_offset_checkpoint(path).get(self.topic_partition)
+            return _files.read_offset_checkpoint(path, self._store).get(self.topic_partition)
         except FileNotFoundError:
             return None
         except OSError as e:
@@ -65,15 +65,72 @@ class LogLoader:
         )
 
     def _open_segment(self, base_offset: int, suffix: str = "") -> Segment:
+        if self._store is not None:
+            return self._open_store_segment(base_offset)
         return Segment.open(self.dir, base_offset, file_suffix=suffix, **self._segment_kwargs())
+
+    # -- a log in an object store or HDFS (read-only) ----------------------------------------
+    def _open_store_segment(self, base_offset: int) -> Segment:
+        c = self.config
+        listed = {s.base_offset: s for s in self._store_view.segments}.get(base_offset)
+        index_data = self._store_indexes
+        return StoreSegment(
+            self.dir, base_offset, fs=self._store, listed=listed,
+            index_data={p: index_data.pop(p) for p in (listed or ()) if p in index_data},
+            index_interval_bytes=c.index_interval_bytes, max_index_size=c.segment_index_bytes,
+            clock=self._clock,
+        )
+
+    def _prefetch_store_indexes(self) -> None:
+        """Read every index file of the listed segments, several at a time: the open checks
+        them all (as it does locally), and one request after another would cost a round trip
+        per file."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .index import OffsetIndex, TimeIndex
+        from .segment import _STORE_INDEX_LIMIT, read_store_index
+
+        store = self._store
+        limit = max(self.config.segment_index_bytes, _STORE_INDEX_LIMIT)
+        jobs = []
+        for s in self._store_view.segments:
+            for path, es in ((s.offset_index, OffsetIndex.ENTRY_SIZE),
+                             (s.time_index, TimeIndex.ENTRY_SIZE), (s.txn_index, None)):
+                if path is not None:
+                    jobs.append((path, es))
+
+        def read(job):
+            path, es = job
+            if es is None:
+                return _logdir.read_file(path, store, limit=limit)
+            return read_store_index(store, path, es, limit)
+
+        self._store_indexes: Dict[str, Any] = {}
+        if not jobs:
+            return
+        with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
+            datas = list(pool.map(read, jobs))
+        self._store_indexes = {path: data for (path, _), data in zip(jobs, datas)}
+
+    def _exists(self, path: str) -> bool:
+        """Whether a file is at ``path``: the local file system asked, or in a store the
+        listing of the partition directory (no request) or, outside it, the store."""
+        if self._store is None:
+            return os.path.exists(path)
+        if os.path.dirname(path) == self.dir:
+            return os.path.basename(path) in self._store_view.metadata
+        return self._store.kind(path) == _fs.FILE
 
     def _load(self, topic_id: Optional[_uuid.UUID]) -> None:
         d = self.dir
         ro = self.read_only
+        if self._store is not None:
+            self._store_view = self._scan()  # one listing serves the whole open
+            self._prefetch_store_indexes()
         marker = os.path.join(d, _files.CLEAN_SHUTDOWN_FILE)
-        had_clean = os.path.exists(marker)
+        had_clean = self._exists(marker)
         if ro and not had_clean:
-            had_clean = os.path.exists(os.path.join(self.root, _files.CLEAN_SHUTDOWN_FILE))
+            had_clean = self._exists(os.path.join(self.root, _files.CLEAN_SHUTDOWN_FILE))
         self.had_clean_shutdown = had_clean
         if not ro and os.path.exists(marker):
             os.unlink(marker)
@@ -90,9 +147,10 @@ class LogLoader:
         }
 
         self.leader_epoch_cache = LeaderEpochCache(
-            os.path.join(d, _files.LEADER_EPOCH_CHECKPOINT_FILE), read_only=ro
+            os.path.join(d, _files.LEADER_EPOCH_CHECKPOINT_FILE), read_only=ro, fs=self._store
         )
-        self.producer_state = ProducerStateManager(d, read_only=ro, clock=self._clock)
+        self.producer_state = ProducerStateManager(d, read_only=ro, clock=self._clock,
+                                                   fs=self._store)
 
         if not ro:
             self._remove_temp_files_and_swap()
@@ -140,9 +198,9 @@ class LogLoader:
         # topic id
         pm_path = os.path.join(d, _files.PARTITION_METADATA_FILE)
         self.topic_id: Optional[_uuid.UUID] = None
-        if os.path.exists(pm_path):
+        if self._exists(pm_path):
             try:
-                self.topic_id = _files.read_partition_metadata(pm_path).topic_id
+                self.topic_id = _files.read_partition_metadata(pm_path, self._store).topic_id
             except KafkaLogError:
                 if topic_id is None or ro:
                     raise
@@ -162,7 +220,11 @@ class LogLoader:
         """The directory as the storage model sees it.  A name of the log's grammar that is a
         FIFO, a device, a socket or a directory is refused (never opened, never waited on);
         other names outside the grammar are kept in ``ignored_files`` and never change offsets."""
-        view = _logdir.scan_partition(self.dir)
+        if self._store is not None:
+            view = getattr(self, "_store_view", None) or _logdir.scan_partition(self.dir,
+                                                                                self._store)
+        else:
+            view = _logdir.scan_partition(self.dir)
         for ig in view.ignored:
             if ig.kind in (_fs.FIFO, _fs.DEVICE, _fs.SOCKET, _fs.DIRECTORY, _fs.OTHER) and (
                 _files.parse_segment_file_name(ig.name) is not None

@@ -143,9 +143,19 @@ class Log(LogLoader, LocalLog, LogRetention):
         topic_id: Optional[_uuid.UUID] = None,
         validate_records: bool = False,
         checkpoint_interval_ms: int = 60000,
+        storage_options: Optional[Mapping[str, Any]] = None,
     ) -> "Log":
         """Open (or create) the partition log in ``directory``, recovering it if it was not
         closed cleanly.
+
+        ``directory``: a local path, a ``file://`` URI or, with ``read_only=True``, an
+        object-store or HDFS URI (``s3://bucket/root/topic-0``, ``gs://``, ``hdfs://``,
+        ``abfs://``: what :func:`kafkalog.storage.fs.resolve` supports), configured by
+        ``storage_options`` as :func:`kafkalog.arrow.to_arrow` is.  A log in a store answers
+        what the same directory opened locally read-only answers; its ``.log`` files are read
+        with ranged reads as needed, its indexes as far as their entries go, its checkpoint
+        and snapshot files whole, and nothing is written to the store.  A writable open of such a URI raises
+        KafkaStorageError (a Log appends, locks and recovers in place).
 
         ``config``: a :class:`LogConfig` or a mapping of Kafka topic-config keys.
         ``read_only``: never write, create or delete a file; a log that needs recovery is
@@ -166,8 +176,15 @@ class Log(LogLoader, LocalLog, LogRetention):
         (:class:`~kafkalog.errors.UnsafePathError`); ``directory`` itself may be a link.
         """
         self = object.__new__(cls)
+        store = None
+        if read_only and _fs.is_uri(directory) \
+                and directory.split("://", 1)[0].lower() != "file":  # type: ignore[union-attr]
+            store, directory = _fs.resolve(directory, dict(storage_options or {}))
+        else:
+            directory = os.path.abspath(_fs.local_directory(directory))
+        self._store = store
         self._init(
-            os.path.abspath(_fs.local_directory(directory)),
+            directory,
             config if isinstance(config, LogConfig) else LogConfig(config),
             read_only,
             create,
@@ -210,7 +227,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         self._offline: Optional[KafkaStorageError] = None  # the I/O error that took it offline
         self.ignored_files: List[_logdir.Ignored] = []  # names the storage model does not use
         self._swap_notes: List[_logdir.Ignored] = []  # swap files left uncompleted
-        self.root = os.path.dirname(directory)
+        self.root = os.path.dirname(directory) if self._store is None else _fs.parent(directory)
         try:
             parsed = _files.parse_partition_dir(os.path.basename(directory))
             self.topic_partition: Optional[_files.TopicPartition] = parsed.topic_partition
@@ -219,7 +236,18 @@ class Log(LogLoader, LocalLog, LogRetention):
             self.topic_partition = None
             self._partition_dir_kind = ""
 
-        if not os.path.isdir(directory):
+        if self._store is not None:
+            kind = self._store.kind(directory)
+            if kind == _fs.MISSING:
+                raise _fs.MissingFileError(
+                    f"cannot open log {directory}: nothing is there (check the bucket and the "
+                    "prefix)", path=directory, errno=errno.ENOENT, operation="opening a log",
+                    kind=kind)
+            if kind != _fs.DIRECTORY:
+                raise KafkaStorageError(
+                    f"cannot open log {directory}: it is a {kind}, not a partition directory",
+                    path=directory, operation="opening a log")
+        elif not os.path.isdir(directory):
             if read_only or not create:
                 raise FileNotFoundError(errno.ENOENT, "log directory does not exist", directory)
             if self.topic_partition is not None:
@@ -1262,6 +1290,8 @@ class Log(LogLoader, LocalLog, LogRetention):
 
     def delete(self) -> None:
         """Close the log and delete its directory (and its root checkpoint entries)."""
+        if self._store is not None:
+            raise ValueError(f"log {self.dir} is in a store and opened read-only: not deleted")
         with self._lock:
             if not self._closed:
                 for seg in self._segments:

@@ -402,56 +402,36 @@ def read_file(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL,
 
 
 # -- read-only access to one segment's files (index.py and segment.py, never writable) -----------
-def _index_data(path: Optional[str], fs: Optional[_fs.FileSystem]) -> Optional[bytes]:
-    """An index file's bytes when it lives in a store without local pages (None: open it by
-    path, locally).  Bounded: an index is at most Kafka's 10 MB ``segment.index.bytes`` cap
-    (plus slack); a larger object is a KafkaStorageError, never a large allocation."""
-    if path is None:
-        return None
-    fs, path = _fs.for_path(path, fs)
-    if fs.is_local():
-        return None
-    entry = 12 if path.endswith(_files.TIME_INDEX_FILE_SUFFIX) else 8
-    with fs.open_read(path) as f:
-        if f.size > _MAX_INDEX_BYTES:
-            raise KafkaStorageError(
-                f"{path} is {f.size} bytes, more than an index can be ({_MAX_INDEX_BYTES})",
-                path=path, operation="reading an index")
-        # An active segment's index is preallocated (10 MB of zeros past its entries): read
-        # ranges from the start until one ends in an empty slot (past slot 0, which may be a
-        # real entry), so only the entries and one range more are fetched.
-        got = bytearray()
-        step = 64 * 1024
-        while len(got) < f.size:
-            got += f.read(len(got), min(step, f.size - len(got)))
-            k = len(got) // entry
-            if k > 1 and not any(got[(k - 1) * entry:k * entry]):
-                break
-            step *= 2
-        return bytes(got)
+def _store_index(cls, path: Optional[str], base_offset: int, fs: Optional[_fs.FileSystem]):
+    """``cls`` (OffsetIndex or TimeIndex) read-only over ``path``: opened locally, or in a
+    store read as far as its entries go (:func:`kafkalog.storage.segment.read_store_index`: a
+    preallocated zero tail is not fetched); empty when the file is missing."""
+    if path is not None:
+        fs, path = _fs.for_path(path, fs)
+        if not fs.is_local():
+            from .segment import read_store_index
 
-
-_MAX_INDEX_BYTES = 64 * 1024 * 1024
+            data, size = read_store_index(fs, path, cls.ENTRY_SIZE)
+            return cls.from_bytes(path, base_offset, data, length=size)
+    return cls(path, base_offset, writable=False)
 
 
 def offset_index(seg: SegmentFiles, fs: Optional[_fs.FileSystem] = None):
     """The segment's offset index, read-only (:class:`kafkalog.storage.index.OffsetIndex`: iterate it
     for ``(offset, position)`` entries, ``lookup(offset)``); empty when the file is missing.
-    In a store (a URI, or ``fs`` not local) its bytes are read whole.  Close it after use."""
+    In a store (a URI, or ``fs`` not local) only its entries are fetched.  Close it after use."""
     from .index import OffsetIndex
 
-    return OffsetIndex(seg.offset_index, seg.base_offset, writable=False,
-                       data=_index_data(seg.offset_index, fs))
+    return _store_index(OffsetIndex, seg.offset_index, seg.base_offset, fs)
 
 
 def time_index(seg: SegmentFiles, fs: Optional[_fs.FileSystem] = None):
     """The segment's time index, read-only (:class:`kafkalog.storage.index.TimeIndex`: iterate it for
     ``(timestamp, offset)`` entries, ``last_entry``, ``lookup(timestamp)``); empty when the
-    file is missing.  In a store its bytes are read whole.  Close it after use."""
+    file is missing.  In a store only its entries are fetched.  Close it after use."""
     from .index import TimeIndex
 
-    return TimeIndex(seg.time_index, seg.base_offset, writable=False,
-                     data=_index_data(seg.time_index, fs))
+    return _store_index(TimeIndex, seg.time_index, seg.base_offset, fs)
 
 
 def open_segment(seg: SegmentFiles, file: Optional[_fs.ReadableFile] = None,
@@ -466,7 +446,9 @@ def open_segment(seg: SegmentFiles, file: Optional[_fs.ReadableFile] = None,
 
     fs, log = _fs.for_path(seg.log, fs)
     if not fs.is_local():
-        return Segment.open(_fs.parent(log), seg.base_offset, read_only=True, fs=fs, file=file)
+        from .segment import StoreSegment
+
+        return StoreSegment(_fs.parent(log), seg.base_offset, fs=fs, listed=seg, file=file)
     fd = None
     if file is not None:
         try:

@@ -240,11 +240,14 @@ def decode_snapshot(data: bytes, path: Optional[str] = None) -> List[ProducerSta
     ]
 
 
-def read_snapshot(path: str) -> List[ProducerStateEntry]:
-    """Read the producer entries of a ``.snapshot`` file."""
+def read_snapshot(path: str, fs=None) -> List[ProducerStateEntry]:
+    """Read the producer entries of a ``.snapshot`` file (``fs``: the
+    :class:`~kafkalog.storage.fs.FileSystem` holding it, default the local one)."""
     from .logdir import read_file
 
-    return decode_snapshot(read_file(path), path=os.fspath(path))
+    if fs is None:
+        return decode_snapshot(read_file(path), path=os.fspath(path))
+    return decode_snapshot(read_file(path, fs), path=os.fspath(path))
 
 
 def write_snapshot(path: str, entries: Iterable[ProducerStateEntry], fsync: bool = True) -> None:
@@ -256,10 +259,13 @@ def write_snapshot(path: str, entries: Iterable[ProducerStateEntry], fsync: bool
         raise KafkaStorageError.from_os_error(e, "writing a producer snapshot", path=path)
 
 
-def list_snapshot_offsets(directory: str) -> List[int]:
-    """Offsets of the ``<offset>.snapshot`` files in a directory, ascending."""
+def list_snapshot_offsets(directory: str, fs=None) -> List[int]:
+    """Offsets of the ``<offset>.snapshot`` files in a directory, ascending (``fs``: the
+    :class:`~kafkalog.storage.fs.FileSystem` holding it, default the local one)."""
     from .logdir import snapshot_files
 
+    if fs is not None:
+        return [offset for offset, _ in snapshot_files(directory, fs)]
     if not os.path.isdir(directory):
         return []
     return [offset for offset, _ in snapshot_files(directory)]
@@ -301,9 +307,15 @@ class ProducerStateManager:
         read_only: bool = False,
         clock: Optional[Callable[[], int]] = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        fs=None,
     ) -> None:
+        """``fs``: the :class:`~kafkalog.storage.fs.FileSystem` holding ``directory``
+        (default: the local one); one that is not local is only read (``read_only`` is
+        implied) and listed once."""
         self.directory = directory
-        self.read_only = read_only or directory is None
+        self.read_only = read_only or directory is None or fs is not None
+        self._fs = fs
+        self._snapshot_offsets: Optional[List[int]] = None  # a store's listing, kept
         self.producers: Dict[int, ProducerStateEntry] = {}
         self.ongoing_txns: Dict[int, int] = {}  # first offset -> producer id
         self.map_end_offset = 0
@@ -543,6 +555,10 @@ class ProducerStateManager:
         return _files.producer_snapshot_file(self.directory, offset)
 
     def snapshot_offsets(self) -> List[int]:
+        if self._fs is not None and self.directory is not None:
+            if self._snapshot_offsets is None:  # nothing here changes a store: list it once
+                self._snapshot_offsets = list_snapshot_offsets(self.directory, self._fs)
+            return list(self._snapshot_offsets)
         return [] if self.directory is None else list_snapshot_offsets(self.directory)
 
     def take_snapshot(self, fsync: bool = True) -> Optional[str]:
@@ -560,7 +576,7 @@ class ProducerStateManager:
 
     def load_snapshot(self, offset: int) -> None:
         """Replace the state with the snapshot at ``offset``."""
-        entries = read_snapshot(self.snapshot_path(offset))
+        entries = read_snapshot(self.snapshot_path(offset), self._fs)
         self._reset(offset)
         now = self.clock() if self.clock is not None else None
         for e in entries:

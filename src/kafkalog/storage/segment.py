@@ -56,6 +56,7 @@ from ..records import MemoryRecords
 
 __all__ = [
     "Segment",
+    "StoreSegment",
     "LogOffsetPosition",
     "TimestampAndOffset",
     "BatchHeader",
@@ -141,8 +142,6 @@ class Segment:
         init_file_size: int = 0,
         clock=None,
         fd: Optional[int] = None,
-        fs: Optional[_fs.FileSystem] = None,
-        file: Optional[_fs.ReadableFile] = None,
     ) -> None:
         if base_offset < 0:
             raise ValueError(f"base offset must be non-negative, not {base_offset}")
@@ -159,29 +158,6 @@ class Segment:
         self._oi_path = _files.offset_index_file(self.directory, base_offset, file_suffix)
         self._ti_path = _files.time_index_file(self.directory, base_offset, file_suffix)
         self._txn_path = _files.transaction_index_file(self.directory, base_offset, file_suffix)
-        self._preallocated = bool(preallocate)
-        self._offset_index: Optional[OffsetIndex] = None
-        self._time_index: Optional[TimeIndex] = None
-        self._txn_index: Optional[TransactionIndex] = None
-        self._memory_indexes = False
-        # A store without local files (object store, HDFS): read-only, ranged reads through a
-        # ReadableFile (``file``: the .log already open, the caller's; else opened here).
-        self._fs = fs if fs is not None and not fs.is_local() else None
-        self._file: Optional[_fs.ReadableFile] = None
-        self._owns_file = False
-        if self._fs is not None:
-            if not read_only:
-                raise KafkaStorageError(
-                    f"cannot open {self._log_path} for writing: a segment in an object store or "
-                    "HDFS is read-only here", path=self._log_path, operation="opening a segment")
-            self._file = file if file is not None else self._fs.open_read(self._log_path)
-            self._owns_file = file is None
-            self._fd = -1
-            self._file_size = self._file.size
-            self.offset_index_existed = self._exists(self._oi_path)
-            self.time_index_existed = self._exists(self._ti_path)
-            self._init_state(read_only)
-            return
         exists = os.path.exists(self._log_path)
         if read_only and fd is not None:
             self._fd = fd  # the .log opened by the caller (a regular file), now the segment's
@@ -190,6 +166,11 @@ class Segment:
         else:
             # never through a link planted in the directory that leads out of it
             self._fd = _files.open_for_write(self._log_path, os.O_RDWR | os.O_CREAT)
+        self._preallocated = bool(preallocate)
+        self._offset_index: Optional[OffsetIndex] = None
+        self._time_index: Optional[TimeIndex] = None
+        self._txn_index: Optional[TransactionIndex] = None
+        self._memory_indexes = False
         try:
             if not exists and preallocate and init_file_size > 0:
                 os.ftruncate(self._fd, init_file_size)
@@ -204,15 +185,12 @@ class Segment:
         except BaseException:
             os.close(self._fd)
             raise
-        self._init_state(read_only or exists)
-
-    def _init_state(self, existed: bool) -> None:
         self._wbuf: Optional[bytearray] = None
         self._wlen = 0
-        self._unsynced = not existed
+        self._unsynced = not exists
         self._bytes_since_last_index_entry = 0
         self._max_ts: Optional[int] = None  # loaded from the time index on first use
-        self._max_ts_offset = self.base_offset
+        self._max_ts_offset = base_offset
         self._rolling_based_timestamp: Optional[int] = None
         self.created_ms = self._clock()
 
@@ -221,13 +199,10 @@ class Segment:
     def offset_index(self) -> OffsetIndex:
         oi = self._offset_index
         if oi is None:
-            if self._memory_indexes or (self.read_only and not self._exists(self._oi_path)):
+            if self._memory_indexes or (self.read_only and not os.path.exists(self._oi_path)):
                 oi = OffsetIndex(
                     self._oi_path, self.base_offset, self.max_index_size, in_memory=True
                 )
-            elif self._fs is not None:
-                oi = OffsetIndex(self._oi_path, self.base_offset, self.max_index_size,
-                                 writable=False, data=self._read_whole(self._oi_path))
             else:
                 oi = OffsetIndex(
                     self._oi_path,
@@ -242,11 +217,8 @@ class Segment:
     def time_index(self) -> TimeIndex:
         ti = self._time_index
         if ti is None:
-            if self._memory_indexes or (self.read_only and not self._exists(self._ti_path)):
+            if self._memory_indexes or (self.read_only and not os.path.exists(self._ti_path)):
                 ti = TimeIndex(self._ti_path, self.base_offset, self.max_index_size, in_memory=True)
-            elif self._fs is not None:
-                ti = TimeIndex(self._ti_path, self.base_offset, self.max_index_size,
-                               writable=False, data=self._read_whole(self._ti_path))
             else:
                 ti = TimeIndex(
                     self._ti_path,
@@ -260,10 +232,6 @@ class Segment:
     @property
     def txn_index(self) -> TransactionIndex:
         txi = self._txn_index
-        if txi is None and self._fs is not None and not self._memory_indexes:
-            data = self._read_whole(self._txn_path) if self._exists(self._txn_path) else b""
-            txi = self._txn_index = TransactionIndex(
-                self.base_offset, self._txn_path, writable=False, data=data)
         if txi is None:
             txi = self._txn_index = TransactionIndex(
                 self.base_offset,
@@ -272,21 +240,6 @@ class Segment:
                 in_memory=self._memory_indexes,
             )
         return txi
-
-    def _exists(self, path: str) -> bool:
-        if self._fs is None:
-            return os.path.exists(path)
-        return self._fs.kind(path) == _fs.FILE
-
-    def _read_whole(self, path: str) -> bytes:
-        """An index file of a segment in a store: its entries (the offset and time indexes:
-        read up to the preallocated tail; bounded, never a large allocation) or, for the
-        transaction index, the whole file."""
-        from .logdir import _index_data, read_file
-
-        if path.endswith(_files.TXN_INDEX_FILE_SUFFIX):
-            return read_file(path, self._fs, limit=1 << 30)
-        return _index_data(path, self._fs)
 
     def _load_max_ts(self) -> None:
         last = self.time_index.last_entry
@@ -309,8 +262,6 @@ class Segment:
         init_file_size: int = 0,
         clock=None,
         fd: Optional[int] = None,
-        fs: Optional[_fs.FileSystem] = None,
-        file: Optional[_fs.ReadableFile] = None,
     ) -> "Segment":
         """Open (or, unless ``read_only``, create) the segment at ``base_offset`` in
         ``directory``; like Kafka's ``LogSegment.open`` the roll jitter is drawn at random from
@@ -330,8 +281,6 @@ class Segment:
             init_file_size=init_file_size,
             clock=clock,
             fd=fd,
-            fs=fs,
-            file=file,
         )
 
     # -- basic facts -------------------------------------------------------------------------------
@@ -371,8 +320,6 @@ class Segment:
     @property
     def last_modified(self) -> int:
         """Modification time of the ``.log`` file, in ms."""
-        if self._fs is not None:
-            return self._fs.mtime_ms(self._log_path)
         return int(os.stat(self._log_path).st_mtime * 1000)
 
     @property
@@ -518,8 +465,6 @@ class Segment:
             size = end - position
         if size <= 0:
             return b""
-        if self._file is not None:
-            return self._file.read(position, size)
         if position + size > self._file_size:
             self._drain()
         data = os.pread(self._fd, size, position)
@@ -1316,7 +1261,7 @@ class Segment:
                 self._txn_index.close()
         finally:
             self._wbuf = None
-            self._close_log_file()
+            os.close(self._fd)
             self._closed = True
 
     def close_handlers(self) -> None:
@@ -1333,14 +1278,8 @@ class Segment:
             if self._txn_index is not None:
                 self._txn_index.close()
             self._wbuf = None
-            self._close_log_file()
-            self._closed = True
-
-    def _close_log_file(self) -> None:
-        if self._file is None:
             os.close(self._fd)
-        elif self._owns_file:
-            self._file.close()
+            self._closed = True
 
     def _all_paths(self) -> List[str]:
         return [self._log_path, self._oi_path, self._ti_path, self._txn_path]
@@ -1390,3 +1329,225 @@ class Segment:
             f"Segment(base_offset={self.base_offset}, size={self.size}, "
             f"path={self._log_path!r}{', closed' if self._closed else ''})"
         )
+
+
+# Index files of a segment in a store larger than this (and than the configured
+# segment.index.bytes) are refused rather than read.
+_STORE_INDEX_LIMIT = 10 * 1024 * 1024
+# An offset or time index up to this size is read in one request; a larger one is searched for
+# its end in pages of this size (a multiple of both entry sizes) first.
+_INDEX_PAGE = 12 * 1024
+
+
+def read_store_index(fs: "_fs.FileSystem", path: str, entry_size: int,
+                     limit: int = _STORE_INDEX_LIMIT) -> Tuple[bytes, int]:
+    """``(entries, file size)`` of an offset (``entry_size`` 8) or time (12) index in a
+    store, counted as a local read-only open counts them (every slot up to the first all-zero
+    one, found with the same search), reading only what that needs: a trimmed index whole, an
+    index preallocated with zeros (a broker's active segment) its entries and the few pages
+    the search probes, not its zero tail.  A file over ``limit`` bytes is a KafkaStorageError."""
+    from .index import _count_entries
+
+    with fs.open_read(path) as f:
+        size = f.size
+        if size > limit:
+            raise KafkaStorageError(
+                f"{path} is {size} bytes, more than the {limit} an index may have here (raise "
+                "segment.index.bytes in the Log's config to read it)",
+                path=path, operation="reading an index")
+        get = getattr(f, "fetch", f.read)  # exact ranges where the file can (no read-ahead)
+        slots = size // entry_size
+        if size <= _INDEX_PAGE:
+            data = get(0, size)
+            return data[: _count_entries(slots, lambda n: not any(
+                data[n * entry_size: (n + 1) * entry_size])) * entry_size], size
+        pages: dict = {}
+
+        def zero(n: int) -> bool:
+            pos = n * entry_size
+            page = pos // _INDEX_PAGE
+            got = pages.get(page)
+            if got is None:
+                got = pages[page] = get(page * _INDEX_PAGE, _INDEX_PAGE)
+            rel = pos - page * _INDEX_PAGE
+            return not any(got[rel: rel + entry_size])
+
+        n = _count_entries(slots, zero)
+        want = n * entry_size
+        last = -(-want // _INDEX_PAGE)
+        if all(p in pages for p in range(last)):
+            data = b"".join(pages[p] for p in range(last))[:want]
+        else:
+            data = get(0, want)
+        return data, size
+
+
+class StoreSegment(Segment):
+    """A read-only segment of a log in an object store or HDFS (a
+    :class:`~kafkalog.storage.fs.FileSystem` without local pages).  It answers what a
+    read-only :class:`Segment` answers, the same way: the ``.log`` is read with ranged reads
+    through the store (:meth:`kafkalog.storage.fs.ReadableFile.read`), never downloaded whole;
+    the indexes are read into memory when first used (their entries, not a preallocated zero
+    tail: :func:`read_store_index`), or handed in already read (``index_data``: path ->
+    ``(entries, size)`` of an offset or time index, the bytes of a transaction index).
+    Nothing is ever written.
+
+    ``listed``: the segment's files as the directory listing found them (a
+    :class:`~kafkalog.storage.logdir.SegmentFiles`), so that a missing index costs no request;
+    without it the store is asked.  ``file``: the ``.log`` already open (a
+    :class:`~kafkalog.storage.fs.ReadableFile` of the store), read through and left open."""
+
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        *,
+        fs: "_fs.FileSystem",
+        listed=None,
+        index_data: Optional[dict] = None,
+        file: Optional["_fs.ReadableFile"] = None,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10 * 1024 * 1024,
+        roll_jitter_ms: int = 0,
+        clock=None,
+    ) -> None:
+        if base_offset < 0:
+            raise ValueError(f"base offset must be non-negative, not {base_offset}")
+        self.directory = os.fspath(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.roll_jitter_ms = roll_jitter_ms
+        self.file_suffix = ""
+        self.read_only = True
+        self._clock = clock or _now_ms
+        self._closed = False
+        self._fs = fs
+        self._log_path = _files.log_file(self.directory, base_offset)
+        self._oi_path = _files.offset_index_file(self.directory, base_offset)
+        self._ti_path = _files.time_index_file(self.directory, base_offset)
+        self._txn_path = _files.transaction_index_file(self.directory, base_offset)
+        self._fd = -1
+        # the caller's open .log (kept open for it: its ranges serve the caller's reads too),
+        # else one opened here (regular files only; no request when listed)
+        self._owns_file = file is None
+        self._file = fs.open_read(self._log_path) if file is None else file
+        self._index_data = dict(index_data or {})
+        self._preallocated = False
+        self._offset_index: Optional[OffsetIndex] = None
+        self._time_index: Optional[TimeIndex] = None
+        self._txn_index: Optional[TransactionIndex] = None
+        self._memory_indexes = False
+        self._file_size = self._file.size
+        if listed is not None:
+            self.offset_index_existed = listed.offset_index is not None
+            self.time_index_existed = listed.time_index is not None
+            self._txn_existed = listed.txn_index is not None
+        else:
+            self.offset_index_existed = fs.kind(self._oi_path) == _fs.FILE
+            self.time_index_existed = fs.kind(self._ti_path) == _fs.FILE
+            self._txn_existed = fs.kind(self._txn_path) == _fs.FILE
+        self._wbuf: Optional[bytearray] = None
+        self._wlen = 0
+        self._unsynced = False
+        self._bytes_since_last_index_entry = 0
+        self._max_ts: Optional[int] = None
+        self._max_ts_offset = base_offset
+        self._rolling_based_timestamp: Optional[int] = None
+        self.created_ms = self._clock()
+
+    def _read_index(self, path: str, entry_size: Optional[int] = None):
+        """The bytes of a transaction index, or ``(entries, size)`` of an offset or time
+        index (:func:`read_store_index`)."""
+        data = self._index_data.pop(path, None)
+        if data is None:
+            limit = max(self.max_index_size, _STORE_INDEX_LIMIT)
+            if entry_size is not None:
+                return read_store_index(self._fs, path, entry_size, limit)
+            from . import logdir as _logdir
+
+            data = _logdir.read_file(path, self._fs, limit=limit)
+        return data
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        oi = self._offset_index
+        if oi is None:
+            if self._memory_indexes or not self.offset_index_existed:
+                oi = OffsetIndex(self._oi_path, self.base_offset, self.max_index_size,
+                                 in_memory=True)
+            else:
+                data, size = self._read_index(self._oi_path, OffsetIndex.ENTRY_SIZE)
+                oi = OffsetIndex.from_bytes(self._oi_path, self.base_offset, data,
+                                            self.max_index_size, size)
+            self._offset_index = oi
+        return oi
+
+    @property
+    def time_index(self) -> TimeIndex:
+        ti = self._time_index
+        if ti is None:
+            if self._memory_indexes or not self.time_index_existed:
+                ti = TimeIndex(self._ti_path, self.base_offset, self.max_index_size,
+                               in_memory=True)
+            else:
+                data, size = self._read_index(self._ti_path, TimeIndex.ENTRY_SIZE)
+                ti = TimeIndex.from_bytes(self._ti_path, self.base_offset, data,
+                                          self.max_index_size, size)
+            self._time_index = ti
+        return ti
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        txi = self._txn_index
+        if txi is None:
+            if self._memory_indexes:
+                txi = TransactionIndex(self.base_offset, self._txn_path, in_memory=True)
+            else:
+                data = self._read_index(self._txn_path) if self._txn_existed else b""
+                txi = TransactionIndex.from_bytes(self.base_offset, self._txn_path, data)
+            self._txn_index = txi
+        return txi
+
+    @property
+    def last_modified(self) -> int:
+        """The store's modification time of the ``.log`` (its upload time), in ms; the time
+        the segment was opened where the store does not say."""
+        ms = self._fs.modified_ms(self._log_path)
+        return self.created_ms if ms is None else ms
+
+    def _read_at(self, position: int, size: int) -> bytes:
+        end = self._file_size
+        if position + size > end:
+            size = end - position
+        if size <= 0:
+            return b""
+        return self._file.read(position, size)
+
+    def sanity_check(self, time_index_file_existed: Optional[bool] = None) -> None:
+        if not self.offset_index_existed:
+            raise FileNotFoundError(f"Offset index file {self._oi_path} does not exist")
+        self.txn_index.sanity_check()
+
+    def close(self) -> None:
+        self.close_handlers()
+
+    def close_handlers(self) -> None:
+        if self._closed:
+            return
+        try:
+            for idx in (self._offset_index, self._time_index):
+                if idx is not None:
+                    idx.close_handler()
+            if self._txn_index is not None:
+                self._txn_index.close()
+        finally:
+            self._index_data = {}
+            if self._owns_file:
+                self._file.close()
+            self._closed = True
+
+    def _refuse(self, *_a, **_k):
+        raise ValueError(f"segment {self._log_path} is in a store and read-only")
+
+    delete = change_file_suffixes = _refuse
