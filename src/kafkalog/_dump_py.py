@@ -8,13 +8,17 @@ caller then formats that batch the general way, which also raises the right erro
 """
 from __future__ import annotations
 
+import struct
 from typing import Callable, List, Optional, Tuple
 
 from ._batch_py import _decode_records
+from ._crc_py import crc32c
 from ._format import INT32_MAX, INT64_MAX
 from .errors import KafkaLogError
 
-__all__ = ["v2_record_lines", "v2_record_summary", "hll_update"]
+__all__ = ["v2_dump_run", "v2_record_lines", "v2_record_summary", "hll_update"]
+
+_V2 = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 header
 
 
 def v2_record_lines(
@@ -70,6 +74,74 @@ def v2_record_lines(
                 out.append(b" payload: " + _text(v, u8))
         out.append(b"\n")
     return (b"".join(out), lo, gaps)
+
+
+def v2_dump_run(
+    buf,
+    pos: int,
+    end: int,
+    last_offset: int,
+    contents: bool,
+    u8: Callable[[bytes], bytes],
+    gaps: List[Tuple[int, int]],
+    out: bytearray,
+    limit: int,
+    max_walk: int,
+) -> Tuple[int, int, int]:
+    """The batch and record lines of the plain v2 data batches from ``pos``, written to the
+    start of ``out``, as ``(length of the text, pos, last_offset)`` (see the compiled twin for
+    where it stops)."""
+    if pos < 0 or end > len(buf):
+        raise ValueError(f"pos {pos} and end {end} must lie within the buffer of {len(buf)} bytes")
+    parts: List[bytes] = []
+    size = 0
+    start = pos
+    lo = last_offset
+    while pos < end - 17 and size < limit and pos - start < max_walk:
+        (base, length, ple, magic, crc, attrs, lod, base_ts, max_ts, pid, epoch, base_seq,
+         count) = _V2.unpack_from(buf, pos) if end - pos >= 61 else (0, 0) + (0,) * 11
+        if length < 49 or pos > end - 12 - length or magic != 2 or attrs & 0x27:
+            break
+        bsize = length + 12
+        if count < 0 or count > bsize - 61:
+            break
+        valid = crc == crc32c(buf[pos + 21 : pos + bsize])
+        if base_seq == -1:
+            last_seq = -1
+        elif base_seq > INT32_MAX - lod:
+            last_seq = lod - (INT32_MAX - base_seq) - 1
+        else:
+            last_seq = base_seq + lod
+        ts_name = b"LogAppendTime" if attrs & 0x08 else b"CreateTime"
+        head = (
+            b"baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d "
+            b"producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %s "
+            b"isControl: false deleteHorizonMs: %s position: %d %s: %d size: %d magic: 2 "
+            b"compresscodec: none crc: %d isvalid: %s\n"
+            % (base, _wrap64(base + lod), count, base_seq, last_seq, pid, epoch, ple,
+               b"true" if attrs & 0x10 else b"false",
+               b"OptionalLong[%d]" % base_ts if attrs & 0x40 else b"OptionalLong.empty",
+               pos, ts_name, max_ts, bsize, crc, b"true" if valid else b"false")
+        )
+        lines = b""
+        if count:
+            done = v2_record_lines(buf[pos + 61 : pos + bsize], count, base, base_ts,
+                                   max_ts if attrs & 0x08 else None, base_seq, ts_name,
+                                   contents, lo, u8)
+            if done is None:
+                break
+            lines, lo, batch_gaps = done
+            gaps.extend(batch_gaps)
+        parts.append(head)
+        parts.append(lines)
+        size += len(head) + len(lines)
+        pos += bsize
+    out[:size] = b"".join(parts)
+    return (size, pos, lo)
+
+
+def _wrap64(x: int) -> int:
+    return ((x + 2**63) % 2**64) - 2**63
 
 
 def _text(b: bytes, u8: Callable[[bytes], bytes]) -> bytes:
