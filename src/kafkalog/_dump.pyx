@@ -13,10 +13,10 @@ before a byte is read.
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject, PyObject_Hash
-from libc.stdint cimport INT64_MAX, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.stdint cimport INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
 
 from ._varint cimport (
     KL_VARINT_OK,
@@ -40,7 +40,18 @@ cdef extern from *:
     """
     void KL_PREFETCH(const void* p) noexcept nogil
 
-__all__ = ["v2_dump_run", "v2_record_lines", "v2_record_summary", "hll_update"]
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030E0000
+    #define KL_HASH_BYTES(p, n) Py_HashBuffer((const void *)(p), (n))
+    #else
+    #define KL_HASH_BYTES(p, n) _Py_HashBytes((const void *)(p), (n))
+    #endif
+    """
+    # hash(bytes(p[:n])) without the bytes object (bytes hash through this very function)
+    Py_hash_t KL_HASH_BYTES(const void* p, Py_ssize_t n) noexcept
+
+__all__ = ["v2_dump_run", "v2_record_lines", "v2_record_summary", "v2_stats_run", "hll_update"]
 
 # the CRC header's one-time CPU probe, here at import under the GIL (as _crc does)
 kl_crc32c_hw_available()
@@ -164,7 +175,7 @@ cdef inline char* _wint24(char* q, int64_t v) noexcept nogil:
     if u >= 10:
         memcpy(p - 2, _D2 + 2 * u, 2)
     else:
-        p[-1] = <char>(48 + u)
+        (p - 1)[0] = <char>(48 + u)
     return q + n
 
 
@@ -678,24 +689,179 @@ def v2_record_summary(section, Py_ssize_t count, int64_t base_ts, append_ts):
         PyBuffer_Release(&view)
 
 
+cdef inline void _hll_add(unsigned char* rv, uint64_t x, int p) noexcept nogil:
+    cdef int width = 64 - p
+    cdef Py_ssize_t j = <Py_ssize_t>(x >> width)
+    cdef uint64_t rest = x & ((<uint64_t>1 << width) - 1)
+    cdef uint64_t mask = <uint64_t>1 << (width - 1)
+    cdef int rho = 1
+    while rho <= width and not (rest & mask):
+        rho += 1
+        mask >>= 1
+    if rho > rv[j]:
+        rv[j] = <unsigned char>rho
+
+
+cdef int _check_registers(object registers, int p) except -1:
+    cdef Py_ssize_t m = len(registers)
+    if p < 4 or p > 18 or m != (<Py_ssize_t>1 << p):
+        raise ValueError(f"registers must hold 2**p bytes for p in [4, 18], not {m} for p={p}")
+    return 0
+
+
 def hll_update(bytearray registers, list keys, int p):
     """Add ``keys`` to the HyperLogLog ``registers`` (``2**p`` of them): register ``hash(key) >>
     (64 - p)`` keeps the largest rank (leading zeros of the remaining bits, plus one)."""
-    cdef Py_ssize_t m = len(registers)
-    cdef unsigned char[:] rv = registers
-    cdef uint64_t x, rest, mask
-    cdef Py_ssize_t j
-    cdef int rho, width = 64 - p
-    if p < 4 or p > 18 or m != (<Py_ssize_t>1 << p):
-        raise ValueError(f"registers must hold 2**p bytes for p in [4, 18], not {m} for p={p}")
+    _check_registers(registers, p)
+    cdef unsigned char* rv = <unsigned char*>PyByteArray_AS_STRING(registers)
     for key in keys:
-        x = <uint64_t>PyObject_Hash(key)
-        j = <Py_ssize_t>(x >> width)
-        rest = x & ((<uint64_t>1 << width) - 1)
-        rho = 1
-        mask = <uint64_t>1 << (width - 1)
-        while rho <= width and not (rest & mask):
-            rho += 1
-            mask >>= 1
-        if rho > rv[j]:
-            rv[j] = <unsigned char>rho
+        _hll_add(rv, <uint64_t>PyObject_Hash(key), p)
+
+
+# ------------------------------------------------------------------------------------------------
+# kafkalog stats: runs of plain v2 data batches counted in one call, keys without bytes objects
+# ------------------------------------------------------------------------------------------------
+cdef int _add_key(const uint8_t* k, Py_ssize_t n, set exact, list cache, Py_ssize_t cmask,
+                  unsigned char* rv, int p) except -1:
+    """Key ``k[:n]`` into the exact set (``cache`` remembers keys already in it, by hash slot:
+    no bytes object for those), or into the HyperLogLog registers when ``exact`` is None."""
+    cdef uint64_t h = <uint64_t>KL_HASH_BYTES(k, n)
+    cdef Py_ssize_t slot
+    if exact is None:
+        _hll_add(rv, h, p)
+        return 0
+    slot = <Py_ssize_t>(h & <uint64_t>cmask)
+    c = cache[slot]
+    if (type(c) is bytes and PyBytes_GET_SIZE(c) == n
+            and memcmp(PyBytes_AS_STRING(c), k, <size_t>n) == 0):
+        return 0
+    key = PyBytes_FromStringAndSize(<const char*>k, n)
+    exact.add(key)
+    cache[slot] = key
+    return 0
+
+
+def v2_stats_run(buf, Py_ssize_t pos, Py_ssize_t end, set exact, list cache, registers, int p,
+                 Py_ssize_t exact_limit, Py_ssize_t max_walk, set producers):
+    """What ``kafkalog stats`` counts of the plain v2 data batches from ``pos`` (uncompressed,
+    not control, at least the 61-byte header, records that :func:`v2_record_summary` reads),
+    as ``(pos, batches, records, first offset, last offset, transactional batches, record
+    bytes, null keys, tombstones, min timestamp, max timestamp)``: the offsets are the first
+    batch's base offset and the last batch's base offset plus its last offset delta, the
+    timestamps the least and greatest of the batches' own least and greatest record
+    timestamps that are not negative (None for none).
+
+    Producer ids (not negative) are added to ``producers``; the non-null keys to ``exact``
+    (``cache``: a list of a power-of-two length that the caller keeps with that set, for
+    keys already added), or, when ``exact`` is None, to the HyperLogLog ``registers``
+    (``2**p`` bytes) as :func:`hll_update` does.  The walk stops before ``end``, before any
+    other entry (which the caller takes the general way), and after the batch that brings
+    ``exact`` past ``exact_limit`` keys or the walk to ``max_walk`` bytes.
+    """
+    cdef Py_buffer view
+    cdef const uint8_t* d
+    cdef const uint8_t* b
+    cdef const uint8_t* sec
+    cdef Py_ssize_t start = pos, bsize, send, spos, i, nkeys, cmask = 0
+    cdef int64_t length, count, bo, lod, bts, mts, pid, lo = 0, hi = 0, ts, tmin = -1, tmax = -1
+    cdef int64_t last = 0
+    cdef int16_t attrs
+    cdef Py_ssize_t batches = 0, records = 0, tx = 0, stored = 0, nulls = 0, tombs = 0, bn, bt
+    cdef Py_ssize_t* kp = NULL
+    cdef Py_ssize_t kcap = 0
+    cdef unsigned char* rv = NULL
+    cdef bint ok
+    cdef _Rec r
+    first = None
+    if exact is None:
+        _check_registers(registers, p)
+        rv = <unsigned char*>PyByteArray_AS_STRING(registers)
+    else:
+        cmask = len(cache) - 1
+        if cmask < 0 or (cmask & (cmask + 1)) != 0:
+            raise ValueError(f"cache must be a list of a power-of-two length, not {cmask + 1}")
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if pos < 0 or end > view.len:
+            raise ValueError(f"pos {pos} and end {end} must lie within the buffer of {view.len} bytes")
+        d = <const uint8_t*>view.buf
+        while end - pos > 17 and pos - start < max_walk:
+            b = d + pos
+            length = <int32_t>_be32u(b + 8)
+            if length < 49 or length + 12 > end - pos:     # under the v2 header, or cut short
+                break
+            bsize = <Py_ssize_t>length + 12
+            if b[16] != 2:
+                break
+            attrs = _be16(b + 21)
+            if attrs & 0x27:                               # compressed, or a control batch
+                break
+            bo = _be64(b)
+            lod = <int32_t>_be32u(b + 23)
+            if (lod > 0 and bo > INT64_MAX - lod) or (lod < 0 and bo < INT64_MIN - lod):
+                break                                      # the last offset is past a long
+            count = <int32_t>_be32u(b + 57)
+            if count < 0 or count > bsize - 61:
+                break
+            bts = _be64(b + 27)
+            mts = _be64(b + 35)
+            sec = b + 61
+            send = bsize - 61
+            if count > kcap:
+                kcap = count if count > 2 * kcap else 2 * kcap
+                PyMem_Free(kp)
+                kp = <Py_ssize_t*>PyMem_Malloc(<size_t>kcap * 2 * sizeof(Py_ssize_t))
+                if kp == NULL:
+                    kcap = 0
+                    raise MemoryError()
+            # every record read before anything of the batch is counted
+            spos = 0
+            nkeys = bn = bt = 0
+            ok = True
+            for i in range(count):
+                if not _next_record(sec, &spos, send, &r):
+                    ok = False
+                    break
+                if r.klen >= 0:
+                    kp[2 * nkeys] = r.kpos
+                    kp[2 * nkeys + 1] = <Py_ssize_t>r.klen
+                    nkeys += 1
+                else:
+                    bn += 1
+                if r.vlen < 0:
+                    bt += 1
+                ts = mts if attrs & 0x08 else <int64_t>(<uint64_t>bts + <uint64_t>r.ts_delta)
+                if i == 0 or ts < lo:
+                    lo = ts
+                if i == 0 or ts > hi:
+                    hi = ts
+            if not ok or (count and spos != send):
+                break
+            pid = _be64(b + 43)
+            if pid >= 0:
+                producers.add(pid)
+            if first is None:
+                first = bo
+            last = bo + lod
+            batches += 1
+            if attrs & 0x10:
+                tx += 1
+            stored += send
+            records += count
+            nulls += bn
+            tombs += bt
+            if count:
+                if lo >= 0 and (tmin < 0 or lo < tmin):
+                    tmin = lo
+                if hi >= 0 and hi > tmax:
+                    tmax = hi
+            for i in range(nkeys):
+                _add_key(sec + kp[2 * i], kp[2 * i + 1], exact, cache, cmask, rv, p)
+            pos += bsize
+            if exact is not None and len(exact) > exact_limit:
+                break
+        return (pos, batches, records, first, last if batches else None, tx, stored, nulls, tombs,
+                tmin if tmin >= 0 else None, tmax if tmax >= 0 else None)
+    finally:
+        PyMem_Free(kp)
+        PyBuffer_Release(&view)

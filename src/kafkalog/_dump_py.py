@@ -16,7 +16,7 @@ from ._crc_py import crc32c
 from ._format import INT32_MAX, INT64_MAX
 from .errors import KafkaLogError
 
-__all__ = ["v2_dump_run", "v2_record_lines", "v2_record_summary", "hll_update"]
+__all__ = ["v2_dump_run", "v2_record_lines", "v2_record_summary", "v2_stats_run", "hll_update"]
 
 _V2 = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 header
 
@@ -180,3 +180,58 @@ def hll_update(registers: bytearray, keys: List[bytes], p: int) -> None:
         rho = width - (x & low).bit_length() + 1
         if rho > registers[j]:
             registers[j] = rho
+
+
+def v2_stats_run(buf, pos: int, end: int, exact: Optional[set], cache: list, registers,
+                 p: int, exact_limit: int, max_walk: int, producers: set):
+    """What ``kafkalog stats`` counts of the plain v2 data batches from ``pos`` (see the
+    compiled twin; ``cache`` is not used here)."""
+    if exact is None:
+        if not 4 <= p <= 18 or len(registers) != 1 << p:
+            raise ValueError(f"registers must hold 2**p bytes for p in [4, 18], not "
+                             f"{len(registers)} for p={p}")
+    elif not cache or len(cache) & (len(cache) - 1):
+        raise ValueError(f"cache must be a list of a power-of-two length, not {len(cache)}")
+    if pos < 0 or end > len(buf):
+        raise ValueError(f"pos {pos} and end {end} must lie within the buffer of {len(buf)} bytes")
+    start = pos
+    batches = records = tx = stored = nulls = tombs = 0
+    first = last = tmin = tmax = None
+    while end - pos > 17 and pos - start < max_walk:
+        (bo, length, _ple, magic, _crc, attrs, lod, bts, mts, pid, _epoch, _seq,
+         count) = _V2.unpack_from(buf, pos) if end - pos >= 61 else (0, 0) + (0,) * 11
+        if length < 49 or length + 12 > end - pos or magic != 2 or attrs & 0x27:
+            break
+        bsize = length + 12
+        if not -(2**63) <= bo + lod < 2**63 or count < 0 or count > bsize - 61:
+            break
+        summary = v2_record_summary(buf[pos + 61 : pos + bsize], count, bts,
+                                    mts if attrs & 0x08 else None)
+        if summary is None:
+            break
+        n, bn, bt, lo, hi, keys = summary
+        if pid >= 0:
+            producers.add(pid)
+        if first is None:
+            first = bo
+        last = bo + lod
+        batches += 1
+        if attrs & 0x10:
+            tx += 1
+        stored += bsize - 61
+        records += n
+        nulls += bn
+        tombs += bt
+        if n:
+            if lo >= 0 and (tmin is None or lo < tmin):
+                tmin = lo
+            if hi >= 0 and (tmax is None or hi > tmax):
+                tmax = hi
+        if exact is None:
+            hll_update(registers, keys, p)
+        else:
+            exact.update(keys)
+        pos += bsize
+        if exact is not None and len(exact) > exact_limit:
+            break
+    return (pos, batches, records, first, last, tx, stored, nulls, tombs, tmin, tmax)
