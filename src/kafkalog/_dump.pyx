@@ -391,8 +391,9 @@ cdef int _format(const uint8_t* d, Py_ssize_t end, Py_ssize_t count, int64_t bas
             # the common line: every text ASCII, so its size is known: one reservation and
             # plain copies (the header bytes hold the key bytes, hence the bound; each number
             # writes 24 bytes of which it keeps its own)
-            _reserve(o, 256 + tsn_len + (body_end - hk_start)
-                     + (klen + vlen + 18 if contents else 0))
+            n = 256 + tsn_len + (body_end - hk_start) + (klen + vlen + 18 if contents else 0)
+            if n > o.cap - o.len:
+                _reserve(o, n)
             q = o.buf + o.len
             q = _w(q, "| offset: ", 10)
             q = _wnum(q, &st.off, offset)
