@@ -209,11 +209,11 @@ cdef inline char* _wint24_2(char* q, char* t, int64_t v) noexcept nogil:
 
 
 cdef struct _Num:
-    # the text of a recent value (consecutive offsets and timestamps mostly differ by 0 or 1,
-    # and sizes and sequences repeat): ``t`` holds it up to its last digit, ``last`` the last
-    # digit of the value now, so a step of one rewrites one byte of the output and nothing of
-    # ``t``.  Nothing written here or to the output is read back soon after: that load would
-    # wait for the store (the output's stores drain slowly), which cost more than formatting.
+    # one number column of the record lines (consecutive offsets and timestamps mostly differ
+    # by 0 or 1; sizes and sequences repeat): ``t`` is the text of the value last formatted in
+    # full, ``v`` the value now and ``last`` its last digit.  A step of one that does not carry
+    # changes only that digit, which is written to the output alone, so ``t`` is not stored to
+    # again just before it is next copied.
     int64_t v
     int n           # length of the text; 0: none yet
     int last        # last digit of v
@@ -225,7 +225,7 @@ cdef inline char* _wnum(char* q, _Num* x, int64_t v) noexcept nogil:
     of the number."""
     cdef int i
     if x.n != 0:
-        if v != x.v and x.last != 9 and x.v >= 0 and v == x.v + 1:
+        if v != x.v and x.last != 9 and 0 <= x.v < INT64_MAX and v == x.v + 1:
             x.last += 1
             x.v = v
         if v == x.v:
@@ -523,10 +523,6 @@ cdef inline uint32_t _be32u(const uint8_t* p) noexcept nogil:
 
 cdef inline int16_t _be16(const uint8_t* p) noexcept nogil:
     return <int16_t>((<uint16_t>p[0] << 8) | <uint16_t>p[1])
-
-
-cdef inline char* _wlit(char* q, bytes s) noexcept:
-    return _w(q, PyBytes_AS_STRING(s), PyBytes_GET_SIZE(s))
 
 
 cdef int _batch_line(_Out* o, const uint8_t* b, Py_ssize_t pos, Py_ssize_t bsize, bint valid) except -1:

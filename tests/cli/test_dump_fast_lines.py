@@ -179,3 +179,19 @@ def test_batch_walk_lines_are_the_general_lines(tmp_path, monkeypatch):
     assert b"sequence: 2147483647 headerKeys: [] key: a\n| offset: 6 LogAppendTime: 1700000000007 keySize: 1 valueSize: -1 sequence: 0 " in fast.out
     assert any(npos > pos for pos, npos in calls)     # the walk did print batches
     assert any(npos == pos for pos, npos in calls)    # and left some to the general path
+
+
+@pytest.mark.parametrize("base", [2**63 - 2, 2**63 - 12, 99, -3])
+def test_offsets_across_long_max_and_decimal_carries(tmp_path, monkeypatch, base):
+    """Record offsets and timestamps that step past Long.MAX (Java wraps them to Long.MIN),
+    across a carry of every digit and through zero print as the general path prints them (set
+    in the bytes: the base timestamp's change makes the CRC mismatch, printed alike)."""
+    raw = bytearray(build([{"records": [(b"k", b"v", [], 1, i) for i in range(12)],
+                            "codec": "none", "ts_type": "create_time", "seq": -1}]))
+    raw[0:8] = base.to_bytes(8, "big", signed=True)
+    raw[27:35] = base.to_bytes(8, "big", signed=True)
+    fast, slow = dump_both(tmp_path, bytes(raw), "--deep-iteration", monkeypatch=monkeypatch)
+    assert (fast.rc, fast.out, fast.err) == (slow.rc, slow.out, slow.err)
+    if base == 2**63 - 2:
+        assert b"| offset: 9223372036854775807 CreateTime: 9223372036854775807 " in fast.out
+        assert b"| offset: -9223372036854775808 CreateTime: -9223372036854775808 " in fast.out
