@@ -195,3 +195,29 @@ def test_offsets_across_long_max_and_decimal_carries(tmp_path, monkeypatch, base
     if base == 2**63 - 2:
         assert b"| offset: 9223372036854775807 CreateTime: 9223372036854775807 " in fast.out
         assert b"| offset: -9223372036854775808 CreateTime: -9223372036854775808 " in fast.out
+
+
+def test_a_stream_that_keeps_what_it_is_given(tmp_path):
+    """The batch walk reuses one buffer for its chunks of text: a stream that keeps the objects
+    it is given (no copy) still ends up with the whole dump, as a BytesIO does."""
+    import io
+
+    class Keep(io.RawIOBase):
+        def __init__(self):
+            self.parts = []
+
+        def writable(self):
+            return True
+
+        def write(self, b):
+            self.parts.append(b)
+            return len(b)
+
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(build([{"records": [(b"key-%d" % i, b"v" * 200, [], 1, 0) for i in range(400)],
+                             "codec": "none", "ts_type": "create_time", "seq": -1}] * 8))
+    kept, copied = Keep(), io.BytesIO()
+    for out in (kept, copied):
+        dump.Dumper(dump.DumpOptions(print_data_log=True), out, io.StringIO()).run([str(path)])
+    assert len(copied.getvalue()) > 3 * dump._Out.LIMIT    # several chunks
+    assert b"".join(bytes(p) for p in kept.parts) == copied.getvalue()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import json
 import mmap
 import os
@@ -80,6 +81,9 @@ _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _TS_TYPES = ("CreateTime", "LogAppendTime")
 _SNAPSHOT_NAME = re.compile(r"^(\d+)-(\d+)\.checkpoint$")
 _DROP_EVERY = 32 * 1024 * 1024  # bytes walked between dropping mapped pages
+# streams whose write() copies or writes out what it is given before it returns (they keep no
+# reference): the compiled batch walk's reused buffer goes to them as it is
+_COPYING_STREAMS = (io.BufferedWriter, io.BufferedRandom, io.BytesIO)
 
 
 class DumpError(Exception):
@@ -818,6 +822,7 @@ class Dumper:
         run = _lines.v2_dump_run if deep and fast else None
         run_gaps: List[Tuple[int, int]] = []
         text = bytearray()  # reused by every run: no fresh pages per chunk
+        as_is = isinstance(self.out.stream, _COPYING_STREAMS)
         while True:
             if run is not None:
                 n, npos, last_offset = run(buf, pos, end, last_offset, contents, _u8, run_gaps,
@@ -831,7 +836,7 @@ class Dumper:
                         run_gaps.clear()
                     self.out.flush()
                     with memoryview(text) as view:
-                        self.out.stream.write(view[:n])
+                        self.out.stream.write(view[:n] if as_is else bytes(view[:n]))
                     walked += npos - pos
                     pos = npos
                     if walked >= _DROP_EVERY:
