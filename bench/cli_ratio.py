@@ -54,7 +54,8 @@ def main() -> None:
                 env = dict(os.environ)
                 if tree is not None:
                     src = os.path.join(os.path.abspath(tree), "src")
-                    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+                    old = env.get("PYTHONPATH")
+                    env["PYTHONPATH"] = src + (os.pathsep + old if old else "")
                 for k, v in extra.items():
                     if v is None:
                         env.pop(k, None)
@@ -63,8 +64,8 @@ def main() -> None:
                 start = child_cpu(py + ["--version"], env)
                 head = ", ".join(x for x in (tree, label) if x)
                 print(f"[{head or 'this interpreter'}] interpreter start-up {start:.3f} s")
-                for name, args in (("dump --deep-iteration --print-data-log",
-                                    ["dump", "--deep-iteration", "--print-data-log", "--files", path]),
+                dump = ["dump", "--deep-iteration", "--print-data-log", "--files", path]
+                for name, args in (("dump --deep-iteration --print-data-log", dump),
                                    ("stats", ["stats", path])):
                     t = child_cpu(py + args, env)
                     print(f"  {name}: {t:.3f} s CPU, {size / t / 1e6:.0f} MB per CPU-s, "

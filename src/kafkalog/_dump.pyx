@@ -15,7 +15,17 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject, PyObject_Hash
-from libc.stdint cimport INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport (
+    INT64_MAX,
+    INT64_MIN,
+    int16_t,
+    int32_t,
+    int64_t,
+    uint8_t,
+    uint16_t,
+    uint32_t,
+    uint64_t,
+)
 from libc.string cimport memcmp, memcpy
 
 from ._varint cimport (
@@ -147,9 +157,11 @@ cdef inline char* _wint(char* q, int64_t v) noexcept nogil:
     return q + 24 - i
 
 
-cdef const char* _D2 = (b"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-                        b"4041424344454647484950515253545556575859606162636465666768697071727374757677787980"
-                        b"81828384858687888990919293949596979899")
+cdef const char* _D2 = (b"0001020304050607080910111213141516171819"
+                        b"2021222324252627282930313233343536373839"
+                        b"4041424344454647484950515253545556575859"
+                        b"6061626364656667686970717273747576777879"
+                        b"8081828384858687888990919293949596979899")
 
 
 cdef inline char* _wint24(char* q, int64_t v) noexcept nogil:
@@ -525,7 +537,8 @@ cdef inline int16_t _be16(const uint8_t* p) noexcept nogil:
     return <int16_t>((<uint16_t>p[0] << 8) | <uint16_t>p[1])
 
 
-cdef int _batch_line(_Out* o, const uint8_t* b, Py_ssize_t pos, Py_ssize_t bsize, bint valid) except -1:
+cdef int _batch_line(_Out* o, const uint8_t* b, Py_ssize_t pos, Py_ssize_t bsize,
+                     bint valid) except -1:
     """kafka-dump-log's line for the plain v2 data batch at ``b`` (magic 2, no compression,
     not control; ``bsize`` >= 61 includes the log overhead), as dump's ``_batch_line``."""
     cdef int64_t base = _be64(b), lod = <int32_t>_be32u(b + 23), base_seq = <int32_t>_be32u(b + 53)
@@ -598,7 +611,8 @@ def v2_dump_run(buf, Py_ssize_t pos, Py_ssize_t end, int64_t last_offset, bint c
     st.off.n = st.ts.n = st.klen.n = st.vlen.n = st.seq.n = 0
     try:
         if pos < 0 or end > view.len:
-            raise ValueError(f"pos {pos} and end {end} must lie within the buffer of {view.len} bytes")
+            raise ValueError(f"pos {pos} and end {end} must lie within the buffer "
+                             f"of {view.len} bytes")
         d = <const uint8_t*>view.buf
         while pos < end - 17 and o.len < limit and pos - start < max_walk:
             b = d + pos
@@ -780,7 +794,8 @@ def v2_stats_run(buf, Py_ssize_t pos, Py_ssize_t end, set exact, list cache, reg
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         if pos < 0 or end > view.len:
-            raise ValueError(f"pos {pos} and end {end} must lie within the buffer of {view.len} bytes")
+            raise ValueError(f"pos {pos} and end {end} must lie within the buffer "
+                             f"of {view.len} bytes")
         d = <const uint8_t*>view.buf
         while end - pos > 17 and pos - start < max_walk:
             b = d + pos

@@ -176,7 +176,8 @@ def test_batch_walk_lines_are_the_general_lines(tmp_path, monkeypatch):
     assert (fast.rc, fast.out, fast.err) == (slow.rc, slow.out, slow.err)
     assert b"isvalid: false" in fast.out and fast.out.count(b"baseOffset:") == 4
     # Int.MAX + 1 wraps to 0 (the general path's business)
-    assert b"sequence: 2147483647 headerKeys: [] key: a\n| offset: 6 LogAppendTime: 1700000000007 keySize: 1 valueSize: -1 sequence: 0 " in fast.out
+    assert (b"sequence: 2147483647 headerKeys: [] key: a\n| offset: 6 LogAppendTime: "
+            b"1700000000007 keySize: 1 valueSize: -1 sequence: 0 ") in fast.out
     assert any(npos > pos for pos, npos in calls)     # the walk did print batches
     assert any(npos == pos for pos, npos in calls)    # and left some to the general path
 

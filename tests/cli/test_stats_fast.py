@@ -1,8 +1,9 @@
 """The record-object-free walk of ``kafkalog stats`` (``v2_stats_run`` over runs of plain
-batches, ``v2_record_summary`` + ``hll_update`` per batch) against the general path: for generated v2 logs (every codec, null keys and values, many
-distinct keys so the HyperLogLog takes over, LogAppendTime, control batches, flipped bytes),
-``stats --json`` gives the same figures and errors with the walk in use and with it turned
-off; the two twins of the walk agree with each other."""
+batches, ``v2_record_summary`` + ``hll_update`` per batch) against the general path: for
+generated v2 logs (every codec, null keys and values, many distinct keys so the HyperLogLog
+takes over, LogAppendTime, control batches, flipped bytes), ``stats --json`` gives the same
+figures and errors with the walk in use and with it turned off; the two twins of the walk
+agree with each other."""
 from __future__ import annotations
 
 import importlib
