@@ -1,14 +1,16 @@
 # cython: language_level=3
 """Compiled twin of :mod:`kafkalog._dump_py`: the record lines of ``kafkalog dump
 --deep-iteration [--print-data-log]`` for one v2 data batch, formatted straight from the records
-section into one buffer (no record objects).
+section into one buffer (no record objects); whole runs of plain v2 batches at once, batch lines
+and CRC checks included (:func:`v2_dump_run`); and what ``kafkalog stats`` counts of a batch or
+of a run of them (:func:`v2_record_summary`, :func:`v2_stats_run`).
 
 Only the common case is taken: the caller (``kafkalog.tools.dump``) uses it for magic-2 data batches
 printed as text with the string decoders, record metadata shown and no header values.  Anything
 this formatter does not do exactly as the general path - a malformed record, a sequence number
 past Int.MAX - makes it return None, and the caller formats that batch the general way (which
 also raises the right error).  Every varint and field length is checked against the section
-before a byte is read.
+before a byte is read; the runs stop before any entry they do not take whole.
 """
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE

@@ -1,5 +1,6 @@
 """Pure-Python twin of :mod:`kafkalog._dump`: the record lines of ``kafkalog dump
---deep-iteration [--print-data-log]`` for one v2 data batch.
+--deep-iteration [--print-data-log]`` for one v2 data batch, runs of plain v2 batches with their
+batch lines (``v2_dump_run``), and what ``kafkalog stats`` counts of them.
 
 The caller (``kafkalog.tools.dump``) uses it for magic-2 data batches printed as text with the string
 decoders, record metadata shown and no header values.  It returns None where it does not do
