@@ -1,8 +1,8 @@
-"""The compiled record-line formatter of ``kafkalog dump --deep-iteration`` against the general
-path: for generated v2 logs (every codec, null and non-ASCII and malformed UTF-8 keys, values
-and header keys, LogAppendTime, sequences near Int.MAX, offset gaps, flipped bytes), ``dump``
-prints the same bytes and reports the same non-consecutive offsets and errors with the
-formatter in use and with it turned off.  Both twins of the formatter are compared too."""
+"""The compiled record-line formatter and batch walk of ``kafkalog dump --deep-iteration``
+against the general path: for generated v2 logs (every codec, null and non-ASCII and malformed
+UTF-8 keys, values and header keys, LogAppendTime, sequences near Int.MAX, offset gaps, flipped
+bytes), ``dump`` prints the same bytes and reports the same non-consecutive offsets and errors
+with them in use and with them turned off.  Both twins of each are compared too."""
 from __future__ import annotations
 
 import importlib
@@ -58,6 +58,8 @@ def dump_both(tmp_path, raw, *args, monkeypatch):
     fast = run_cli("dump", "--files", str(path), *args)
     with monkeypatch.context() as m:
         m.setattr(dump, "_fast_record_lines", lambda *a: None)
+        # the batch walk takes nothing: (no text, where it started, the last offset given)
+        m.setattr(dump._lines, "v2_dump_run", lambda *a: (0, a[1], a[3]))
         slow = run_cli("dump", "--files", str(path), *args)
     return fast, slow
 
@@ -106,3 +108,117 @@ def test_negative_lengths_other_than_minus_one_print_as_null(tmp_path, monkeypat
     fast, slow = dump_both(tmp_path, bytes(raw), "--print-data-log", monkeypatch=monkeypatch)
     assert (fast.rc, fast.out, fast.err) == (slow.rc, slow.out, slow.err)
     assert b"keySize: -1 valueSize: -1 " in fast.out
+
+
+def _walk(twin, raw, contents, last, limit, max_walk, end=None):
+    """``v2_dump_run`` called until it stops: (text, where it stopped, last offset, gaps)."""
+    end = len(raw) if end is None else end
+    out, text, gaps, pos = bytearray(b"stale bytes"), [], [], 0
+    while True:
+        n, npos, last = twin.v2_dump_run(memoryview(raw), pos, end, last, contents, dump._u8, gaps,
+                                         out, limit, max_walk)
+        assert 0 <= n <= len(out) and pos <= npos <= end
+        text.append(bytes(out[:n]))
+        if npos == pos:
+            return b"".join(text), pos, last, gaps
+        pos = npos
+
+
+@SETTINGS
+@given(specs=st.lists(batch, min_size=1, max_size=4), data=st.data())
+def test_batch_walk_twins_agree(specs, data):
+    """Both twins of the batch walk give the same text, stop at the same place and report the
+    same gaps, for any output limit, walk limit and end, on whole and damaged logs; cutting the
+    walk into many calls changes nothing."""
+    raw = bytearray(build(specs))
+    for _ in range(data.draw(st.sampled_from([0, 0, 1, 3]))):
+        i = data.draw(st.integers(8, len(raw) - 1))
+        raw[i] ^= 1 << data.draw(st.integers(0, 7))
+    raw = bytes(raw)
+    contents = data.draw(st.booleans())
+    last = data.draw(st.sampled_from([-1, 0, 5, 2**63 - 1]))
+    end = data.draw(st.integers(0, len(raw)))
+    whole = [_walk(t, raw, contents, last, 1 << 30, 1 << 40, end) for t in TWINS]
+    assert all(w == whole[0] for w in whole)
+    limit = data.draw(st.integers(1, 400))
+    max_walk = data.draw(st.integers(1, 3000))
+    for t in TWINS:
+        assert _walk(t, raw, contents, last, limit, max_walk, end) == whole[0]
+
+
+def test_batch_walk_lines_are_the_general_lines(tmp_path, monkeypatch):
+    """Plain batches (CRC good and bad, transactional, LogAppendTime, a delete horizon, a
+    sequence past Int.MAX at the last record) go through the walk and print what the general
+    path prints; a compressed or control batch and a legacy entry end a run, and the walk picks
+    up after them."""
+    specs = [
+        {"records": [(b"k", b"v", [], 1, 0), (None, b"x", [("h", b"1")], 2, 3)], "codec": "none",
+         "ts_type": "create_time", "seq": -1},
+        {"records": [(b"a", None, [], 1, -2)] * 4, "codec": "none", "ts_type": "log_append_time",
+         "seq": 2**31 - 3},
+        {"records": [(b"a", b"b", [], 1, 0)], "codec": CODECS[-1], "ts_type": "create_time",
+         "seq": 0},
+        {"records": [(b"c", b"d", [], 1, 0)] * 3, "codec": "none", "ts_type": "create_time",
+         "seq": 0},
+    ]
+    raw = bytearray(build(specs))
+    raw[100] ^= 0x20                                  # the first batch's CRC no longer matches
+    calls = []
+    real = dump._lines.v2_dump_run
+
+    def spy(*a):
+        r = real(*a)
+        calls.append((a[1], r[1]))
+        return r
+
+    monkeypatch.setattr(dump._lines, "v2_dump_run", spy)
+    fast, slow = dump_both(tmp_path, bytes(raw), "--print-data-log", monkeypatch=monkeypatch)
+    assert (fast.rc, fast.out, fast.err) == (slow.rc, slow.out, slow.err)
+    assert b"isvalid: false" in fast.out and fast.out.count(b"baseOffset:") == 4
+    # Int.MAX + 1 wraps to 0 (the general path's business)
+    assert (b"sequence: 2147483647 headerKeys: [] key: a\n| offset: 6 LogAppendTime: "
+            b"1700000000007 keySize: 1 valueSize: -1 sequence: 0 ") in fast.out
+    assert any(npos > pos for pos, npos in calls)     # the walk did print batches
+    assert any(npos == pos for pos, npos in calls)    # and left some to the general path
+
+
+@pytest.mark.parametrize("base", [2**63 - 2, 2**63 - 12, 99, -3])
+def test_offsets_across_long_max_and_decimal_carries(tmp_path, monkeypatch, base):
+    """Record offsets and timestamps that step past Long.MAX (Java wraps them to Long.MIN),
+    across a carry of every digit and through zero print as the general path prints them (set
+    in the bytes: the base timestamp's change makes the CRC mismatch, printed alike)."""
+    raw = bytearray(build([{"records": [(b"k", b"v", [], 1, i) for i in range(12)],
+                            "codec": "none", "ts_type": "create_time", "seq": -1}]))
+    raw[0:8] = base.to_bytes(8, "big", signed=True)
+    raw[27:35] = base.to_bytes(8, "big", signed=True)
+    fast, slow = dump_both(tmp_path, bytes(raw), "--deep-iteration", monkeypatch=monkeypatch)
+    assert (fast.rc, fast.out, fast.err) == (slow.rc, slow.out, slow.err)
+    if base == 2**63 - 2:
+        assert b"| offset: 9223372036854775807 CreateTime: 9223372036854775807 " in fast.out
+        assert b"| offset: -9223372036854775808 CreateTime: -9223372036854775808 " in fast.out
+
+
+def test_a_stream_that_keeps_what_it_is_given(tmp_path):
+    """The batch walk reuses one buffer for its chunks of text: a stream that keeps the objects
+    it is given (no copy) still ends up with the whole dump, as a BytesIO does."""
+    import io
+
+    class Keep(io.RawIOBase):
+        def __init__(self):
+            self.parts = []
+
+        def writable(self):
+            return True
+
+        def write(self, b):
+            self.parts.append(b)
+            return len(b)
+
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(build([{"records": [(b"key-%d" % i, b"v" * 200, [], 1, 0) for i in range(400)],
+                             "codec": "none", "ts_type": "create_time", "seq": -1}] * 8))
+    kept, copied = Keep(), io.BytesIO()
+    for out in (kept, copied):
+        dump.Dumper(dump.DumpOptions(print_data_log=True), out, io.StringIO()).run([str(path)])
+    assert len(copied.getvalue()) > 3 * dump._Out.LIMIT    # several chunks
+    assert b"".join(bytes(p) for p in kept.parts) == copied.getvalue()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import json
 import mmap
 import os
@@ -80,6 +81,9 @@ _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _TS_TYPES = ("CreateTime", "LogAppendTime")
 _SNAPSHOT_NAME = re.compile(r"^(\d+)-(\d+)\.checkpoint$")
 _DROP_EVERY = 32 * 1024 * 1024  # bytes walked between dropping mapped pages
+# streams whose write() copies or writes out what it is given before it returns (they keep no
+# reference): the compiled batch walk's reused buffer goes to them as it is
+_COPYING_STREAMS = (io.BufferedWriter, io.BufferedRandom, io.BytesIO)
 
 
 class DumpError(Exception):
@@ -371,8 +375,9 @@ class _Out:
     """Buffered binary writer: collects byte strings and writes them in large chunks."""
 
     __slots__ = ("stream", "parts", "size", "limit")
+    LIMIT = 1 << 18
 
-    def __init__(self, stream: IO[bytes], limit: int = 1 << 18) -> None:
+    def __init__(self, stream: IO[bytes], limit: int = LIMIT) -> None:
         self.stream = stream
         self.parts: List[bytes] = []
         self.size = 0
@@ -812,7 +817,34 @@ class Dumper:
                 and opts.parser.key_decoder.name == "string"
                 and opts.parser.value_decoder.name == "string")
         contents = opts.print_data_log
+        # runs of plain v2 data batches (no compression, not control): batch and record lines
+        # from one compiled call per chunk of output; the loop below takes any other entry
+        run = _lines.v2_dump_run if deep and fast else None
+        run_gaps: List[Tuple[int, int]] = []
+        text = bytearray()  # reused by every run: no fresh pages per chunk
+        as_is = isinstance(self.out.stream, _COPYING_STREAMS)
         while True:
+            if run is not None:
+                n, npos, last_offset = run(buf, pos, end, last_offset, contents, _u8, run_gaps,
+                                           text, _Out.LIMIT, _DROP_EVERY - walked)
+                if npos != pos:
+                    if run_gaps:
+                        if abs_path is None:
+                            abs_path = java_abs_path(path)
+                        for g in run_gaps:
+                            _Reports.add(self.reports.non_consecutive, abs_path, g)
+                        run_gaps.clear()
+                    self.out.flush()
+                    with memoryview(text) as view:
+                        self.out.stream.write(view[:n] if as_is else bytes(view[:n]))
+                    walked += npos - pos
+                    pos = npos
+                    if walked >= _DROP_EVERY:
+                        progress.advance(walked)
+                        walked = 0
+                        self.out.flush()
+                        mf.drop_before(pos)
+                    continue
             if pos >= end - 17:
                 break
             offset, length = entry(buf, pos)

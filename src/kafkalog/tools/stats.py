@@ -40,6 +40,7 @@ _V2 = struct.Struct(">qiibIhiqqqhii")
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _M64 = (1 << 64) - 1
 _EXACT_LIMIT = 4096
+_CACHE_SLOTS = 8192
 _P = 14
 _M = 1 << _P
 _DROP_EVERY = 32 * 1024 * 1024
@@ -48,11 +49,23 @@ _DROP_EVERY = 32 * 1024 * 1024
 class KeyCardinality:
     """Distinct keys: an exact set up to 4096 keys, then HyperLogLog (p=14)."""
 
-    __slots__ = ("exact", "registers")
+    __slots__ = ("exact", "registers", "cache")
 
     def __init__(self) -> None:
         self.exact: Optional[set] = set()
         self.registers: Optional[bytearray] = None
+        # keys known to be in ``exact``, by hash slot (the compiled batch walk's, see
+        # _dump.v2_stats_run): only ever holds keys of that set
+        self.cache: Optional[list] = [None] * _CACHE_SLOTS
+
+    def check_limit(self) -> None:
+        """Past 4096 exact keys: to HyperLogLog (what ``add_many`` does after each batch)."""
+        ex = self.exact
+        if ex is not None and len(ex) > _EXACT_LIMIT:
+            self.registers = bytearray(_M)
+            _walk.hll_update(self.registers, list(ex), _P)
+            self.exact = None
+            self.cache = None
 
     def add(self, key: bytes) -> None:
         ex = self.exact
@@ -63,6 +76,7 @@ class KeyCardinality:
                 for k in ex:
                     self._add_hll(k)
                 self.exact = None
+                self.cache = None
             return
         self._add_hll(key)
 
@@ -75,6 +89,7 @@ class KeyCardinality:
                 self.registers = bytearray(_M)
                 _walk.hll_update(self.registers, list(ex), _P)
                 self.exact = None
+                self.cache = None
             return
         _walk.hll_update(self.registers, keys, _P)
 
@@ -95,6 +110,7 @@ class KeyCardinality:
         if self.exact is not None:
             keys = self.exact
             self.exact = None
+            self.cache = None
             self.registers = bytearray(other.registers)
             for k in keys:
                 self._add_hll(k)
@@ -289,7 +305,37 @@ def segment_stats(path: str, deep: bool = True, progress: bool = False) -> Segme
         prog = Progress(size, os.path.basename(path)) if progress and size > (64 << 20) else _NoProgress()
         pos = 0
         walked = 0
+        # runs of plain v2 data batches (no compression, not control) counted in one compiled
+        # call; the loop below takes any other entry (and reports what is wrong with it)
+        run = _walk.v2_stats_run if deep else None
         while size - pos > 17:
+            if run is not None:
+                keys = st.keys
+                (npos, nb, nrec, first, last, tx, stored, nulls, tombs, tmin, tmax) = run(
+                    buf, pos, size, keys.exact, keys.cache, keys.registers, _P, _EXACT_LIMIT,
+                    _DROP_EVERY - walked, st.producers)
+                if npos != pos:
+                    st.batches += nb
+                    st.magic[2] += nb
+                    st.codecs["none"] += nb
+                    if st.first_offset is None:
+                        st.first_offset = first
+                    st.last_offset = last
+                    st.transactional_batches += tx
+                    st.stored_record_bytes += stored
+                    st.uncompressed_record_bytes += stored
+                    st.records += nrec
+                    st.null_keys += nulls
+                    st.tombstones += tombs
+                    st._ts(-1 if tmin is None else tmin, -1 if tmax is None else tmax)
+                    keys.check_limit()
+                    walked += npos - pos
+                    pos = npos
+                    if walked >= _DROP_EVERY:
+                        prog.advance(walked)
+                        walked = 0
+                        mf.drop_before(pos)
+                    continue
             offset, length = _ENTRY.unpack_from(buf, pos)
             bsize = length + 12
             if length < 14 or bsize > size - pos:
