@@ -137,21 +137,8 @@ def _count_entries_in_file(fd: int, size: int, entry_size: int) -> int:
     """Entries in an existing index file: every slot up to the first all-zero one, read with
     ``pread`` rather than through a map, so that a sparse tail the file system cannot back
     (a full disk) is never faulted in."""
-    slots = size // entry_size
-
-    def zero(n: int) -> bool:
-        return not any(os.pread(fd, entry_size, n * entry_size))
-
-    if slots == 0 or not zero(slots - 1):
-        return slots
-    lo, hi = 0, slots - 1  # the answer lies in [lo, hi]; slot hi is zero
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if zero(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    return _count_entries(size // entry_size,
+                          lambda n: not any(os.pread(fd, entry_size, n * entry_size)))
 
 
 def _count_entries_in_bytes(data, entry_size: int) -> int:
@@ -166,7 +153,7 @@ def _count_entries(slots: int, zero) -> int:
     is all zero (the same slots probed, so the same answer on any content)."""
     if slots == 0 or not zero(slots - 1):
         return slots
-    lo, hi = 0, slots - 1
+    lo, hi = 0, slots - 1  # the answer lies in [lo, hi]; slot hi is zero
     while lo < hi:
         mid = (lo + hi) // 2
         if zero(mid):

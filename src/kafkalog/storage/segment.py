@@ -1469,33 +1469,27 @@ class StoreSegment(Segment):
             data = _logdir.read_file(path, self._fs, limit=limit)
         return data
 
+    def _load_index(self, cls, path: str, existed: bool):
+        """``cls`` (OffsetIndex, TimeIndex) of this segment: in memory when missing, else read
+        from the store as far as its entries go."""
+        if self._memory_indexes or not existed:
+            return cls(path, self.base_offset, self.max_index_size, in_memory=True)
+        data, size = self._read_index(path, cls.ENTRY_SIZE)
+        return cls.from_bytes(path, self.base_offset, data, self.max_index_size, size)
+
     @property
     def offset_index(self) -> OffsetIndex:
-        oi = self._offset_index
-        if oi is None:
-            if self._memory_indexes or not self.offset_index_existed:
-                oi = OffsetIndex(self._oi_path, self.base_offset, self.max_index_size,
-                                 in_memory=True)
-            else:
-                data, size = self._read_index(self._oi_path, OffsetIndex.ENTRY_SIZE)
-                oi = OffsetIndex.from_bytes(self._oi_path, self.base_offset, data,
-                                            self.max_index_size, size)
-            self._offset_index = oi
-        return oi
+        if self._offset_index is None:
+            self._offset_index = self._load_index(OffsetIndex, self._oi_path,
+                                                  self.offset_index_existed)
+        return self._offset_index
 
     @property
     def time_index(self) -> TimeIndex:
-        ti = self._time_index
-        if ti is None:
-            if self._memory_indexes or not self.time_index_existed:
-                ti = TimeIndex(self._ti_path, self.base_offset, self.max_index_size,
-                               in_memory=True)
-            else:
-                data, size = self._read_index(self._ti_path, TimeIndex.ENTRY_SIZE)
-                ti = TimeIndex.from_bytes(self._ti_path, self.base_offset, data,
-                                          self.max_index_size, size)
-            self._time_index = ti
-        return ti
+        if self._time_index is None:
+            self._time_index = self._load_index(TimeIndex, self._ti_path,
+                                                self.time_index_existed)
+        return self._time_index
 
     @property
     def txn_index(self) -> TransactionIndex:
