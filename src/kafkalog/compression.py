@@ -45,11 +45,14 @@ and Kafka's "broken" 0x1A for magic 0); zstd as a standard frame (level 3 by def
 
 The codec libraries (``lz4``, ``cramjam``/``python-snappy``, ``zstandard``) are imported on
 first use, so ``import kafkalog`` stays light and a missing library only matters when its codec
-is met; it then raises :class:`UnsupportedCompressionError` naming the pip extra.
+is met; it then raises :class:`UnsupportedCompressionError` naming the pip extra.  gzip is
+inflated by isal or zlib-ng when one is installed (``kafkalog[fast-gzip]``), else by zlib:
+``set_gzip_inflater``/``$KAFKALOG_GZIP_INFLATER`` choose; answers and errors do not change.
 """
 from __future__ import annotations
 
 import importlib
+import os
 import struct
 import sys
 import threading
@@ -65,7 +68,7 @@ from kafkalog.errors import (
     UnsupportedCompressionError,
 )
 
-__all__ = ["decompress", "compress", "available", "require", "xxh32"]
+__all__ = ["decompress", "compress", "available", "require", "xxh32", "set_gzip_inflater", "gzip_inflater"]
 
 NONE = 0
 GZIP = 1
@@ -249,12 +252,14 @@ def _reset_libraries() -> None:
     """Forget loaded libraries and load failures (for tests)."""
     global _lz4_block_decompress, _lz4_block_compress, _lz4_frame_decompress
     global _snappy_raw_decompress, _snappy_raw_compress, _zstd, _zstd_error, _tls
+    global _decompressobj, _zlib_error, _gzip_inflater
     with _load_lock:
         _load_errors.clear()
         _lz4_block_decompress = _lz4_block_compress = _lz4_frame_decompress = None
         _snappy_raw_decompress = _snappy_raw_compress = None
         _zstd = _zstd_error = None
         _tls = threading.local()
+        _decompressobj, _zlib_error, _gzip_inflater = None, zlib.error, None
 
 
 def _codec_id(codec: Any) -> int:
@@ -288,9 +293,66 @@ def require(codec: int) -> None:
 # ---------------------------------------------------------------------------------------------
 # gzip
 # ---------------------------------------------------------------------------------------------
-_decompressobj = zlib.decompressobj
-_zlib_error = zlib.error
+# The inflater: zlib by default; isal's igzip (``isal.isal_zlib``) or zlib-ng (``zlib_ng``),
+# when installed, inflate the same streams 1.5-1.8x faster behind the same ``decompressobj``
+# API (``max_length``, ``unconsumed_tail``, ``unused_data``, ``eof``).  Only decompression
+# changes: what kafkalog writes stays zlib's bytes, as the Java client's.
+GZIP_INFLATERS = ("isal", "zlib-ng", "zlib")
+_GZIP_MODULES = {"isal": "isal.isal_zlib", "zlib-ng": "zlib_ng.zlib_ng", "zlib": "zlib"}
+_GZIP_ENV = "KAFKALOG_GZIP_INFLATER"
+_decompressobj: Optional[Callable[..., Any]] = None
+_zlib_error: Any = zlib.error
+_gzip_inflater: Optional[str] = None
 _MAX_LENGTH = sys.maxsize >> 1
+
+
+def _gzip_backend(name: str) -> tuple:
+    """``(decompressobj, error class)`` of inflater ``name`` or MissingCodecError."""
+    if name not in _GZIP_MODULES:
+        raise ValueError(f"gzip inflater must be one of {', '.join(GZIP_INFLATERS)} or auto, not {name!r}")
+    if name == "zlib":
+        return zlib.decompressobj, zlib.error
+    try:
+        mod = _import(_GZIP_MODULES[name])
+        dobj, err = mod.decompressobj, mod.error
+    except (ImportError, AttributeError) as exc:
+        raise MissingCodecError(
+            f"gzip inflater {name!r} needs a library that is not installed ({exc}); "
+            f"install it with: pip install 'kafkalog[fast-gzip]' (or choose zlib)"
+        ) from None
+    return dobj, err
+
+
+def set_gzip_inflater(name: Optional[str] = None) -> str:
+    """Choose the library that inflates gzip and return its name.
+
+    ``name`` is ``"isal"``, ``"zlib-ng"``, ``"zlib"`` (always there), or ``None``/``"auto"``:
+    the first of those installed.  A named library that is not installed raises
+    :class:`MissingCodecError`.  Without a call, the first gzip decompression chooses from
+    ``$KAFKALOG_GZIP_INFLATER`` (same names; unset means auto).  Results and errors (always
+    :class:`DecompressionError`) are the same with every inflater; only the speed differs.
+    """
+    global _decompressobj, _zlib_error, _gzip_inflater
+    with _load_lock:
+        if name is None or name == "auto":
+            for cand in GZIP_INFLATERS:
+                try:
+                    dobj, err = _gzip_backend(cand)
+                except MissingCodecError:
+                    continue
+                name = cand
+                break
+        else:
+            dobj, err = _gzip_backend(name)
+        _decompressobj, _zlib_error, _gzip_inflater = dobj, err, name
+    return name  # type: ignore[return-value]
+
+
+def gzip_inflater() -> str:
+    """The name of the library that inflates gzip (chosen on first use, see set_gzip_inflater)."""
+    if _gzip_inflater is None:
+        set_gzip_inflater(os.environ.get(_GZIP_ENV, "").strip().lower() or None)
+    return _gzip_inflater  # type: ignore[return-value]
 
 
 def _gzip_header_ok(mv: memoryview, pos: int) -> bool:
@@ -327,11 +389,15 @@ def _gzip_decompress(data: Any, magic: int, max_size: int) -> bytes:
     n = len(mv)
     if n == 0:
         raise DecompressionError("gzip: empty input (no gzip header)")
+    if _decompressobj is None:
+        gzip_inflater()
+    dobj = _decompressobj
+    error = _zlib_error
     parts: List[bytes] = []
     total = 0
     pos = 0
     while True:  # one gzip member per round
-        d = _decompressobj(31)
+        d = dobj(31)
         buf = mv[pos:] if pos else mv
         while True:
             # Ask for at most half the room left (+1 to see an overflow): zlib's output buffer
@@ -341,7 +407,7 @@ def _gzip_decompress(data: Any, magic: int, max_size: int) -> bytes:
                 want = 0  # no practical limit
             try:
                 out = d.decompress(buf, want)
-            except _zlib_error as exc:
+            except error as exc:
                 raise DecompressionError(f"gzip: corrupt member at byte {pos}: {exc}") from None
             total += len(out)
             if total > max_size:

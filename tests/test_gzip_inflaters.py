@@ -1,0 +1,139 @@
+"""gzip inflaters: zlib, isal and zlib-ng give the same answers, errors and memory bounds.
+
+Each installed inflater is compared with zlib over generated streams (members, concatenations,
+truncations, flipped bytes, bombs).  The test extra installs isal and zlib-ng, so CI runs every
+row; elsewhere a missing library is skipped with its name.
+"""
+import gzip as gzip_mod
+import os
+import random
+import subprocess
+import sys
+import zlib
+
+import pytest
+
+from kafkalog import compression
+from kafkalog.errors import DecompressedSizeError, DecompressionError, MissingCodecError
+
+GZIP = 1
+FAST = ("isal", "zlib-ng")
+
+
+@pytest.fixture(autouse=True)
+def _restore_inflater():
+    before = compression.gzip_inflater()
+    yield
+    compression.set_gzip_inflater(before)
+
+
+def _need(name):
+    try:
+        compression.set_gzip_inflater(name)
+    except MissingCodecError as exc:
+        pytest.skip(f"gzip inflater {name} is not installed here: {exc}")
+
+
+def _answer(data, max_size):
+    try:
+        return ("ok", compression.decompress(GZIP, data, max_size=max_size))
+    except DecompressedSizeError:
+        return ("too big", None)
+    except DecompressionError as exc:  # the same words, up to the library's own text
+        return ("corrupt", ":".join(str(exc).split(":")[:2]))
+
+
+def _cases(seed, n):
+    rnd = random.Random(seed)
+    for i in range(n):
+        size = rnd.choice((0, 1, 100, 5000, 70000))
+        body = bytes(rnd.getrandbits(8) if rnd.random() < 0.3 else 65 + i % 7 for _ in range(size))
+        level = rnd.choice((-1, 1, 6, 9))
+        packed = compression.compress(GZIP, body, level=level)
+        if rnd.random() < 0.3:  # another member, from another writer
+            packed += gzip_mod.compress(body[: size // 2], mtime=i)
+        kind = rnd.randrange(5)
+        if kind == 1 and packed:
+            packed = packed[: rnd.randrange(len(packed))]
+        elif kind == 2 and len(packed) > 12:
+            b = bytearray(packed)
+            b[rnd.randrange(10, len(b))] ^= 1 << rnd.randrange(8)
+            packed = bytes(b)
+        elif kind == 3:
+            packed += bytes(rnd.getrandbits(8) for _ in range(rnd.randrange(1, 30)))
+        max_size = rnd.choice((compression.DEFAULT_MAX_DECOMPRESSED_SIZE, size, max(size - 1, 0), size * 2))
+        yield packed, max_size
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_same_answers_as_zlib(name):
+    _need(name)
+    cases = list(_cases(20261124, 300))
+    compression.set_gzip_inflater("zlib")
+    expected = [_answer(d, m) for d, m in cases]
+    compression.set_gzip_inflater(name)
+    got = [_answer(d, m) for d, m in cases]
+    kinds = {e[0] for e in expected}
+    assert {e[1] for e in expected if e[0] == "corrupt"} > {"gzip: corrupt member at byte 0"}
+    assert kinds == {"ok", "too big", "corrupt"}, kinds  # the generator reaches every outcome
+    for i, (e, g) in enumerate(zip(expected, got)):
+        assert e == g, (i, e[0], g[0])
+
+
+@pytest.mark.parametrize("name", FAST + ("zlib",))
+def test_bomb_is_refused_within_the_limit(name):
+    _need(name)
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    bomb = b"".join(c.compress(bytes(1 << 20)) for _ in range(256)) + c.flush()  # 256 MiB of zeros
+    with pytest.raises(DecompressedSizeError, match="gzip"):
+        compression.decompress(GZIP, bomb, max_size=4 << 20)
+    assert compression.decompress(GZIP, bomb[: len(bomb)], max_size=256 << 20) == bytes(256 << 20)
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_library_errors_are_kafkalog_errors(name):
+    _need(name)
+    packed = compression.compress(GZIP, b"hello kafka" * 100)
+    bad = packed[:10] + b"\x07" + packed[11:]  # first block of a reserved type (BTYPE 11)
+    with pytest.raises(DecompressionError, match="gzip: corrupt member at byte 0"):
+        compression.decompress(GZIP, bad)
+    with pytest.raises(DecompressionError, match="truncated"):
+        compression.decompress(GZIP, packed[:-9])
+
+
+def test_choice_and_missing_library(monkeypatch):
+    assert compression.set_gzip_inflater("zlib") == "zlib"
+    assert compression.gzip_inflater() == "zlib"
+    with pytest.raises(ValueError, match="gzip inflater must be one of"):
+        compression.set_gzip_inflater("deflate64")
+    real = compression._import
+
+    def no_fast(mod):
+        if mod.startswith(("isal", "zlib_ng")):
+            raise ImportError(f"No module named {mod!r}")
+        return real(mod)
+
+    monkeypatch.setattr(compression, "_import", no_fast)
+    with pytest.raises(MissingCodecError, match=r"kafkalog\[fast-gzip\]"):
+        compression.set_gzip_inflater("isal")
+    assert compression.set_gzip_inflater("auto") == "zlib"  # auto falls back to zlib
+    assert compression.decompress(GZIP, compression.compress(GZIP, b"x" * 50)) == b"x" * 50
+
+
+@pytest.mark.parametrize("env", ["zlib", "isal", "zlib-ng", ""])
+def test_environment_variable_chooses_on_first_use(env):
+    code = (
+        "from kafkalog import compression as c\n"
+        "assert c.decompress(1, c.compress(1, b'abc')) == b'abc'\n"
+        "print(c.gzip_inflater())\n"
+    )
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    envs = dict(os.environ, KAFKALOG_GZIP_INFLATER=env, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], env=envs, capture_output=True, text=True)
+    if env in FAST and out.returncode != 0 and "not installed" in out.stderr:
+        pytest.skip(f"gzip inflater {env} is not installed here")
+    assert out.returncode == 0, out.stderr
+    if env:
+        assert out.stdout.strip() == env
+    else:
+        assert out.stdout.strip() in FAST + ("zlib",)
