@@ -642,15 +642,26 @@ cdef inline void match_copy(uint8_t* op, Py_ssize_t off, Py_ssize_t ln) noexcept
     """LZ77 copy of ``ln`` bytes from ``off`` bytes back (may overlap); may write up to 7 bytes
     past op+ln (the destination has SLACK spare bytes)."""
     cdef const uint8_t* src = op - off
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, d
     if off >= 8:
         i = 0
         while i < ln:
             copy8(op + i, src + i)
             i += 8
     else:
-        for i in range(ln):
+        # The output repeats with period ``off``: once the first ``d`` bytes (the smallest
+        # multiple of ``off`` that is >= 8) are written byte by byte, the rest is copied 8 at
+        # a time from ``d`` bytes back, where the source no longer overlaps the 8 written.
+        d = off
+        while d < 8:
+            d += off
+        i = 0
+        while i < ln and i < d:
             op[i] = src[i]
+            i += 1
+        while i < ln:
+            copy8(op + i, op + i - d)
+            i += 8
 
 cdef inline void lit_copy(uint8_t* op, const uint8_t* ip, Py_ssize_t ln, Py_ssize_t in_left) noexcept nogil:
     """Copy ``ln`` literal bytes; over-reads the input only when ``in_left`` allows."""
@@ -958,6 +969,41 @@ cdef int lz4_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t limit
             return -1
         ip += 4
     return 0 if ip == n else -1
+
+
+def decompress_section(int codec, source, Py_ssize_t start, Py_ssize_t stop, int64_t limit):
+    """``source[start:stop]``, the records section of a v2 batch compressed with snappy (2) or
+    lz4 (3), decoded by the compiled decoders above (GIL released) into a new OwnedBuffer.
+
+    None for anything they do not take (another codec, an unusual frame, damage, an output
+    past ``limit``): kafkalog.compression then gives the answer or the exact error, so the
+    result never differs from it.  Used by the compiled object decoder (``_batch``)."""
+    cdef Py_buffer view
+    cdef GBuf g
+    cdef int r = -1
+    if codec != 2 and codec != 3:
+        return None
+    PyObject_GetBuffer(source, &view, PyBUF_SIMPLE)
+    memset(&g, 0, sizeof(GBuf))
+    # a block from the pool (the previous section's, freed when its records were made): no
+    # fresh pages to fault in per batch
+    pool_get(&g, <size_t>POOL_MIN_BLOCK, TAG_SECTION)
+    if g.data == NULL and limit >= POOL_MIN_BLOCK:
+        gb_ensure_at_most(&g, <size_t>POOL_MIN_BLOCK, <size_t>POOL_MIN_BLOCK)
+    try:
+        if start < 0 or stop > view.len or start > stop:
+            return None
+        with nogil:
+            if codec == 2:
+                r = snappy_decompress(<const uint8_t*>view.buf + start, stop - start, &g, limit)
+            else:
+                r = lz4_decompress(<const uint8_t*>view.buf + start, stop - start, &g, limit)
+    finally:
+        PyBuffer_Release(&view)
+    if r != 0 or g.data == NULL:
+        gb_free(&g)
+        return None
+    return take(&g, g.len)
 
 # -- decoder state ---------------------------------------------------------------------------------
 cdef struct Out:
@@ -1498,6 +1544,7 @@ cdef enum:
     TAG_HEADER_KEY_OFFSETS = 1 << 16
     TAG_HEADER_VALUE_OFFSETS = (1 << 16) + 1
     TAG_HEADER_VALUE_DATA = (1 << 16) + 2
+    TAG_SECTION = 1 << 17  # decompress_section's output
 
 
 cdef void out_from_pool(Out* o, int64_t rows, int64_t data) noexcept:

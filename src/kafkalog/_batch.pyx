@@ -175,6 +175,26 @@ cdef object _compression_mod():
     return _compression
 
 
+cdef object _decompress_section = None
+
+
+cdef object _native_section(int codec, object source, Py_ssize_t start, Py_ssize_t stop,
+                            object max_size):
+    """snappy/lz4 records sections decoded by the compiled decoders of ``_arrow`` (no bytes
+    object per batch, no Python frame walk); None where those decline (then
+    ``records_section()`` answers, or raises the exact error, through kafkalog.compression)."""
+    global _decompress_section
+    if _decompress_section is None:
+        try:
+            from ._arrow import decompress_section
+            _decompress_section = decompress_section
+        except ImportError:
+            _decompress_section = False
+    if _decompress_section is False or max_size > 0x7FFFFFFFFFFFFFFF:
+        return None
+    return _decompress_section(codec, source, start, stop, max_size)
+
+
 cdef object _legacy_builder_cls():
     global _LegacyRecordsBuilder
     if _LegacyRecordsBuilder is None:
@@ -724,7 +744,14 @@ cdef class RecordBatch:
                 raise self._count_error(count, n)
             return _decode_records(data, n, count, self.base_offset, self.base_timestamp,
                                    log_append, self.max_timestamp, self.position)
-        section = self.records_section()
+        section = None
+        cdef int codec = self.attributes & COMPRESSION_CODEC_MASK
+        if codec == 2 or codec == 3:
+            section = _native_section(codec, self._src.mv, self.position + RECORD_BATCH_OVERHEAD,
+                                      self.position + <Py_ssize_t>self.length + LOG_OVERHEAD,
+                                      self._max_decompressed)
+        if section is None:
+            section = self.records_section()
         PyObject_GetBuffer(section, &view, PyBUF_SIMPLE)
         try:
             n = view.len
