@@ -83,6 +83,8 @@ cdef class LegacyRecordsBuilder:
     cdef int _reserve(self, Py_ssize_t extra) except -1
     cdef int _put(self, object offset, object timestamp, object key, object value,
                   object headers) except -1
+    cdef int _put_at(self, int64_t off, object timestamp, object key, object value,
+                     object headers) except -1
     # has_room_for then append: the offset, or None when the message does not fit
     cdef object _try_append(self, object timestamp, object key, object value, object headers)
 

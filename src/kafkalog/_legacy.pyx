@@ -22,7 +22,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
-from libc.stdint cimport INT64_MAX, int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 import time
@@ -1009,7 +1009,13 @@ cdef class LegacyRecordsBuilder:
         cdef uint8_t* nb
         if need <= self._cap:
             return 0
-        cap = self._cap * 2 if self._cap else 4096
+        if self._cap:
+            cap = self._cap * 2
+        elif self._c_limit and 4096 < self._limit <= (1 << 20):
+            # a write limit says about how much comes: one allocation, no growth copies
+            cap = <Py_ssize_t>self._limit + 64
+        else:
+            cap = 4096
         if cap < need:
             cap = need
         nb = <uint8_t*>PyMem_Realloc(self._buf, cap)
@@ -1047,20 +1053,26 @@ cdef class LegacyRecordsBuilder:
                 if ((LOG_OVERHEAD + _header_size(self.magic) if self._codec else 0) + self._len
                         + LOG_OVERHEAD + _header_size(self.magic) + klen + vlen > self._limit):
                     return None
-        offset = self.base_offset if self._count == 0 else self._last_offset + 1
-        self._put(offset, timestamp, key, value, headers)
-        return offset
+        cdef int64_t off
+        if self._count == 0:
+            off = self.base_offset
+        elif self._last_offset == INT64_MAX:
+            # the next offset wraps to -2**63, as Java's long: _put raises the error
+            self._put(INT64_MIN, timestamp, key, value, headers)
+        else:
+            off = self._last_offset + 1
+        if self._codec and self.magic == 1 and <uint64_t>off - <uint64_t>self.base_offset > <uint64_t>INT64_MAX:
+            self._put(off, timestamp, key, value, headers)  # raises: not storable as relative
+        self._put_at(off, timestamp, key, value, headers)
+        return off
 
     def append_with_offset(self, offset, timestamp, key, value, headers=()):
         self._put(offset, timestamp, key, value, headers)
 
     cdef int _put(self, object offset, object timestamp, object key, object value,
                   object headers) except -1:
-        cdef int64_t off, ts
-        cdef Py_ssize_t klen, vlen, size
-        cdef uint8_t* q
-        cdef int hs
-        cdef int ovf = 0, tovf = 0
+        cdef int64_t off
+        cdef int ovf = 0
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise TypeError(f"offset must be an int, not {type(offset).__name__}")
         # the checks below in C on int64 values; ovf/tovf say where a value lies past int64
@@ -1076,6 +1088,17 @@ cdef class LegacyRecordsBuilder:
             raise InvalidOffsetError(
                 f"offset {offset} cannot be stored relative to base offset {self.base_offset}"
             )
+        return self._put_at(off, timestamp, key, value, headers)
+
+    cdef int _put_at(self, int64_t off, object timestamp, object key, object value,
+                     object headers) except -1:
+        """Append at ``off``, an offset already checked (the tail of _put; _try_append calls
+        it with the next offset, which needs no check)."""
+        cdef int64_t ts
+        cdef Py_ssize_t klen, vlen, size
+        cdef uint8_t* q
+        cdef int hs
+        cdef int tovf = 0
         if not isinstance(timestamp, int):
             raise TypeError(f"timestamp must be an int, not {type(timestamp).__name__}")
         ts = PyLong_AsLongLongAndOverflow(timestamp, &tovf)
