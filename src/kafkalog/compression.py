@@ -294,9 +294,9 @@ def require(codec: int) -> None:
 # gzip
 # ---------------------------------------------------------------------------------------------
 # The inflater: zlib by default; isal's igzip (``isal.isal_zlib``) or zlib-ng (``zlib_ng``),
-# when installed, inflate the same streams 1.5-1.8x faster behind the same ``decompressobj``
-# API (``max_length``, ``unconsumed_tail``, ``unused_data``, ``eof``).  Only decompression
-# changes: what kafkalog writes stays zlib's bytes, as the Java client's.
+# when installed, inflate the same streams faster (bench/README.md) behind the same
+# ``decompressobj`` API (``max_length``, ``unconsumed_tail``, ``unused_data``, ``eof``).  Only
+# decompression changes: what kafkalog writes stays zlib's bytes, as the Java client's.
 GZIP_INFLATERS = ("isal", "zlib-ng", "zlib")
 _GZIP_MODULES = {"isal": "isal.isal_zlib", "zlib-ng": "zlib_ng.zlib_ng", "zlib": "zlib"}
 _GZIP_ENV = "KAFKALOG_GZIP_INFLATER"
