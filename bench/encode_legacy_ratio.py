@@ -15,17 +15,19 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 recs = make_records(int(sys.argv[1]) if len(sys.argv) > 1 else 300000)
 magic = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 print("aiokafka builder", LegacyRecordBatchBuilder.__module__)
-def kl():
-    out=[]; off=0
+def _drop(batch):
+    pass
+def kl(keep=True):
+    out=[]; off=0; put=out.append if keep else _drop
     B=kafkalog.MemoryRecordsBuilder
     b=B(magic,0,0,write_limit=16384)
     for k,v,ts,h in recs:
         if b.try_append(ts,k,v,h if magic==2 else None) is None:
-            out.append(b.build()); b=B(magic,0,off,write_limit=16384); b.append(ts,k,v,h if magic==2 else None)
+            put(b.build()); b=B(magic,0,off,write_limit=16384); b.append(ts,k,v,h if magic==2 else None)
         off+=1
-    out.append(b.build()); return b"".join(out)
-def aio():
-    out=[]
+    put(b.build()); return b"".join(out)
+def aio(keep=True):
+    out=[]; put=out.append if keep else _drop
     if magic==2:
         new=lambda: DefaultRecordBatchBuilder(2,0,0,-1,-1,-1,16384)
     else:
@@ -33,31 +35,12 @@ def aio():
     b=new(); d=0
     for k,v,ts,h in recs:
         if (b.append(d,ts,k,v,h) if magic==2 else b.append(d,ts,k,v)) is None:
-            out.append(b.build()); b=new(); d=0
+            put(b.build()); b=new(); d=0
             b.append(0,ts,k,v,h) if magic==2 else b.append(0,ts,k,v)
         d+=1
-    out.append(b.build()); return b"".join(out)
-def kl_drop():
-    off=0
-    B=kafkalog.MemoryRecordsBuilder
-    b=B(magic,0,0,write_limit=16384)
-    for k,v,ts,h in recs:
-        if b.try_append(ts,k,v,h if magic==2 else None) is None:
-            b.build(); b=B(magic,0,off,write_limit=16384); b.append(ts,k,v,h if magic==2 else None)
-        off+=1
-    b.build()
-def aio_drop():
-    if magic==2:
-        new=lambda: DefaultRecordBatchBuilder(2,0,0,-1,-1,-1,16384)
-    else:
-        new=lambda: LegacyRecordBatchBuilder(magic,0,16384)
-    b=new(); d=0
-    for k,v,ts,h in recs:
-        if (b.append(d,ts,k,v,h) if magic==2 else b.append(d,ts,k,v)) is None:
-            b.build(); b=new(); d=0
-            b.append(0,ts,k,v,h) if magic==2 else b.append(0,ts,k,v)
-        d+=1
-    b.build()
+    put(b.build()); return b"".join(out)
+kl_drop = lambda: kl(False)  # noqa: E731
+aio_drop = lambda: aio(False)  # noqa: E731
 def cpu(f,reps=5):
     xs=[]
     for _ in range(reps):
