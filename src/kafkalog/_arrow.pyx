@@ -984,6 +984,9 @@ def decompress_section(int codec, source, Py_ssize_t start, Py_ssize_t stop, int
     if codec != 2 and codec != 3:
         return None
     PyObject_GetBuffer(source, &view, PyBUF_SIMPLE)
+    if start < 0 or stop > view.len or start > stop:
+        PyBuffer_Release(&view)
+        return None
     memset(&g, 0, sizeof(GBuf))
     # a block from the pool (the previous section's, freed when its records were made): no
     # fresh pages to fault in per batch
@@ -991,8 +994,6 @@ def decompress_section(int codec, source, Py_ssize_t start, Py_ssize_t stop, int
     if g.data == NULL and limit >= POOL_MIN_BLOCK:
         gb_ensure_at_most(&g, <size_t>POOL_MIN_BLOCK, <size_t>POOL_MIN_BLOCK)
     try:
-        if start < 0 or stop > view.len or start > stop:
-            return None
         with nogil:
             if codec == 2:
                 r = snappy_decompress(<const uint8_t*>view.buf + start, stop - start, &g, limit)
