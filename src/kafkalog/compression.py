@@ -252,14 +252,14 @@ def _reset_libraries() -> None:
     """Forget loaded libraries and load failures (for tests)."""
     global _lz4_block_decompress, _lz4_block_compress, _lz4_frame_decompress
     global _snappy_raw_decompress, _snappy_raw_compress, _zstd, _zstd_error, _tls
-    global _decompressobj, _zlib_error, _gzip_inflater
+    global _gzip_backend_in_use, _gzip_inflater
     with _load_lock:
         _load_errors.clear()
         _lz4_block_decompress = _lz4_block_compress = _lz4_frame_decompress = None
         _snappy_raw_decompress = _snappy_raw_compress = None
         _zstd = _zstd_error = None
         _tls = threading.local()
-        _decompressobj, _zlib_error, _gzip_inflater = None, zlib.error, None
+        _gzip_backend_in_use, _gzip_inflater = None, None
 
 
 def _codec_id(codec: Any) -> int:
@@ -300,8 +300,9 @@ def require(codec: int) -> None:
 GZIP_INFLATERS = ("isal", "zlib-ng", "zlib")
 _GZIP_MODULES = {"isal": "isal.isal_zlib", "zlib-ng": "zlib_ng.zlib_ng", "zlib": "zlib"}
 _GZIP_ENV = "KAFKALOG_GZIP_INFLATER"
-_decompressobj: Optional[Callable[..., Any]] = None
-_zlib_error: Any = zlib.error
+# (decompressobj, error class) of the chosen inflater, swapped as one object so that a thread
+# switching inflaters never leaves a decoder with one library's decompressobj and another's error
+_gzip_backend_in_use: Optional[tuple] = None
 _gzip_inflater: Optional[str] = None
 _MAX_LENGTH = sys.maxsize >> 1
 
@@ -332,7 +333,7 @@ def set_gzip_inflater(name: Optional[str] = None) -> str:
     ``$KAFKALOG_GZIP_INFLATER`` (same names; unset means auto).  Results and errors (always
     :class:`DecompressionError`) are the same with every inflater; only the speed differs.
     """
-    global _decompressobj, _zlib_error, _gzip_inflater
+    global _gzip_backend_in_use, _gzip_inflater
     with _load_lock:
         if name is None or name == "auto":
             for cand in GZIP_INFLATERS:
@@ -344,7 +345,7 @@ def set_gzip_inflater(name: Optional[str] = None) -> str:
                 break
         else:
             dobj, err = _gzip_backend(name)
-        _decompressobj, _zlib_error, _gzip_inflater = dobj, err, name
+        _gzip_backend_in_use, _gzip_inflater = (dobj, err), name
     return name  # type: ignore[return-value]
 
 
@@ -389,10 +390,11 @@ def _gzip_decompress(data: Any, magic: int, max_size: int) -> bytes:
     n = len(mv)
     if n == 0:
         raise DecompressionError("gzip: empty input (no gzip header)")
-    if _decompressobj is None:
+    backend = _gzip_backend_in_use
+    if backend is None:
         gzip_inflater()
-    dobj = _decompressobj
-    error = _zlib_error
+        backend = _gzip_backend_in_use
+    dobj, error = backend
     parts: List[bytes] = []
     total = 0
     pos = 0
