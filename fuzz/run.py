@@ -140,7 +140,9 @@ def main() -> int:
         try:
             import atheris
         except ImportError:
+            print("atheris is not installed: the random mutator runs instead", file=sys.stderr)
             use_atheris = False
+    if use_atheris:
         with atheris.instrument_imports(include=["kafkalog"]):
             for mod in _INSTRUMENTED:
                 try:
