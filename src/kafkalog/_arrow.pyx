@@ -983,6 +983,8 @@ def decompress_section(int codec, source, Py_ssize_t start, Py_ssize_t stop, int
     cdef int r = -1
     if codec != 2 and codec != 3:
         return None
+    if not _library_ready(codec):
+        return None  # kafkalog.compression raises MissingCodecError, as the pure twin does
     PyObject_GetBuffer(source, &view, PyBUF_SIMPLE)
     if start < 0 or stop > view.len or start > stop:
         PyBuffer_Release(&view)
@@ -1499,6 +1501,7 @@ cdef struct Walk:
     Batch bt           # header of the entry at pos when R_GIL / after R_ERR
     int magic          # magic of the entry at pos when R_GIL
     int need_python    # R_GIL reason: 1 legacy, 2 python decompression, 3 over the limit
+    int native         # bit (1 << codec) set: snappy (2) / lz4 (3) decoded here, in C
 
 
 cdef void prescan(Walk* w, int64_t* rows_out, int64_t* data_out) noexcept nogil:
@@ -1922,7 +1925,7 @@ cdef int walk(Walk* w, Out* o, Err* e) noexcept nogil:
             return R_ERR
         data = b + RECORD_BATCH_OVERHEAD
         dn = <Py_ssize_t>(bt.size - RECORD_BATCH_OVERHEAD)
-        if codec == 2 or codec == 3:
+        if (codec == 2 or codec == 3) and (w.native & (1 << codec)):
             if codec == 2:
                 codec = snappy_decompress(data, dn, w.scratch, w.max_dec)
             else:
@@ -1969,6 +1972,17 @@ cdef object _compression_mod():
 
         _compression = _c
     return _compression
+
+
+cdef bint _library_ready(int codec) except -1:
+    """Whether kafkalog.compression has (or can load) the library of snappy (2) or lz4 (3):
+    only then do the C decoders here take that codec, so that a missing library gives the pure
+    twin's MissingCodecError.  A loaded library is seen from its module global (tens of ns:
+    this runs once per batch in the object decoder); otherwise ``available()`` decides."""
+    comp = _compression_mod()
+    if (comp._snappy_raw_decompress if codec == 2 else comp._lz4_block_decompress) is not None:
+        return True
+    return comp.available(codec)
 
 
 @cython.final
@@ -2078,6 +2092,10 @@ cdef class Decoder:
             w.include_control = self.include_control
             w.aborted = &self.ab if self.ab.n else NULL
             w.scratch = &self.scratch
+            # The C decoders need no library, but where the codec's library is missing the
+            # section goes to kafkalog.compression, which raises MissingCodecError like the pure
+            # twin: the same answer with or without a compiler.
+            w.native = (4 if _library_ready(2) else 0) | (8 if _library_ready(3) else 0)
             out_init(&o, self.columns)
             with nogil:
                 prescan(&w, &est_rows, &est_data)
