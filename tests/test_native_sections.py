@@ -128,3 +128,115 @@ def test_objects_compiled_equal_pure(codec):
                 answers.append((type(exc).__name__, str(exc), getattr(exc, "position", None),
                                 getattr(exc, "offset", None)))
         assert answers[0] == answers[1], i
+
+
+def _lz4_header(flg=0x60, bd=0x40):
+    import struct
+
+    return struct.pack("<I", 0x184D2204) + bytes((flg, bd, compression._lz4_hc(bytes((flg, bd)))))
+
+
+def _stored(block):
+    import struct
+
+    return struct.pack("<I", len(block) | 0x80000000) + block
+
+
+def test_lz4_end_mark_with_the_uncompressed_bit():
+    """A block word of 0x80000000 (size 0 with the uncompressed bit) ends the frame, as Kafka
+    reads it: what follows is ignored, never decoded as more blocks."""
+    import struct
+
+    import kafkalog
+    from kafkalog import _batch, _batch_py
+
+    b = kafkalog.MemoryRecordsBuilder(2, "none", 0)
+    for j in range(2):
+        b.append(1700000000000, b"k", b"value %d" % j)
+    plain = b.build()
+    records = plain[61:]
+    for tail in (b"", _stored(records) + struct.pack("<I", 0)):
+        section = _lz4_header() + struct.pack("<I", 0x80000000) + tail
+        assert compression.decompress(LZ4, section, magic=2) == b""
+        got = _arrow.decompress_section(LZ4, section, 0, len(section), 1 << 20)
+        assert got is None or bytes(got) == b""
+        # the whole batch: both twins give the same (an empty section for a count of 2)
+        body = bytearray(plain[:61] + section)
+        body[8:12] = (len(body) - 12).to_bytes(4, "big")
+        body[21:23] = (int.from_bytes(body[21:23], "big") | LZ4).to_bytes(2, "big")
+        answers = []
+        for mod in (_batch, _batch_py):
+            try:
+                answers.append(("ok", [r.value for batch in mod.MemoryRecords(bytes(body), check_crcs=False)
+                                       for r in batch]))
+            except KafkaLogError as exc:
+                answers.append((type(exc).__name__, str(exc)))
+        assert answers[0] == answers[1]
+        assert answers[0][0] == "CorruptRecordError"
+
+
+def test_bytes_changing_during_decode_never_pass_the_limit():
+    """A bytearray written by another thread while the GIL is released: a block measured
+    under the limit is then decoded into only the room measured, so no output (and no write)
+    goes past the limit, whatever the bytes turn into in between.  A stress run: it can miss
+    a regression, never report a false one."""
+    import struct
+    import sys
+    import threading
+    import time
+
+    # 1 literal 'a', a match (offset 1) whose length byte X flips 0 <-> 254, then 5 literals
+    blk = bytes([0x1F]) + b"a" + b"\x01\x00" + b"\x00" + bytes([0x50]) + b"bcdef"
+    frame = bytearray(_lz4_header() + struct.pack("<I", len(blk)) + blk + struct.pack("<I", 0))
+    x = 7 + 4 + 4
+    assert len(bytes(_arrow.decompress_section(LZ4, bytes(frame), 0, len(frame), 30))) == 25
+    frame[x] = 254
+    assert len(bytes(_arrow.decompress_section(LZ4, bytes(frame), 0, len(frame), 1 << 20))) == 279
+    frame[x] = 0
+    old_pool = _arrow._set_pool_limit(0)  # allocations of exactly the measured size
+    old_switch = sys.getswitchinterval()
+    stop = False
+
+    def flip():
+        while not stop:
+            frame[x] = 254
+            frame[x] = 0
+
+    t = threading.Thread(target=flip)
+    sys.setswitchinterval(1e-6)
+    t.start()
+    sizes = set()
+    try:
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            got = _arrow.decompress_section(LZ4, frame, 0, len(frame), 30)
+            sizes.add(None if got is None else len(got))
+    finally:
+        stop = True
+        t.join()
+        sys.setswitchinterval(old_switch)
+        _arrow._set_pool_limit(old_pool)
+    assert sizes <= {None, 25}, sizes
+
+
+def test_negative_limit_is_the_same_error_with_a_warm_pool():
+    """A negative max_decompressed_size is refused by both twins alike, also when a pooled
+    block is waiting (the compiled decoders would otherwise return an empty section)."""
+    import struct
+
+    import kafkalog
+    from kafkalog import _batch, _batch_py
+
+    warm = kafkalog.MemoryRecordsBuilder(2, "lz4", 0)
+    warm.append(1, b"k", bytes(100000))
+    assert len([r for b in _batch.MemoryRecords(warm.build()) for r in b]) == 1
+    section = _lz4_header() + struct.pack("<I", 0)
+    after_crc = struct.pack(">hiqqqhii", LZ4, 0, 1000, 1000, -1, -1, -1, 1) + section
+    body = struct.pack(">ibI", 0, 2, 0) + after_crc
+    raw = struct.pack(">qi", 0, len(body)) + body
+    answers = []
+    for mod in (_batch, _batch_py):
+        with pytest.raises(ValueError) as info:
+            [r for b in mod.MemoryRecords(raw, check_crcs=False, max_decompressed_size=-1) for r in b]
+        answers.append(str(info.value))
+    assert answers[0] == answers[1]

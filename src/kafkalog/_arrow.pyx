@@ -906,8 +906,8 @@ cdef int lz4_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t limit
     may cross the limit is first only measured), -1 anything unusual (the caller falls back
     to kafkalog.compression)."""
     cdef uint8_t flg, bd
-    cdef Py_ssize_t hp, ip, maxblock, r
-    cdef uint32_t bsz
+    cdef Py_ssize_t hp, ip, maxblock, r, room
+    cdef uint32_t bsz, word
     cdef bint raw, block_sum, content_sum
     out.len = 0
     if n < 7 or le32(s) != 0x184D2204:
@@ -930,12 +930,12 @@ cdef int lz4_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t limit
     while True:
         if 4 > n - ip:
             return -1
-        bsz = le32(s + ip)
+        word = le32(s + ip)
         ip += 4
+        raw = (word >> 31) != 0
+        bsz = word & 0x7FFFFFFF
         if bsz == 0:
-            break
-        raw = (bsz >> 31) != 0
-        bsz &= 0x7FFFFFFF
+            break  # the end mark, with or without the uncompressed bit (as Kafka reads it)
         if bsz > <uint32_t>maxblock or <Py_ssize_t>bsz > n - ip:
             return -1
         if block_sum:
@@ -953,13 +953,16 @@ cdef int lz4_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t limit
                 return -2
             if gb_ensure_at_most(out, out.len + <size_t>r, <size_t>limit) < 0:
                 return -1
+            room = r  # only what was measured: the bytes may change while the GIL is free
         elif gb_ensure_at_most(out, out.len + <size_t>maxblock, <size_t>limit) < 0:
             return -1
+        else:
+            room = maxblock
         if raw:
             memcpy(out.data + out.len, s + ip, bsz)
             r = bsz
         else:
-            r = lz4_block(s + ip, bsz, out.data + out.len, maxblock)
+            r = lz4_block(s + ip, bsz, out.data + out.len, room)
             if r < 0:
                 return -1
         out.len += <size_t>r

@@ -190,8 +190,8 @@ cdef object _native_section(int codec, object source, Py_ssize_t start, Py_ssize
             _decompress_section = decompress_section
         except ImportError:
             _decompress_section = False
-    if _decompress_section is False or max_size > 0x7FFFFFFFFFFFFFFF:
-        return None
+    if _decompress_section is False or not 0 <= max_size <= 0x7FFFFFFFFFFFFFFF:
+        return None  # (a negative limit: kafkalog.compression raises its ValueError)
     return _decompress_section(codec, source, start, stop, max_size)
 
 
