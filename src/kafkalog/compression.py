@@ -56,6 +56,7 @@ import os
 import struct
 import sys
 import threading
+import warnings
 import zlib
 from typing import Any, Callable, Dict, List, Optional
 
@@ -324,35 +325,51 @@ def _gzip_backend(name: str) -> tuple:
     return dobj, err
 
 
+def _select_gzip_inflater(name: Optional[str]) -> str:
+    """Install inflater ``name`` (None/"auto": the first installed); the caller holds the lock."""
+    global _gzip_backend_in_use, _gzip_inflater
+    if name is None or name == "auto":
+        for cand in GZIP_INFLATERS:
+            try:
+                backend = _gzip_backend(cand)
+            except MissingCodecError:
+                continue
+            name = cand
+            break
+    else:
+        backend = _gzip_backend(name)
+    _gzip_backend_in_use, _gzip_inflater = backend, name
+    return name  # type: ignore[return-value]
+
+
 def set_gzip_inflater(name: Optional[str] = None) -> str:
     """Choose the library that inflates gzip and return its name.
 
     ``name`` is ``"isal"``, ``"zlib-ng"``, ``"zlib"`` (always there), or ``None``/``"auto"``:
     the first of those installed.  A named library that is not installed raises
-    :class:`MissingCodecError`.  Without a call, the first gzip decompression chooses from
-    ``$KAFKALOG_GZIP_INFLATER`` (same names; unset means auto).  Results and errors (always
-    :class:`DecompressionError`) are the same with every inflater; only the speed differs.
+    :class:`MissingCodecError`, an unknown name ValueError.  Without a call, the first gzip
+    decompression chooses from ``$KAFKALOG_GZIP_INFLATER`` (same names; unset means auto; a
+    name that is unknown or not installed warns once and means auto, as the choice never
+    changes a result).  Results and errors are zlib's with every inflater (an error found by
+    another inflater is answered by zlib again); only the speed differs.
     """
-    global _gzip_backend_in_use, _gzip_inflater
     with _load_lock:
-        if name is None or name == "auto":
-            for cand in GZIP_INFLATERS:
-                try:
-                    dobj, err = _gzip_backend(cand)
-                except MissingCodecError:
-                    continue
-                name = cand
-                break
-        else:
-            dobj, err = _gzip_backend(name)
-        _gzip_backend_in_use, _gzip_inflater = (dobj, err), name
-    return name  # type: ignore[return-value]
+        return _select_gzip_inflater(name)
 
 
 def gzip_inflater() -> str:
     """The name of the library that inflates gzip (chosen on first use, see set_gzip_inflater)."""
     if _gzip_inflater is None:
-        set_gzip_inflater(os.environ.get(_GZIP_ENV, "").strip().lower() or None)
+        with _load_lock:
+            if _gzip_inflater is None:  # not chosen meanwhile by set_gzip_inflater()
+                wanted = os.environ.get(_GZIP_ENV, "").strip().lower() or None
+                try:
+                    _select_gzip_inflater(wanted)
+                except (ValueError, MissingCodecError) as exc:
+                    warnings.warn(f"${_GZIP_ENV}={wanted!r} is not used ({exc}); gzip is inflated by "
+                                  f"the first installed of {', '.join(GZIP_INFLATERS)}",
+                                  RuntimeWarning, stacklevel=2)
+                    _select_gzip_inflater(None)
     return _gzip_inflater  # type: ignore[return-value]
 
 
@@ -387,18 +404,34 @@ def _gzip_header_ok(mv: memoryview, pos: int) -> bool:
 def _gzip_decompress(data: Any, magic: int, max_size: int) -> bytes:
     t = type(data)
     mv = memoryview(data) if t is bytes or t is bytearray else _view(data)
-    n = len(mv)
-    if n == 0:
+    if len(mv) == 0:
         raise DecompressionError("gzip: empty input (no gzip header)")
     backend = _gzip_backend_in_use
     if backend is None:
         gzip_inflater()
         backend = _gzip_backend_in_use
+    if backend[0] is zlib.decompressobj:
+        return _gzip_inflate(mv, max_size, backend, False)
+    try:
+        return _gzip_inflate(mv, max_size, backend, True)
+    except DecompressionError:
+        # Where another inflater finds fault (damage, a bomb, a header zlib refuses), zlib
+        # decides: the libraries buffer differently, so which of "too big" and "corrupt" comes
+        # first, and the words, may differ.  Only damaged input pays for the second pass.
+        return _gzip_inflate(mv, max_size, (zlib.decompressobj, zlib.error), False)
+
+
+def _gzip_inflate(mv: memoryview, max_size: int, backend: tuple, strict: bool) -> bytes:
+    """Inflate every gzip member of ``mv`` with ``backend`` (decompressobj, error class).
+    ``strict``: refuse the reserved header flags that zlib refuses and other inflaters accept."""
     dobj, error = backend
+    n = len(mv)
     parts: List[bytes] = []
     total = 0
     pos = 0
     while True:  # one gzip member per round
+        if strict and n - pos > 3 and mv[pos + 3] & 0xE0:
+            raise DecompressionError(f"gzip: reserved header flags set in the member at byte {pos}")
         d = dobj(31)
         buf = mv[pos:] if pos else mv
         while True:
