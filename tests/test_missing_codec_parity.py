@@ -73,3 +73,25 @@ def test_arrow_needs_the_library(blocked, codec, modules, extra):
     blocked.clear()
     compression._reset_libraries()
     assert to_arrow(data).equals(expected)
+
+
+def test_uncompressed_data_never_loads_a_codec_library(blocked, monkeypatch):
+    """Records of uncompressed batches decode without asking for any codec library (a broken
+    one that raises on import must not matter to them), as objects and as Arrow columns."""
+    data = _batches("none")
+    asked = []
+
+    def broken(name):
+        asked.append(name)
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(compression, "_import", broken)
+    compression._reset_libraries()
+    assert len(_records(data)) == 80
+    try:
+        from kafkalog.arrow import to_arrow
+    except ImportError:
+        pass
+    else:
+        assert to_arrow(data).num_rows == 80
+    assert asked == []

@@ -1503,8 +1503,10 @@ cdef struct Walk:
     GBuf* scratch
     Batch bt           # header of the entry at pos when R_GIL / after R_ERR
     int magic          # magic of the entry at pos when R_GIL
-    int need_python    # R_GIL reason: 1 legacy, 2 python decompression, 3 over the limit
+    int need_python    # R_GIL reason: 1 legacy, 2 python decompression, 3 over the limit,
+                       # 4 ask whether the library of codec w.bt.codec is installed
     int native         # bit (1 << codec) set: snappy (2) / lz4 (3) decoded here, in C
+    int known          # bit (1 << codec) set: ``native`` is decided for that codec
 
 
 cdef void prescan(Walk* w, int64_t* rows_out, int64_t* data_out) noexcept nogil:
@@ -1928,6 +1930,9 @@ cdef int walk(Walk* w, Out* o, Err* e) noexcept nogil:
             return R_ERR
         data = b + RECORD_BATCH_OVERHEAD
         dn = <Py_ssize_t>(bt.size - RECORD_BATCH_OVERHEAD)
+        if (codec == 2 or codec == 3) and not (w.known & (1 << codec)):
+            w.need_python = 4  # is that codec's library installed? (asked at its first batch)
+            return R_GIL
         if (codec == 2 or codec == 3) and (w.native & (1 << codec)):
             if codec == 2:
                 codec = snappy_decompress(data, dn, w.scratch, w.max_dec)
@@ -2095,10 +2100,6 @@ cdef class Decoder:
             w.include_control = self.include_control
             w.aborted = &self.ab if self.ab.n else NULL
             w.scratch = &self.scratch
-            # The C decoders need no library, but where the codec's library is missing the
-            # section goes to kafkalog.compression, which raises MissingCodecError like the pure
-            # twin: the same answer with or without a compiler.
-            w.native = (4 if _library_ready(2) else 0) | (8 if _library_ready(3) else 0)
             out_init(&o, self.columns)
             with nogil:
                 prescan(&w, &est_rows, &est_data)
@@ -2122,6 +2123,15 @@ cdef class Decoder:
                 if r == R_LIMIT:
                     break
                 # R_GIL: the entry at w.pos needs Python
+                if w.need_python == 4:
+                    # The C decoders need no library, but where the codec's library is missing
+                    # the section goes to kafkalog.compression, which raises MissingCodecError
+                    # like the pure twin (asked only when a batch of that codec comes, so
+                    # uncompressed data never imports a codec library, as in the pure twin).
+                    if _library_ready(w.bt.codec):
+                        w.native |= 1 << w.bt.codec
+                    w.known |= 1 << w.bt.codec
+                    continue
                 if mv is None:
                     mv = memoryview(buffer)
                     if mv.ndim != 1 or mv.itemsize != 1:
