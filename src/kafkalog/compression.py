@@ -46,8 +46,9 @@ and Kafka's "broken" 0x1A for magic 0); zstd as a standard frame (level 3 by def
 The codec libraries (``lz4``, ``cramjam``/``python-snappy``, ``zstandard``) are imported on
 first use, so ``import kafkalog`` stays light and a missing library only matters when its codec
 is met; it then raises :class:`UnsupportedCompressionError` naming the pip extra.  gzip is
-inflated by isal or zlib-ng when one is installed (``kafkalog[fast-gzip]``), else by zlib:
-``set_gzip_inflater``/``$KAFKALOG_GZIP_INFLATER`` choose; answers and errors do not change.
+inflated by zlib-ng when installed (``kafkalog[fast-gzip]``), else by zlib, with the same
+answers and errors; isal is used only when named (``set_gzip_inflater``/
+``$KAFKALOG_GZIP_INFLATER``), as it accepts some malformed streams that zlib refuses.
 """
 from __future__ import annotations
 
@@ -260,7 +261,8 @@ def _reset_libraries() -> None:
         _snappy_raw_decompress = _snappy_raw_compress = None
         _zstd = _zstd_error = None
         _tls = threading.local()
-        _gzip_backend_in_use, _gzip_inflater = None, None
+        _gzip_inflater, _gzip_backend_in_use = None, None  # the name first: a reader that
+        # finds no backend then finds no name either, and chooses again
 
 
 def _codec_id(codec: Any) -> int:
@@ -294,11 +296,15 @@ def require(codec: int) -> None:
 # ---------------------------------------------------------------------------------------------
 # gzip
 # ---------------------------------------------------------------------------------------------
-# The inflater: zlib by default; isal's igzip (``isal.isal_zlib``) or zlib-ng (``zlib_ng``),
-# when installed, inflate the same streams faster (bench/README.md) behind the same
-# ``decompressobj`` API (``max_length``, ``unconsumed_tail``, ``unused_data``, ``eof``).  Only
-# decompression changes: what kafkalog writes stays zlib's bytes, as the Java client's.
-GZIP_INFLATERS = ("isal", "zlib-ng", "zlib")
+# The inflater: zlib-ng (``zlib_ng``) when installed, else zlib; isal's igzip
+# (``isal.isal_zlib``) when named.  Both inflate the same streams faster (bench/README.md)
+# behind zlib's ``decompressobj`` API (``max_length``, ``unconsumed_tail``, ``unused_data``,
+# ``eof``).  zlib-ng refuses what zlib refuses; isal accepts some malformed deflate streams
+# that zlib refuses (incomplete Huffman code sets, a reserved header flag), so "auto" never
+# picks it.  Only decompression changes: what kafkalog writes stays zlib's bytes.
+GZIP_INFLATERS = ("zlib-ng", "isal", "zlib")
+_GZIP_AUTO = ("zlib-ng", "zlib")
+_GZIP_INSTALL = {"zlib-ng": "pip install 'kafkalog[fast-gzip]'", "isal": "pip install isal"}
 _GZIP_MODULES = {"isal": "isal.isal_zlib", "zlib-ng": "zlib_ng.zlib_ng", "zlib": "zlib"}
 _GZIP_ENV = "KAFKALOG_GZIP_INFLATER"
 # (decompressobj, error class) of the chosen inflater, swapped as one object so that a thread
@@ -320,16 +326,17 @@ def _gzip_backend(name: str) -> tuple:
     except (ImportError, AttributeError) as exc:
         raise MissingCodecError(
             f"gzip inflater {name!r} needs a library that is not installed ({exc}); "
-            f"install it with: pip install 'kafkalog[fast-gzip]' (or choose zlib)"
+            f"install it with: {_GZIP_INSTALL[name]} (or choose zlib)"
         ) from None
     return dobj, err
 
 
 def _select_gzip_inflater(name: Optional[str]) -> str:
-    """Install inflater ``name`` (None/"auto": the first installed); the caller holds the lock."""
+    """Install inflater ``name`` (None/"auto": zlib-ng if installed, else zlib); the caller
+    holds the lock."""
     global _gzip_backend_in_use, _gzip_inflater
     if name is None or name == "auto":
-        for cand in GZIP_INFLATERS:
+        for cand in _GZIP_AUTO:
             try:
                 backend = _gzip_backend(cand)
             except MissingCodecError:
@@ -345,13 +352,14 @@ def _select_gzip_inflater(name: Optional[str]) -> str:
 def set_gzip_inflater(name: Optional[str] = None) -> str:
     """Choose the library that inflates gzip and return its name.
 
-    ``name`` is ``"isal"``, ``"zlib-ng"``, ``"zlib"`` (always there), or ``None``/``"auto"``:
-    the first of those installed.  A named library that is not installed raises
+    ``name`` is ``"zlib-ng"``, ``"isal"``, ``"zlib"`` (always there), or ``None``/``"auto"``:
+    zlib-ng if installed, else zlib.  A named library that is not installed raises
     :class:`MissingCodecError`, an unknown name ValueError.  Without a call, the first gzip
     decompression chooses from ``$KAFKALOG_GZIP_INFLATER`` (same names; unset means auto; a
-    name that is unknown or not installed warns once and means auto, as the choice never
-    changes a result).  Results and errors are zlib's with every inflater (an error found by
-    another inflater is answered by zlib again); only the speed differs.
+    name that is unknown or not installed warns once and means auto).  With zlib-ng, results
+    and errors are zlib's (an error it finds is answered by zlib again, so the words are
+    zlib's too).  isal, only when named, is the fastest but accepts some malformed streams
+    that zlib refuses (incomplete Huffman code sets): a valid stream gives the same bytes.
     """
     with _load_lock:
         return _select_gzip_inflater(name)
@@ -360,16 +368,17 @@ def set_gzip_inflater(name: Optional[str] = None) -> str:
 def gzip_inflater() -> str:
     """The name of the library that inflates gzip (chosen on first use, see set_gzip_inflater)."""
     if _gzip_inflater is None:
+        problem = None
         with _load_lock:
             if _gzip_inflater is None:  # not chosen meanwhile by set_gzip_inflater()
                 wanted = os.environ.get(_GZIP_ENV, "").strip().lower() or None
                 try:
                     _select_gzip_inflater(wanted)
                 except (ValueError, MissingCodecError) as exc:
-                    warnings.warn(f"${_GZIP_ENV}={wanted!r} is not used ({exc}); gzip is inflated by "
-                                  f"the first installed of {', '.join(GZIP_INFLATERS)}",
-                                  RuntimeWarning, stacklevel=2)
-                    _select_gzip_inflater(None)
+                    chosen = _select_gzip_inflater(None)
+                    problem = f"${_GZIP_ENV}={wanted!r} is not used ({exc}); gzip is inflated by {chosen}"
+        if problem is not None:  # warned once, after the choice (a warning raised as an error
+            warnings.warn(problem, RuntimeWarning, stacklevel=2)  # must not leave none made)
     return _gzip_inflater  # type: ignore[return-value]
 
 
