@@ -36,6 +36,14 @@ def _need(name):
         pytest.skip(f"gzip inflater {name} is not installed here: {exc}")
 
 
+def _child(code, inflater_env, *flags):
+    """Run ``code`` in a fresh interpreter with $KAFKALOG_GZIP_INFLATER set (first use decides)."""
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env = dict(os.environ, KAFKALOG_GZIP_INFLATER=inflater_env,
+               PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, *flags, "-c", code], env=env, capture_output=True, text=True)
+
+
 def _answer(data, max_size):
     try:
         return ("ok", compression.decompress(GZIP, data, max_size=max_size))
@@ -137,9 +145,7 @@ def test_environment_variable_chooses_on_first_use(env):
         "assert c.decompress(1, c.compress(1, b'abc')) == b'abc'\n"
         "print(c.gzip_inflater())\n"
     )
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    envs = dict(os.environ, KAFKALOG_GZIP_INFLATER=env, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", code], env=envs, capture_output=True, text=True)
+    out = _child(code, env)
     assert out.returncode == 0, out.stderr
     if env in FAST and "is not used" in out.stderr:
         pytest.skip(f"gzip inflater {env} is not installed here: {out.stderr.strip()}")
@@ -162,9 +168,7 @@ def test_unusable_environment_value_warns_and_means_auto(env):
         "    assert c.decompress(1, c.compress(1, b'def')) == b'def'\n"
         "print(c.gzip_inflater(), len(seen), seen[0].message if seen else '')\n"
     )
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    envs = dict(os.environ, KAFKALOG_GZIP_INFLATER=env, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", code], env=envs, capture_output=True, text=True)
+    out = _child(code, env)
     assert out.returncode == 0, out.stderr
     name, count, message = out.stdout.strip().split(" ", 2)
     assert name in ("zlib-ng", "zlib")
@@ -181,9 +185,7 @@ def test_explicit_choice_before_first_use_is_kept():
         "assert c.decompress(1, c.compress(1, b'abc')) == b'abc'\n"
         "print(c.gzip_inflater())\n"
     )
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    envs = dict(os.environ, KAFKALOG_GZIP_INFLATER="auto", PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", code], env=envs, capture_output=True, text=True)
+    out = _child(code, "auto")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "zlib"
 
@@ -200,10 +202,7 @@ def test_warning_raised_as_an_error_still_leaves_a_choice():
         "assert c.decompress(1, c.compress(1, b'abc')) == b'abc'\n"
         "print(c.gzip_inflater())\n"
     )
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    envs = dict(os.environ, KAFKALOG_GZIP_INFLATER="isa-l", PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-c", code], env=envs,
-                         capture_output=True, text=True)
+    out = _child(code, "isa-l", "-W", "error::RuntimeWarning")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() in (["warned", "True", "zlib-ng"], ["warned", "True", "zlib"])
 
