@@ -5,12 +5,25 @@
   ones loaded: a broken build fails here instead of passing silently as pure Python.
 * ``conformance_dir()`` finds the conformance corpus at ``$KAFKALOG_CONFORMANCE`` or at
   ``../shared/conformance`` next to the repository; tests that need it skip with the reason.
+* Property tests (hypothesis) run derandomized: the same examples on every run and machine, so
+  CI's verdict is the one a local run gives.  ``KAFKALOG_HYPOTHESIS=explore`` draws new
+  examples each run (with hypothesis's example database) to search further.
 """
 from __future__ import annotations
 
+import os
 import platform
 
 import pytest
+
+try:
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # the test extra installs it; tests that need it skip without it
+    _hypothesis_settings = None
+else:
+    _hypothesis_settings.register_profile("kafkalog", derandomize=True)
+    _hypothesis_settings.register_profile("explore", derandomize=False)
+    _hypothesis_settings.load_profile(os.environ.get("KAFKALOG_HYPOTHESIS", "kafkalog"))
 
 import kafkalog
 

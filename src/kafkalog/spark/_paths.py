@@ -14,7 +14,7 @@ The parsing follows ``org.apache.hadoop.fs.Path(String)`` on a POSIX system:
   authority, which ends at the next ``/``.  An empty authority (``file:///x``) or
   ``localhost`` (RFC 8089's name for this machine) is local; any other host is not
   (``//host/x`` is ``file://host/x`` to Hadoop).  The path of a ``file:`` URI must be
-  absolute;
+  absolute (Hadoop reads ``file:a:`` as the Windows drive path ``/a:``; kafkalog refuses it);
 * the rest is the path, taken literally: Hadoop does not percent-decode a path string
   (``file:///logs/a%20b`` is the directory ``/logs/a%20b``), nor treat ``?`` or ``#`` as the
   start of a query or fragment, and neither does kafkalog.
