@@ -5,6 +5,12 @@
 # pyproject.toml, src/kafkalog) as this checkout has (python setup.py --source-hash), and every
 # requirement of those extras is installed at a matching version.  Works in a virtual
 # environment or without one (then pip installs for the interpreter $PYTHON names).
+# _pip_build_mb SINCE: megabytes in pip's work directories made after the file SINCE
+# (the progress of a wheel build)
+_pip_build_mb() {
+    find "${TMPDIR:-/tmp}" -maxdepth 1 -name 'pip-*' -newer "$1" -print0 2>/dev/null \
+        | du -smc --files0-from=- 2>/dev/null | tail -1 | cut -f1
+}
 install_kafkalog() {
     local extras="$1" want
     want="$("$PY" setup.py --source-hash)"
@@ -41,7 +47,17 @@ PYEOF
     local pid=$! n=0
     while kill -0 "$pid" 2>/dev/null; do
         sleep 1; n=$((n + 1))
-        if (( n % 15 == 0 )); then echo "   ... ${n}s: $(grep -E '^(Collecting|Building|Installing|Successfully)' "$log" | tail -1)"; fi
+        if (( n % 15 == 0 )); then
+            local phase
+            phase="$(grep -E '^ *(Collecting|Downloading|Building|Installing|Successfully)' "$log" | tail -1 | sed 's/^ *//')"
+            case "$phase" in
+                "Building wheel for pyspark"*started*)
+                    # pyspark is published as an sdist only: the first install builds its ~456 MB
+                    # wheel (1-3 min on 2 cores); pip caches it, so later installs skip this
+                    phase="$phase: pyspark's first install builds its ~456 MB wheel; $(_pip_build_mb "$log") MB written so far" ;;
+            esac
+            echo "   ... ${n}s: $phase"
+        fi
     done
     if ! wait "$pid"; then
         tail -30 "$log"; echo "== pip install failed; the whole log: $log" >&2; return 1

@@ -12,8 +12,11 @@
 # agrees with its pure twin (test_parity, test_crc, test_varint), the public API is complete
 # (test_api) and the console script runs (cli/test_cli).  The whole suite runs on the source
 # install in scripts/test.sh and inside every cibuildwheel wheel.
-# The venvs see the base interpreter's site-packages for the test dependencies (pyspark, ...),
-# so nothing large is downloaded again; kafkalog itself comes from the venv (checked).
+# Each venv is isolated (no --system-site-packages: under an active venv that would expose the
+# base interpreter's packages, not the active venv's) and gets kafkalog with its dependencies and
+# the extras the subset exercises, plus the subset's test tools (SUBSET_REQUIREMENTS), as a user
+# would install them; pip's cache makes this quick after the first run.  kafkalog itself comes
+# from the venv (checked).
 # Output: $KAFKALOG_PACKAGE_DIR (default: a new temporary directory, printed first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +26,8 @@ WORK="${KAFKALOG_PACKAGE_DIR:-$(mktemp -d -t kafkalog-package.XXXXXX)}"
 mkdir -p "$WORK"
 BUDGET="${KAFKALOG_WHEEL_BUDGET:-1572864}"   # 1.5 MiB per wheel
 PACKAGE_TESTS=(tests/test_parity.py tests/test_api.py tests/test_crc.py tests/test_varint.py tests/cli/test_cli.py)
+# what the subset imports besides kafkalog and its extras "codecs" (installed with the artifact)
+SUBSET_REQUIREMENTS=("pytest>=8" "hypothesis>=6.100")
 START=$SECONDS
 step() { echo "== package [$((SECONDS - START))s]: $*"; }
 fail() { echo "PACKAGE CHECK FAILED: $*" >&2; exit 1; }
@@ -98,10 +103,12 @@ rm -rf "$RUN"; mkdir -p "$RUN"
 cp -r tests "$RUN/"; cp pyproject.toml "$RUN/"
 find "$RUN" -name __pycache__ -prune -exec rm -rf {} +
 
-# make_venv NAME: a fresh venv that sees the base site-packages (test dependencies) only
+# make_venv NAME: a fresh, isolated venv with the subset's test tools
 make_venv() {
     rm -rf "$WORK/$1"
-    "$PY" -m venv --system-site-packages "$WORK/$1"
+    "$PY" -m venv "$WORK/$1"
+    quietly "$WORK/$1-tools.log" "$WORK/$1/bin/python" -m pip install --disable-pip-version-check \
+        --progress-bar off "${SUBSET_REQUIREMENTS[@]}"
 }
 # suite VENV EXPECTED_IMPLEMENTATION [env...]: check which kafkalog loads, then run the subset
 suite() {
@@ -121,7 +128,12 @@ PYEOF
         tail -40 "$log"; fail "the suite against $venv ($impl) (whole output: $log)"
     fi
 }
-pipi() { "$WORK/$1/bin/python" -m pip install --disable-pip-version-check --progress-bar off --no-deps --ignore-installed "${@:2}"; }
+# pipi VENV [pip flags] ARTIFACT: install the artifact with its dependencies and the "codecs" extra
+pipi() {
+    local venv="$1" artifact="${*: -1}"
+    "$WORK/$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
+        "${@:2:$#-2}" "kafkalog[codecs] @ file://$artifact"
+}
 
 step "wheel: install into a fresh venv, run the subset (compiled, then pure)"
 make_venv venv-wheel

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+import json
+from typing import Dict, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 PURE = os.environ.get("KAFKALOG_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes", "on")
 
 CONFORMANCE_SKIP_REASON = (
     "conformance corpus not found: set KAFKALOG_CONFORMANCE to the directory holding "
-    "vectors.jsonl and files/ (looked at $KAFKALOG_CONFORMANCE and ../shared/conformance)"
+    "vectors.jsonl and files/ (looked at $KAFKALOG_CONFORMANCE and ../shared/conformance; "
+    "what it is: README.md, 'The conformance corpus')"
 )
 
 
@@ -24,3 +26,12 @@ def conformance_dir() -> Optional[Path]:
         if (c / "vectors.jsonl").is_file():
             return c
     return None
+
+
+def conformance_vectors() -> Dict[str, dict]:
+    """The corpus's vectors by id (``vectors.jsonl``), or ``{}`` where the corpus is absent."""
+    d = conformance_dir()
+    if d is None:
+        return {}
+    with (d / "vectors.jsonl").open() as f:
+        return {v["id"]: v for v in map(json.loads, filter(str.strip, f))}

@@ -12,7 +12,6 @@ import hashlib
 import io
 import json
 import mmap
-import os
 import random
 import struct
 import subprocess
@@ -27,6 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from kl_support import CONFORMANCE_SKIP_REASON, conformance_vectors
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
@@ -1177,16 +1178,7 @@ def test_kafka_python_magic0_lz4_framing(monkeypatch):
 # ------------------------------------------------------------------------------------------
 # Real streams from the conformance corpus
 # ------------------------------------------------------------------------------------------
-def _conformance_vectors():
-    env = os.environ.get("KAFKALOG_CONFORMANCE")
-    for d in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "conformance"]:
-        f = d / "vectors.jsonl"
-        if f.is_file():
-            return [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-    return None
-
-
-VECTORS = _conformance_vectors()
+VECTORS = list(conformance_vectors().values()) or None
 
 
 def _uvarint(buf, pos):
@@ -1264,7 +1256,7 @@ def _compressed_pieces(buf, kind, expect):
         pos = end
 
 
-@pytest.mark.skipif(VECTORS is None, reason="conformance corpus not found (set KAFKALOG_CONFORMANCE)")
+@pytest.mark.skipif(VECTORS is None, reason=CONFORMANCE_SKIP_REASON)
 def test_conformance_corpus_streams():
     seen = {c: 0 for c in CODECS}
     broken_hc = 0

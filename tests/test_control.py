@@ -2,10 +2,8 @@
 and conformance vectors, real KRaft logs, and malformed input."""
 from __future__ import annotations
 
-import json
 import struct
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -23,17 +21,9 @@ from kafkalog.control import (
 )
 from kafkalog.errors import CorruptRecordError, InvalidRecordError
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+from kl_support import CONFORMANCE_SKIP_REASON, conformance_dir, conformance_vectors
 
-
-def _vectors():
-    path = SHARED / "conformance" / "vectors.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.open()]
-
-
-VECTORS = {v["id"]: v for v in _vectors()}
+VECTORS = conformance_vectors()
 
 
 def _val(x):
@@ -92,7 +82,7 @@ def test_conformance_key_value_pairs():
              ("sarama/control_record/commit_key", "sarama/control_record/commit_value", "COMMIT", 15)]
     for k, v, name, epoch in pairs:
         if k not in VECTORS:
-            pytest.skip("conformance corpus not found")
+            pytest.skip(CONFORMANCE_SKIP_REASON)
         rec = parse_control_record(bytes.fromhex(VECTORS[k]["hex"]), bytes.fromhex(VECTORS[v]["hex"]))
         assert rec.type.name == name and rec.coordinator_epoch == epoch and rec.version == 0
 
@@ -249,9 +239,9 @@ def test_kraft_voters():
 
 def test_real_kraft_logs_decode():
     """Every control record in the corpus's real __cluster_metadata logs and checkpoints."""
-    files = SHARED / "conformance" / "files"
-    if not files.is_dir():
-        pytest.skip("conformance corpus not found")
+    if conformance_dir() is None:
+        pytest.skip(CONFORMANCE_SKIP_REASON)
+    files = conformance_dir() / "files"
     types = set()
     for path in sorted(files.rglob("*")):
         if not path.is_file() or not (path.suffix in (".log", ".checkpoint")):

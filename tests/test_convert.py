@@ -2,8 +2,6 @@
 byte-exact against a real broker's down-conversion), up-conversion as LogValidator does it."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import pytest
 
@@ -13,17 +11,9 @@ from kafkalog.convert import down_convert, up_convert
 from kafkalog.errors import UnsupportedCompressionError
 from kafkalog._format import CompressionType, TimestampType
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+from kl_support import CONFORMANCE_SKIP_REASON, conformance_vectors
 
-
-def _vectors():
-    path = SHARED / "conformance" / "vectors.jsonl"
-    if not path.is_file():
-        return {}
-    return {v["id"]: v for v in map(json.loads, path.open())}
-
-
-VECTORS = _vectors()
+VECTORS = conformance_vectors()
 
 
 def recs(raw):
@@ -49,7 +39,7 @@ def test_down_convert_matches_kafka_broker(magic):
     src_id = "kafka-client-php/messageformat.v2.none.createtime"
     dst_id = f"kafka-client-php/messageformat.v2.downconverted.v{magic}"
     if src_id not in VECTORS:
-        pytest.skip("conformance corpus not found")
+        pytest.skip(CONFORMANCE_SKIP_REASON)
     src = bytes.fromhex(VECTORS[src_id]["hex"])
     assert down_convert(src, magic) == bytes.fromhex(VECTORS[dst_id]["hex"])
 
