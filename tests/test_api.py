@@ -79,3 +79,12 @@ def test_error_hierarchy():
 
     e2 = pickle.loads(pickle.dumps(e))
     assert (e2.position, e2.offset, e2.path) == (17, 42, "/x/00000000000000000000.log")
+
+
+def test_unknown_compression_names_the_valid_ones():
+    with pytest.raises(ValueError, match=r"^unknown compression type 'zst': the types are "
+                                         r"none, gzip, snappy, lz4, zstd$"):
+        kafkalog.MemoryRecordsBuilder(2, "zst", 0)
+    with pytest.raises(ValueError, match=r"^unknown compression type id 9: the ids are 0 \(none\), "
+                                         r"1 \(gzip\), 2 \(snappy\), 3 \(lz4\), 4 \(zstd\)$"):
+        kafkalog.MemoryRecordsBuilder(2, 9, 0)

@@ -510,6 +510,56 @@ def test_partition_directory(twin, tmp_path):
         ka.to_arrow(a, ["topic"])
 
 
+def _log_root(tmp_path):
+    """A broker's log dir: orders-0 (two segments), orders-1, audit-0, plus what a root also
+    holds (checkpoints, meta.properties, a -delete directory) that must not be read.  Its own
+    name has the <topic>-<partition> form, as log dirs often do."""
+    root = tmp_path / "kafka-logs-1"
+    for name, segs in (("orders-1", {0: plain_batch(0, 3)}),
+                       ("orders-0", {0: plain_batch(0, 2), 2: plain_batch(2, 2)}),
+                       ("audit-0", {5: plain_batch(5, 1)}),
+                       ("orders-2.0123456789abcdef0123456789abcdef-delete", {0: plain_batch(0)})):
+        d = root / name
+        d.mkdir(parents=True)
+        for base, data in segs.items():
+            (d / ("%020d.log" % base)).write_bytes(data)
+    (root / "recovery-point-offset-checkpoint").write_text("0\n0\n")
+    (root / "meta.properties").write_text("version=0\n")
+    return root
+
+
+def test_log_root_reads_every_partition(twin, tmp_path):
+    root = _log_root(tmp_path)
+    cols = ["topic", "partition", "offset", "value"]
+    t = ka.to_arrow(root, cols)
+    rows = list(zip(*(t.column(c).to_pylist() for c in cols[:3])))
+    assert rows == [("audit", 0, 5), ("orders", 0, 0), ("orders", 0, 1), ("orders", 0, 2),
+                    ("orders", 0, 3), ("orders", 1, 0), ("orders", 1, 1), ("orders", 1, 2)]
+    # the same rows as its partition directories read one by one
+    parts = [ka.to_arrow(root / n, cols) for n in ("audit-0", "orders-0", "orders-1")]
+    assert t.equals(pa.concat_tables(parts))
+    assert pa.Table.from_batches(list(ka.iter_batches(str(root), cols, max_rows=2))).equals(t)
+    # offset pruning keeps each partition's own segment boundaries
+    t = ka.to_arrow(root, ["topic", "partition", "offset"], start_offset=2, end_offset=3)
+    assert list(zip(*(c.to_pylist() for c in t.columns))) == [("orders", 0, 2), ("orders", 1, 2)]
+    t = ka.to_arrow(root, ["topic", "partition", "offset"], start_offset=1)
+    assert t.num_rows == 6 and ("orders", 1, 0) not in zip(*(c.to_pylist() for c in t.columns))
+
+
+def test_directory_without_a_log_is_refused(twin, tmp_path):
+    other = tmp_path / "not-a-root"
+    (other / "docs").mkdir(parents=True)
+    (other / "notes.txt").write_text("x")
+    with pytest.raises(KafkaLogError, match="pass a segment file, a partition directory or a "
+                                            "log root"):
+        ka.to_arrow(other)
+    with pytest.raises(KafkaLogError, match="no Kafka log segments"):
+        list(ka.iter_batches(str(other)))
+    empty = tmp_path / "orders-7"  # an empty partition directory is an empty log
+    empty.mkdir()
+    assert ka.to_arrow(empty).num_rows == 0
+
+
 def test_control_batches_skipped_or_kept(twin):
     buf = txn_batch(0, 7) + control_batch(3, 7, abort=False) + plain_batch(4)
     t = ka.to_arrow(buf, ["offset", "isControl"])
@@ -1002,3 +1052,9 @@ def test_pooled_header_buffers_are_reused_safely():
     assert expect[0] != expect[1]
     for t in keep:  # the survivors were not overwritten by later decodes
         assert t.to_pylist() in expect
+
+
+def test_unknown_compression_names_the_valid_ones():
+    with pytest.raises(ValueError, match=r"^unknown compression type 'zst': the types are "
+                                         r"none, gzip, snappy, lz4, zstd$"):
+        ka.from_arrow(pa.table({"value": [b"v"]}), compression="zst")

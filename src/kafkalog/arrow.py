@@ -5,6 +5,7 @@
     import kafkalog.arrow as ka
 
     table = ka.to_arrow("/var/kafka/orders-0")              # a partition directory
+    table = ka.to_arrow("/var/kafka", ["topic", "partition", "offset", "value"])  # a log root
     table = ka.to_arrow(segment_bytes, columns=["offset", "value"])
     for batch in ka.iter_batches("/var/kafka/orders-0/00000000000000000000.log"):
         ...                                                  # pyarrow.RecordBatch, bounded
@@ -12,9 +13,12 @@
 
 Sources: a buffer (``bytes``, ``bytearray``, ``memoryview``, ``mmap``, anything with the buffer
 protocol), a :class:`~kafkalog.MemoryRecords`, the path of a segment file (``*.log``, read
-through ``mmap``) or of a partition directory (``<topic>-<partition>``: every
+through ``mmap``), of a partition directory (``<topic>-<partition>``: every
 ``<20 digits>.log`` in base-offset order; ``.deleted``/``.cleaned``/``.swap`` files are
-ignored), or a sequence of those.
+ignored) or of a log root (a broker's ``log.dirs`` entry: every live partition directory in
+it, by topic then partition, each row with its own topic and partition), or a sequence of
+those.  A directory holding neither segments nor partition directories is refused
+(:class:`~kafkalog.KafkaStorageError` saying what to pass), not read as an empty table.
 
 Columns (names and types as spark-sql-kafka's, all nullable):
 
@@ -241,14 +245,64 @@ def _segment_logs(directory: str, fs=None) -> List[Tuple[int, str]]:
 
 
 def _segment_files(directory: str, fs=None):
-    from .storage.fs import LOCAL, not_regular_error
+    from .storage.fs import LOCAL
     from .storage.logdir import scan_partition
 
-    view = scan_partition(directory, fs or LOCAL)
-    for ig in view.refused():  # a segment that cannot be read: never skipped silently
+    return _readable_segments(scan_partition(directory, fs or LOCAL))
+
+
+def _readable_segments(view):
+    """The segments of a :class:`~kafkalog.storage.logdir.PartitionView`; a segment name that
+    cannot be read (a FIFO, a directory...) raises: never skipped silently."""
+    from .storage.fs import not_regular_error
+
+    for ig in view.refused():
         if ig.name.endswith(".log"):
-            raise not_regular_error(ig.path, ig.kind, f"cannot read partition {directory}")
+            raise not_regular_error(ig.path, ig.kind, f"cannot read partition {view.directory}")
     return view.segments
+
+
+def _directory_segments(directory: str, fs=None, refuse_empty: bool = True) -> List["_Segment"]:
+    """The segments of a partition directory, or of a log root (a broker's ``log.dirs`` entry,
+    whatever its name: ``kafka-logs-1`` is one too): those of every live
+    ``<topic>-<partition>`` directory in it, by topic then partition, each with its topic and
+    partition.  A directory without segments named ``<topic>-<partition>`` is an empty
+    partition; one that is nothing of these is refused with ``refuse_empty``: reading it would
+    give an empty table that looks like an empty log."""
+    from .storage.fs import DIRECTORY, LOCAL
+    from .storage.logdir import scan_partition, scan_root
+
+    fs = fs or LOCAL
+    view = scan_partition(directory, fs)
+    t, p = _tp_of_dir(directory)
+
+    def segments(files, topic, partition):
+        return [_Segment(path=s.log, topic=topic, partition=partition,
+                         fs=None if fs.is_local() else fs, base_offset=s.base_offset,
+                         offset_index=s.offset_index) for s in files]
+
+    files = _readable_segments(view)
+    if files:
+        return segments(files, t, p)
+    refs = []
+    if any(ig.kind == DIRECTORY for ig in view.ignored):  # subdirectories: a log root?
+        refs = scan_root(directory, fs).live_partitions
+    if refs:
+        out: List[_Segment] = []
+        for ref in refs:
+            tp = ref.topic_partition
+            out += segments(_readable_segments(scan_partition(ref.path, fs)), tp.topic,
+                            tp.partition)
+        return out
+    if refuse_empty and t is None:
+        from .errors import KafkaStorageError
+
+        raise KafkaStorageError(
+            f"cannot read {directory}: no Kafka log segments (<20-digit offset>.log) and no "
+            "partition directories (<topic>-<partition>) in it; pass a segment file, a "
+            "partition directory or a log root (a broker's log.dirs entry)",
+            path=directory, operation="listing")
+    return []
 
 
 def _segment_name(path: str):
@@ -267,23 +321,16 @@ def _resolve(source, topic, partition, storage_options=None) -> List[_Segment]:
         if fs.is_local():
             source = path
         else:
-            kind = None
             if _segment_name(path) is None:  # list it directly: one request for a partition
                 try:
-                    t, p = _tp_of_dir(path)
-                    found = _segment_files(path, fs)
+                    found = _directory_segments(path, fs, refuse_empty=False)
                 except _fs.MissingFileError:
                     found = None
                 if found:
-                    return [_Segment(path=s.log, topic=t, partition=p, fs=fs,
-                                     base_offset=s.base_offset, offset_index=s.offset_index)
-                            for s in found]
+                    return found
             kind = fs.kind(path)
             if kind == _fs.DIRECTORY:
-                t, p = _tp_of_dir(path)
-                return [_Segment(path=s.log, topic=t, partition=p, fs=fs,
-                                 base_offset=s.base_offset, offset_index=s.offset_index)
-                        for s in _segment_files(path, fs)]
+                return _directory_segments(path, fs)
             if kind != _fs.FILE:
                 raise _fs.not_regular_error(path, kind, f"cannot read {path}")
             t, p = _tp_of_dir(_fs.parent(path))
@@ -291,9 +338,7 @@ def _resolve(source, topic, partition, storage_options=None) -> List[_Segment]:
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if os.path.isdir(path):
-            t, p = _tp_of_dir(path)
-            return [_Segment(path=s.log, topic=t, partition=p, base_offset=s.base_offset,
-                             offset_index=s.offset_index) for s in _segment_files(path)]
+            return _directory_segments(path)
         t, p = _tp_of_dir(os.path.dirname(os.path.abspath(path)))
         return [_Segment(path=path, topic=t, partition=p)]
     if isinstance(source, MemoryRecords):
@@ -384,7 +429,10 @@ def _min_offset(c) -> int:
 
 def _prune_segments(segments: List["_Segment"], start_offset, end_offset) -> List["_Segment"]:
     """Drop the segments of a partition that cannot hold offsets in [start, end): a segment
-    holds offsets from its base offset up to the next segment's base offset."""
+    holds offsets from its base offset up to the next segment's base offset (in the same
+    directory: a log root lists several partitions one after the other)."""
+    from .storage.fs import parent
+
     out = []
     for i, seg in enumerate(segments):
         if seg.base_offset is None:
@@ -392,7 +440,10 @@ def _prune_segments(segments: List["_Segment"], start_offset, end_offset) -> Lis
             continue
         if end_offset is not None and seg.base_offset >= end_offset:
             continue
-        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        nxt = None
+        if i + 1 < len(segments) and segments[i + 1].path is not None \
+                and parent(segments[i + 1].path) == parent(seg.path):
+            nxt = segments[i + 1].base_offset
         if start_offset is not None and nxt is not None and nxt <= start_offset:
             continue
         out.append(seg)
@@ -961,9 +1012,10 @@ def to_arrow(
     decompressed size (:class:`~kafkalog.DecompressedSizeError`).
 
     ``source`` may also be a URI: ``file://``, or ``s3://``, ``gs://``, ``hdfs://``,
-    ``abfs://`` (a segment file or a partition directory; see docs/remote.md), read with ranged
-    reads of ``storage_options["block_size"]`` bytes; ``storage_options`` configures the store
-    (endpoint, credentials, retries, timeouts).  ``start_offset``/``end_offset`` keep the
+    ``abfs://`` (a segment file, a partition directory or a log root; see docs/remote.md),
+    read with ranged reads of ``storage_options["block_size"]`` bytes; ``storage_options``
+    configures the store (endpoint, credentials, retries, timeouts; kafkalog's own keys are
+    checked before any request).  ``start_offset``/``end_offset`` keep the
     records with ``start_offset <= offset < end_offset``; with a partition directory the
     segments and the offset index are used to read only the byte ranges that can hold them.
     """

@@ -17,6 +17,7 @@ from kafkalog.storage import fs as _fs  # noqa: E402
 from .s3_support import BUCKET, s3_client, upload_tree  # noqa: E402
 
 FAST = {"retries": 1, "backoff": 0.05, "connect_timeout": 2, "request_timeout": 5}
+PREFIX_OPTS = "options"
 
 
 def _closed_port() -> int:
@@ -231,3 +232,46 @@ def test_retries_then_error_never_short(s3_root, log_root, fail, short, ok):
                 f.read(0, f.size)
             assert log.path in str(ei.value)
             assert "attempt" in str(ei.value)
+
+
+@pytest.mark.parametrize("option,value,exc", [
+    ("retries", -1, ValueError),
+    ("retries", 101, ValueError),
+    ("retries", "3", TypeError),
+    ("retries", 2.0, TypeError),
+    ("block_size", 4096, ValueError),
+    ("block_size", True, TypeError),
+    ("backoff", -0.5, ValueError),
+    ("backoff", float("inf"), ValueError),
+    ("connect_timeout", 0, ValueError),
+    ("request_timeout", float("nan"), ValueError),
+    ("request_timeout", "30", TypeError),
+])
+def test_bad_storage_options_are_refused_before_any_request(log_root, monkeypatch, option, value,
+                                                            exc):
+    """A value no request could use (``retries: -1`` made every read fail without a request,
+    blaming the endpoint and credentials) is refused up front, naming the option, whatever
+    the location."""
+    import re
+
+    from kafkalog.storage.log import Log
+
+    def no_store(*_a, **_k):
+        raise AssertionError("a store was set up for options that cannot work")
+
+    monkeypatch.setattr(_fs.ArrowFileSystem, "_s3", staticmethod(no_store))
+    opts = dict(FAST, **{option: value})
+    uri = f"s3://{BUCKET}/{PREFIX_OPTS}/orders-0"
+    for call in (lambda: ka.to_arrow(uri, storage_options=opts),
+                 lambda: Log.open(uri, read_only=True, storage_options=opts),
+                 lambda: _fs.resolve(log_root, opts)):
+        with pytest.raises(exc, match=re.escape(f"storage_options[{option!r}]")) as ei:
+            call()
+        assert repr(value) in str(ei.value) or str(value) in str(ei.value)
+
+
+def test_good_storage_options_are_typed():
+    o = _fs.remote_options({"retries": 0, "backoff": 0, "connect_timeout": 1, "block_size": 65536,
+                            "endpoint_override": "elsewhere"})
+    assert o == _fs.RemoteOptions(65536, 0, 0.0, 1.0, 30.0)
+    assert isinstance(o.backoff, float) and isinstance(o.connect_timeout, float)

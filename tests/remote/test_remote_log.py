@@ -13,12 +13,13 @@ import pytest
 from kafkalog import MemoryRecordsBuilder
 from kafkalog.control import build_end_txn_marker
 from kafkalog.errors import KafkaLogError, KafkaStorageError
+from kafkalog.storage import files
 from kafkalog.storage import fs as _fs
 from kafkalog.storage.log import Log
 
 from .s3_support import BUCKET, s3_client, upload_tree
 
-pytest.importorskip("pyarrow")
+pa = pytest.importorskip("pyarrow")
 
 PREFIX = "logtest"
 SMALL_BLOCKS = {"block_size": 64 * 1024}
@@ -117,6 +118,15 @@ def gen_root(tmp_path_factory):
             os.unlink(os.path.join(trimmed, n))
     with Log.open(os.path.join(root, "legacy-0"), CONFIG) as log:
         _legacy(log, rng)
+    # the root's log start checkpoint past a partition's end (its segments lost or copied
+    # from elsewhere): opened, it is an empty log starting at the checkpoint
+    with Log.open(os.path.join(root, "past-end-0"), CONFIG) as log:
+        _fill(log, rng, 300, open_txn=False)
+        past_end = log.log_end_offset + 1000
+    ckpt = os.path.join(root, files.LOG_START_OFFSET_CHECKPOINT_FILE)
+    starts = files.read_offset_checkpoint(ckpt)
+    starts[files.TopicPartition("past-end", 0)] = past_end
+    files.write_offset_checkpoint(ckpt, {(tp.topic, tp.partition): o for tp, o in starts.items()})
     # a copy that needs recovery: no clean-shutdown marker, a missing index, a torn tail
     src, dst = os.path.join(root, "epochs-0"), os.path.join(root, "unclean-0")
     shutil.copytree(src, dst)
@@ -209,6 +219,45 @@ def test_facts_equal(pairs):
     assert a.log_start_offset > a.segments[0].base_offset
     a, _ = by["unclean-0"]
     assert not a.had_clean_shutdown and a.log_end_offset == by["epochs-0"][0].log_end_offset
+
+
+def test_checkpoint_past_the_end_reads_as_the_writable_open(pairs, gen_root, tmp_path):
+    """Read-only, locally and in the store, the log answers what a writable open of a copy
+    answers: start = end = the checkpoint, one empty segment there, no records, no epochs (it
+    raised FileNotFoundError: no log segments to read)."""
+    (a, b), = [(a, b) for name, a, b in pairs if name == "past-end-0"]
+    copy = tmp_path / "root"
+    shutil.copytree(gen_root, copy)
+    with Log.open(str(copy / "past-end-0"), CONFIG) as rw:
+        want = {k: v for k, v in _facts(rw).items() if k not in ("ignored", "recovery_point")}
+        want_rows = list(rw.iter_records())
+    ckpt = os.path.join(gen_root, files.LOG_START_OFFSET_CHECKPOINT_FILE)
+    start = files.read_offset_checkpoint(ckpt)[files.TopicPartition("past-end", 0)]
+    assert (want["start"], want["end"], want["segments"], want["epochs"]) == \
+        (start, start, [(start, 0)], [])
+    for log in (a, b):
+        got = {k: v for k, v in _facts(log).items() if k not in ("ignored", "recovery_point")}
+        assert got == want
+        assert list(log.iter_records()) == want_rows == []
+        assert _outcome(log.read, start - 1) == ("raised", "OffsetOutOfRangeError", start - 1)
+    assert len([n for n in os.listdir(os.path.join(gen_root, "past-end-0"))
+                if n.endswith(".log")]) > 1  # the read-only opens removed nothing
+
+
+def test_log_root_reads_every_partition_locally_and_in_the_store(gen_root, gen_s3):
+    """A root (a broker's log.dirs copy) given to to_arrow: every partition, each row with
+    its topic and partition, the same from the store as from the local copy (it gave 0 rows)."""
+    import kafkalog.arrow as ka
+
+    cols = ["topic", "partition", "offset", "key", "value"]
+    local = ka.to_arrow(gen_root, cols)
+    remote = ka.to_arrow(gen_s3, cols, storage_options=SMALL_BLOCKS)
+    assert remote.equals(local)
+    parts = [ka.to_arrow(os.path.join(gen_root, d), cols) for d in _dirs(gen_root)]
+    assert local.equals(pa.concat_tables(parts)) and local.num_rows > 1000
+    assert sorted(set(zip(local.column("topic").to_pylist(),
+                          local.column("partition").to_pylist()))) == \
+        sorted((d.rsplit("-", 1)[0], 0) for d in _dirs(gen_root))
 
 
 def test_reads_equal(pairs):

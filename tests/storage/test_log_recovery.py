@@ -193,6 +193,46 @@ def test_log_end_below_checkpointed_start_resets(tmp_path):
     log.close()
 
 
+def _start_end_facts(log):
+    ps = log.producer_state
+    return dict(
+        start=log.log_start_offset, end=log.log_end_offset, hw=log.high_watermark,
+        lso=log.last_stable_offset, length=len(log), size=log.size,
+        segments=[(s.base_offset, s.size) for s in log.segments],
+        epochs=log.leader_epoch_cache.entries, producers=sorted(ps.producers),
+        map_end=ps.map_end_offset, records=all_records(log),
+        read_end=bytes(log.read(log.log_end_offset, 1000).buffer()),
+        by_time=log.offset_for_timestamp(BASE_TS),
+    )
+
+
+def test_read_only_open_agrees_when_the_checkpointed_start_is_past_the_end(tmp_path):
+    """The root's log start checkpoint past the log end (the segments were lost or copied
+    from elsewhere): the writable open drops them and starts an empty log at the checkpoint;
+    the read-only open answers the same without touching a file (it raised
+    FileNotFoundError: no log segments to read)."""
+    d = tmp_path / "topic-0"
+    log = Log.open(d, {"segment.bytes": 300})
+    for i in range(0, 24, 4):
+        log.append_as_follower(make_batch([b"v%d" % j for j in range(i, i + 4)],
+                                          [BASE_TS + j for j in range(i, i + 4)],
+                                          base_offset=i, leader_epoch=3, producer_id=7,
+                                          producer_epoch=0, base_sequence=i))
+    log.close()
+    assert len(log.segments) > 1
+    with Log.open(d, read_only=True) as ro:  # a leader epoch, which the reset drops
+        assert ro.leader_epoch_cache.entries
+    files.write_offset_checkpoint(tmp_path / files.LOG_START_OFFSET_CHECKPOINT_FILE, {TP: 50})
+    before = {n: (d / n).read_bytes() for n in sorted(os.listdir(d))}
+    with Log.open(d, read_only=True) as ro:
+        got = _start_end_facts(ro)
+        assert [s.base_offset for s in ro.segments] == [50]
+    assert {n: (d / n).read_bytes() for n in sorted(os.listdir(d))} == before  # untouched
+    with Log.open(d) as rw:
+        assert got == _start_end_facts(rw)
+    assert (got["start"], got["end"], got["records"], got["epochs"]) == (50, 50, [], [])
+
+
 def test_root_marker_is_honoured_only_read_only(tmp_path):
     log = Log.open(tmp_path / "topic-0")
     log.append(values_batch(0, 3))

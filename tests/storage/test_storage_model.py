@@ -115,6 +115,22 @@ def test_scan_root(tmp_path):
     assert logdir.classify_dir(tmp_path / "noname") == "other"
 
 
+def test_a_root_named_like_a_partition_is_a_root(tmp_path):
+    """Log dirs are often named kafka-logs-1 or data-0: holding partition directories and no
+    segment, such a directory is a root (it was taken for an empty partition)."""
+    root = tmp_path / "kafka-logs-1"
+    (root / "orders-0").mkdir(parents=True)
+    assert logdir.classify_dir(root) == "root"
+    (root / "orders-0" / "00000000000000000000.log").write_bytes(b"")
+    assert logdir.classify_dir(root / "orders-0") == "partition"
+    empty = tmp_path / "orders-3"
+    empty.mkdir()
+    assert logdir.classify_dir(empty) == "partition"  # an empty partition
+    (empty / "00000000000000000000.log").write_bytes(b"")
+    (empty / "sub-0").mkdir()  # a segment decides, whatever else is there
+    assert logdir.classify_dir(empty) == "partition"
+
+
 def test_local_file_reads_ranges_and_maps(tmp_path):
     p = tmp_path / "f"
     p.write_bytes(bytes(range(256)) * 40)

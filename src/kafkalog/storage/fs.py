@@ -24,10 +24,11 @@ Nothing here writes.
 from __future__ import annotations
 
 import errno
+import math
 import mmap
 import os
 import stat
-from typing import List, NamedTuple, Optional, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Union
 
 from ..errors import KafkaStorageError
 
@@ -53,6 +54,7 @@ __all__ = [
     "open_local_fd",
     "ArrowFileSystem",
     "RemoteOptions",
+    "remote_options",
     "resolve",
     "is_uri",
     "join",
@@ -636,6 +638,44 @@ class RemoteOptions(NamedTuple):
 
 
 _KAFKALOG_OPTIONS = set(RemoteOptions._fields)
+_MAX_RETRIES = 100
+
+
+def remote_options(storage_options: Optional[Mapping[str, Any]] = None) -> RemoteOptions:
+    """kafkalog's own keys of ``storage_options`` as :class:`RemoteOptions`, checked before any
+    request is made: ``block_size`` an int >= 65536, ``retries`` an int from 0 to 100,
+    ``backoff`` a number >= 0, ``connect_timeout``/``request_timeout`` numbers > 0 (finite;
+    seconds).  TypeError / ValueError naming the option otherwise: a value no request could
+    use would only show later as every read failing."""
+    if storage_options is None:
+        return RemoteOptions()
+    if not isinstance(storage_options, Mapping):
+        raise TypeError(f"storage_options must be a dict, not {type(storage_options).__name__}")
+    got: Dict[str, Any] = {}
+    for name in RemoteOptions._fields:
+        if name not in storage_options:
+            continue
+        v = storage_options[name]
+        what = f"storage_options[{name!r}]"
+        if name in ("block_size", "retries"):
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise TypeError(f"{what} must be an int, not {type(v).__name__} ({v!r})")
+            if name == "block_size" and v < 64 * 1024:
+                raise ValueError(f"{what} (bytes per ranged read) must be >= 65536, not {v}")
+            if name == "retries" and not 0 <= v <= _MAX_RETRIES:
+                raise ValueError(f"{what} (attempts after a failed request) must be from 0 to "
+                                 f"{_MAX_RETRIES}, not {v}")
+        else:
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise TypeError(f"{what} must be a number of seconds, not {type(v).__name__} "
+                                f"({v!r})")
+            low_ok = v >= 0 if name == "backoff" else v > 0
+            if not (low_ok and math.isfinite(v)):
+                bound = ">= 0" if name == "backoff" else "> 0"
+                raise ValueError(f"{what} must be a finite number of seconds {bound}, not {v}")
+            v = float(v)
+        got[name] = v
+    return RemoteOptions(**got)
 
 
 def resolve(location: PathLike, storage_options: Optional[dict] = None):
@@ -648,6 +688,7 @@ def resolve(location: PathLike, storage_options: Optional[dict] = None):
     support is not installed is a KafkaStorageError naming the URI and what to install."""
     if isinstance(location, os.PathLike):
         location = os.fspath(location)
+    remote_options(storage_options)  # checked whatever the location: a bad value is a mistake
     if not is_uri(location):
         return LOCAL, location
     scheme = location.split("://", 1)[0].lower()
@@ -715,11 +756,8 @@ class ArrowFileSystem(FileSystem):
     # -- construction
     @classmethod
     def for_uri(cls, uri: str, storage_options: Optional[dict] = None) -> "ArrowFileSystem":
-        opts = dict(storage_options or {})
-        ko = {k: opts.pop(k) for k in list(opts) if k in _KAFKALOG_OPTIONS}
-        options = RemoteOptions(**ko)
-        if options.block_size < 64 * 1024:
-            raise ValueError(f"block_size must be >= 65536, not {options.block_size}")
+        options = remote_options(storage_options)
+        opts = {k: v for k, v in dict(storage_options or {}).items() if k not in _KAFKALOG_OPTIONS}
         scheme = uri.split("://", 1)[0].lower()
         try:
             import pyarrow.fs as pafs_mod

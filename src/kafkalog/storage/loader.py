@@ -22,7 +22,7 @@ from ..errors import (
     KafkaStorageError,
 )
 from .producer_state import ProducerStateManager
-from .segment import Segment, StoreSegment
+from .segment import EmptySegment, Segment, StoreSegment
 from ._log_common import (
     _floor_index,
 )
@@ -162,16 +162,21 @@ class LogLoader:
         else:
             self._check_tail_readable(log_start_ckpt)
 
-        # A log whose end is below the checkpointed start lost its files: start over there.
+        # A log whose end is below the checkpointed start lost its files: start over there
+        # (Kafka's recoverLog).  Read-only, nothing is deleted or created: the segments are
+        # left alone and an empty one without files stands in for the one a writable open
+        # creates, so both answer log start = log end = the checkpoint.
         if self._segments:
             leo = self._segments[-1].read_next_offset()
             if leo < log_start_ckpt:
+                self._drop_segments_from(0, delete=not ro)
+                self.leader_epoch_cache.clear()  # in memory only when read-only
+                self.producer_state.truncate_fully_and_start_at(log_start_ckpt)
                 if ro:
-                    self._drop_segments_from(0, delete=False)
-                else:
-                    self._drop_segments_from(0, delete=True)
-                    self.leader_epoch_cache.clear()
-                    self.producer_state.truncate_fully_and_start_at(log_start_ckpt)
+                    c = self.config
+                    self._add_segment(EmptySegment(
+                        d, log_start_ckpt, index_interval_bytes=c.index_interval_bytes,
+                        max_index_size=c.segment_index_bytes, clock=self._clock))
         if not self._segments:
             if ro:
                 raise FileNotFoundError(errno.ENOENT, "no log segments to read", d)

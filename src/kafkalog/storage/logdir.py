@@ -328,20 +328,15 @@ def snapshot_files(directory: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> List[
 
 
 def classify_dir(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:
-    """``"partition"`` (it holds a segment, or its name is ``<topic>-<partition>``), ``"root"``
-    (it holds a partition directory) or ``"other"``."""
+    """``"partition"`` (it holds a segment), ``"root"`` (it holds a partition directory,
+    whatever its own name: log dirs are often named ``kafka-logs-1`` or ``data-0``),
+    ``"partition"`` (its name is ``<topic>-<partition>``: an empty partition) or ``"other"``."""
     fs, path = _fs.for_path(path, fs)
     entries = fs.list_dir(path)
     for e in entries:
         sf = _files.parse_segment_file_name(e.name)
         if sf is not None and sf.kind == _files.LOG_FILE_SUFFIX:
             return "partition"
-    try:
-        pd = _files.parse_partition_dir(os.path.basename(os.path.normpath(path)))
-        if not pd.kind:
-            return "partition"
-    except ValueError:
-        pass
     for e in entries:
         if e.kind != _fs.DIRECTORY:
             continue
@@ -350,6 +345,12 @@ def classify_dir(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:
                 return "root"
         except ValueError:
             pass
+    try:
+        pd = _files.parse_partition_dir(os.path.basename(os.path.normpath(path)))
+        if not pd.kind:
+            return "partition"
+    except ValueError:
+        pass
     return "other"
 
 

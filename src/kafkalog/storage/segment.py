@@ -57,6 +57,7 @@ from ..records import MemoryRecords
 __all__ = [
     "Segment",
     "StoreSegment",
+    "EmptySegment",
     "LogOffsetPosition",
     "TimestampAndOffset",
     "BatchHeader",
@@ -1545,3 +1546,37 @@ class StoreSegment(Segment):
         raise ValueError(f"segment {self._log_path} is in a store and read-only")
 
     delete = change_file_suffixes = _refuse
+
+
+class _NoFile:
+    """The ``.log`` of an :class:`EmptySegment`: no bytes, nothing opened."""
+
+    size = 0
+
+    def read(self, position: int, size: int) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        pass
+
+
+class EmptySegment(StoreSegment):
+    """A read-only segment that holds no batch and has no file: where a writable open of a
+    log creates an empty segment, a read-only open (which creates nothing) stands this in
+    its place, so both answer the same offsets.  That happens when every segment lies below
+    the root's checkpointed log start offset: Kafka, like the writable open, then drops them
+    and starts an empty log there.  Nothing is read or written; its indexes are empty."""
+
+    def __init__(self, directory: str, base_offset: int, *, index_interval_bytes: int = 4096,
+                 max_index_size: int = 10 * 1024 * 1024, clock=None) -> None:
+        from .logdir import SegmentFiles
+
+        log = _files.log_file(os.fspath(directory), base_offset)
+        super().__init__(directory, base_offset, fs=None,
+                         listed=SegmentFiles(base_offset, log, None, None, None), file=_NoFile(),
+                         index_interval_bytes=index_interval_bytes,
+                         max_index_size=max_index_size, clock=clock)
+
+    @property
+    def last_modified(self) -> int:
+        return self.created_ms

@@ -26,6 +26,30 @@ class _CliError(Exception):
     pass
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors in one line (not the whole usage first): the closest option
+    for a mistyped flag, else where the options are listed.  Exit status 2, as argparse's."""
+
+    def error(self, message: str):  # type: ignore[override]
+        hint = f"see '{self.prog} --help'"
+        if message.startswith("unrecognized arguments:"):
+            guess = self._closest_option(message.split(":", 1)[1].split())
+            if guess is not None:
+                hint = f"did you mean {guess}?"
+        self.exit(2, f"{self.prog}: error: {message} ({hint})\n")
+
+    def _closest_option(self, words: Sequence[str]) -> Optional[str]:
+        import difflib
+
+        known = [o for o in self._option_string_actions if o.startswith("--")]
+        for w in words:
+            if w.startswith("--"):
+                found = difflib.get_close_matches(w.split("=", 1)[0], known, n=1, cutoff=0.8)
+                if found:
+                    return found[0]
+        return None
+
+
 class _UsageError(_CliError):
     """A command line that names nothing to work on: exit status 2, like argparse's errors."""
 
@@ -262,7 +286,7 @@ def _add_stats(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kafkalog",
         description=(
             "Read, check and repair Apache Kafka log directories without a JVM. "

@@ -130,6 +130,13 @@ def _segment_files(directory: str) -> List[str]:
     return [p for _, p in logs] + [p for _, _, p in view.kraft_snapshots]
 
 
+def _no_base_offset(shown: str, suffix: str) -> str:
+    """The error for a segment file whose name does not start with its base offset."""
+    return (f"{shown}: the file name is not <20-digit offset>{suffix}: Kafka names a segment's "
+            "files after the segment's base offset (the offset of its first batch, e.g. "
+            f"00000000000000000000{suffix}); rename or copy the file to that name to dump it")
+
+
 def _partition_dirs(root: str) -> List[str]:
     return [p.path for p in _logdir.scan_root(root).live_partitions]
 
@@ -686,6 +693,8 @@ class Dumper:
                 elif suffix == ".txnindex":
                     self.dump_txn_index(arg, shown)
                 else:
+                    if not _logdir.exists(arg):  # missing, not unknown: say so, once
+                        raise DumpError(f"{shown}: no such file or directory")
                     if opts.json_output:
                         self._json({"type": "ignored", "file": shown})
                     else:
@@ -724,7 +733,7 @@ class Dumper:
             try:
                 base_offset = int(prefix)
             except ValueError:
-                raise DumpError(f'For input string: "{prefix}" (file name {name} is not <offset>.log)') from None
+                raise DumpError(_no_base_offset(shown, ".log")) from None
             header = f"Log starting offset: {base_offset}"
             info.update(kind="log", baseOffset=base_offset)
         elif name == "bootstrap.checkpoint":
@@ -1112,7 +1121,7 @@ class Dumper:
         try:
             base = int(prefix)
         except ValueError:
-            raise DumpError(f'For input string: "{prefix}" (file name {name} has no base offset)') from None
+            raise DumpError(_no_base_offset(shown, name[len(prefix):])) from None
         parent = os.path.dirname(java_abs_path(path))
         log_path = os.path.join(parent, prefix + ".log")
         try:

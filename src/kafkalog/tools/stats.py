@@ -23,6 +23,7 @@ from typing import IO, Any, Dict, List, Optional, Sequence
 from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, _segment_files, classify_dir
 from ..errors import KafkaLogError, MissingCodecError
 from ..storage import logdir as _logdir
+from .verify import framing_problem, no_segments_problem
 
 EXIT_MISSING_DEPENDENCY = MissingCodecError.exit_status
 from ..records import LegacyRecordBatch, RecordBatch
@@ -444,6 +445,9 @@ def segment_stats(path: str, deep: bool = True, progress: bool = False) -> Segme
                 mf.drop_before(pos)
         prog.finish()
         st.valid_bytes = pos
+        problem = framing_problem(buf, pos, size)
+        if problem is not None:  # bytes that are not batches: damage, as verify says
+            st.errors.append(f"position {pos}: {problem}")
     return st
 
 
@@ -460,7 +464,10 @@ def stats_for_paths(paths: Sequence[str], deep: bool = True, progress: bool = Fa
         if _logdir.isdir(p):
             kind = classify_dir(p)
             if kind == "partition":
-                groups.append((p, _logs_of(p)))
+                logs = _logs_of(p)
+                if not logs:
+                    raise ValueError(f"{p}: {no_segments_problem(_logdir.scan_partition(p))}")
+                groups.append((p, logs))
             elif kind == "root":
                 for d in _partition_dirs(p):
                     groups.append((d, _logs_of(d)))
@@ -512,10 +519,15 @@ def run_stats(paths: Sequence[str], *, json_output: bool = False, deep: bool = T
     for _name, total, _segs in results:
         unchecked += total.unchecked
         missing.extend(m for m in total.missing if m not in missing)
+    errors = sum(len(total.errors) for _name, total, _segs in results)
     for m in missing:
         err.write(f"kafkalog stats: missing dependency: {m}\n")
     if missing:
         err.write(f"kafkalog stats: {unchecked} batch(es) not read (exit status {EXIT_MISSING_DEPENDENCY})\n")
         err.flush()
-        return EXIT_MISSING_DEPENDENCY
-    return 0
+    if errors:  # damaged data fails the run, as it fails verify
+        err.write(f"kafkalog stats: error: {errors} error(s) in the data (listed with the "
+                  "statistics); kafkalog verify checks CRCs, offsets and indexes too\n")
+        err.flush()
+        return 1
+    return EXIT_MISSING_DEPENDENCY if missing else 0

@@ -43,7 +43,7 @@ from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, classify_d
 from ..errors import CorruptCheckpointError, CorruptSnapshotError, KafkaLogError, MissingCodecError
 from ..records import LegacyRecordBatch, RecordBatch
 
-__all__ = ["Problem", "Verifier", "run_verify"]
+__all__ = ["Problem", "Verifier", "framing_problem", "no_segments_problem", "run_verify"]
 
 EXIT_MISSING_DEPENDENCY = MissingCodecError.exit_status
 
@@ -56,6 +56,37 @@ _TIME_ENTRY = struct.Struct(">qi")
 _TXN_ENTRY = struct.Struct(">hqqqq")
 _INT_MAX = 2**31 - 1
 _DROP_EVERY = 32 * 1024 * 1024
+
+
+def framing_problem(buf, pos: int, size: int) -> Optional[str]:
+    """What stops a walk of log entries at ``pos`` (``size`` bytes in all): too few bytes for
+    an entry header, a size below the minimum, or an entry cut short; None when a whole entry
+    is there.  Bytes that are not entries are damage, for ``verify`` and ``stats`` alike."""
+    remaining = size - pos
+    if remaining <= 0:
+        return None
+    if remaining <= 17:
+        return f"{remaining} bytes at the end are too few for a batch header (a torn write)"
+    length = _ENTRY.unpack_from(buf, pos)[1]
+    if length < 14:
+        return (f"corrupt batch header: size {length} is below the minimum record overhead 14; "
+                f"the rest of the segment ({remaining} bytes) cannot be read")
+    if length + 12 > remaining:
+        return (f"truncated batch: {length + 12} bytes declared, {remaining} present (a torn "
+                "write; a broker truncates it on recovery)")
+    return None
+
+
+def no_segments_problem(view) -> str:
+    """Why a partition directory (a :class:`~kafkalog.storage.logdir.PartitionView`) given on
+    its own has nothing to read: it holds no ``.log`` segment."""
+    what = "an empty directory"
+    if view.orphan_indexes:
+        what = f"only {len(view.orphan_indexes)} index file(s) whose .log is missing"
+    elif view.snapshots or view.state_files or view.metadata or view.ignored:
+        what = "no .log file among its files"
+    return (f"no log segments to read: expected <20-digit offset>.log files in this partition "
+            f"directory ({what})")
 
 
 class Problem:
@@ -138,7 +169,7 @@ class Verifier:
         if _logdir.isdir(path):
             kind = classify_dir(path)
             if kind == "partition":
-                self.verify_partition(path)
+                self.verify_partition(path, alone=True)
             elif kind == "root":
                 self.verify_root(path)
             else:
@@ -225,13 +256,18 @@ class Verifier:
             self.error(path, str(e))
         return None
 
-    def verify_partition(self, directory: str) -> Optional[int]:
-        """Check one partition directory; returns its log end offset (None when unknown)."""
+    def verify_partition(self, directory: str, alone: bool = False) -> Optional[int]:
+        """Check one partition directory; returns its log end offset (None when unknown).
+        ``alone``: the directory was given on its own (not found in a root), so a directory
+        without a segment is an error: there is nothing to verify."""
         self.partitions += 1
         try:
             view = _logdir.scan_partition(directory)
         except OSError as e:
             self.error(directory, f"cannot list: {e.strerror or e}")
+            return None
+        if alone and not view.segments and not view.kraft_snapshots and not view.refused():
+            self.error(directory, no_segments_problem(view))
             return None
         for ig in view.ignored:
             if ig.kind != _fs.FILE and ig.kind != _fs.MISSING:
@@ -418,20 +454,16 @@ class Verifier:
             remaining = size - pos
             if remaining <= 17:
                 if remaining > 0:
-                    self.error(path, f"{remaining} bytes at the end are too few for a batch header "
-                                     "(a torn write)", pos)
+                    self.error(path, framing_problem(buf, pos, size), pos)
                 break
             offset, length = entry(buf, pos)
             if length < 14:
-                self.error(path, f"corrupt batch header: size {length} is below the minimum record "
-                                 f"overhead 14; the rest of the segment ({remaining} bytes) cannot be read",
-                           pos)
+                self.error(path, framing_problem(buf, pos, size), pos)
                 res.readable = False
                 break
             bsize = length + 12
             if bsize > remaining:
-                self.error(path, f"truncated batch: {bsize} bytes declared, {remaining} present "
-                                 "(a torn write; a broker truncates it on recovery)", pos, offset)
+                self.error(path, framing_problem(buf, pos, size), pos, offset)
                 break
             magic = buf[pos + 16]
             batches += 1
