@@ -26,8 +26,9 @@ WORK="${KAFKALOG_PACKAGE_DIR:-$(mktemp -d -t kafkalog-package.XXXXXX)}"
 mkdir -p "$WORK"
 BUDGET="${KAFKALOG_WHEEL_BUDGET:-1572864}"   # 1.5 MiB per wheel
 PACKAGE_TESTS=(tests/test_parity.py tests/test_api.py tests/test_crc.py tests/test_varint.py tests/cli/test_cli.py)
-# what the subset imports besides kafkalog and its extras "codecs" (installed with the artifact)
-SUBSET_REQUIREMENTS=("pytest>=8" "hypothesis>=6.100")
+# what the subset imports besides kafkalog and its extra "codecs" (installed with the artifact):
+# test tools, and the peer codecs test_parity compares with
+SUBSET_REQUIREMENTS=("pytest>=8" "hypothesis>=6.100" "aiokafka>=0.11" "kafka-python>=2.0.3")
 START=$SECONDS
 step() { echo "== package [$((SECONDS - START))s]: $*"; }
 fail() { echo "PACKAGE CHECK FAILED: $*" >&2; exit 1; }
@@ -128,11 +129,34 @@ PYEOF
         tail -40 "$log"; fail "the suite against $venv ($impl) (whole output: $log)"
     fi
 }
-# pipi VENV [pip flags] ARTIFACT: install the artifact with its dependencies and the "codecs" extra
+# requirements ARTIFACT: what the artifact's own metadata requires with the extra "codecs"
+requirements() {
+    "$T/python" - "$1" <<'PYEOF'
+import sys, tarfile, zipfile
+from email.parser import Parser
+from packaging.requirements import Requirement
+path = sys.argv[1]
+if path.endswith(".whl"):
+    z = zipfile.ZipFile(path)
+    text = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+else:
+    t = tarfile.open(path)
+    pkg_info = next(m for m in t.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO"))
+    text = t.extractfile(pkg_info).read().decode()
+for r in Parser().parsestr(text).get_all("Requires-Dist") or []:
+    req = Requirement(r)
+    if req.name != "kafkalog" and (req.marker is None or req.marker.evaluate({"extra": "codecs"})):
+        print(str(req).split(";")[0])
+PYEOF
+}
+# pipi VENV [pip flags] ARTIFACT: install the artifact's requirements (with "codecs"), then the
+# artifact itself, built here and never taken from pip's wheel cache (the sdist steps must build)
 pipi() {
-    local venv="$1" artifact="${*: -1}"
-    "$WORK/$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
-        "${@:2:$#-2}" "kafkalog[codecs] @ file://$artifact"
+    local py="$WORK/$1/bin/python" artifact="${*: -1}" reqs
+    mapfile -t reqs < <(requirements "$artifact")
+    (( ${#reqs[@]} )) || fail "no requirements read from $artifact"
+    "$py" -m pip install --disable-pip-version-check --progress-bar off "${reqs[@]}"
+    "$py" -m pip install --disable-pip-version-check --progress-bar off --no-cache-dir --no-deps "${@:2}"
 }
 
 step "wheel: install into a fresh venv, run the subset (compiled, then pure)"

@@ -57,7 +57,6 @@ def test_packaging_venvs_see_no_outer_site_packages():
     script = "\n".join(line for line in (ROOT / "scripts" / "package.sh").read_text().splitlines()
                        if not line.lstrip().startswith("#"))
     assert "--system-site-packages" not in script
-    assert "--no-deps" not in script
 
 
 def test_conformance_skip_points_at_a_readme_section():
