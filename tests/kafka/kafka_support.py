@@ -1,0 +1,373 @@
+"""Apache Kafka itself, run by the tests: its jars, a single-node KRaft broker, and a small
+Java client (``KafkaTool.java``) on the same classpath.
+
+* The jars are the runtime classpath named by ``pom.xml``, fetched with Maven into a cache
+  outside the checkout: ``$KAFKALOG_KAFKA_CACHE`` (default ``~/.cache/kafkalog/kafka``)
+  ``/<kafka version>/libs``.  A marker file holding the pom's hash says the copy is complete,
+  so a rerun downloads nothing.  Fetch them ahead of a test run with
+  ``python tests/kafka/kafka_support.py fetch`` (prints the libs directory).
+* :class:`Broker` formats a log directory (``kafka.tools.StorageTool format``, a random cluster
+  id) and starts ``kafka.Kafka server.properties``: one process that is broker and controller,
+  listening on free 127.0.0.1 ports, its log (log4j2) in ``<work>/broker.log``.  ``stop()``
+  sends SIGTERM (a clean shutdown), ``kill()`` SIGKILL (an unclean one), by pid.
+* :func:`run_tool` runs ``KafkaTool`` (compiled once into the cache) with a JSON spec on
+  stdin and returns its JSON-line output.
+
+Only a missing ``java``/``javac``/``mvn`` or an unreachable Maven Central is a reason to skip
+(:class:`Unavailable`); anything else that goes wrong fails the test.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+HERE = Path(__file__).resolve().parent
+POM = HERE / "pom.xml"
+TOOL_SOURCE = HERE / "KafkaTool.java"
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+MAVEN_CENTRAL = ("repo.maven.apache.org", 443)
+
+
+class Unavailable(Exception):
+    """Kafka cannot be run here for a reason that is not a fault of the code under test."""
+
+
+def kafka_version() -> str:
+    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
+    assert m, f"no <kafka.version> in {POM}"
+    return m.group(1)
+
+
+KAFKA_VERSION = kafka_version()
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("KAFKALOG_KAFKA_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "kafkalog", "kafka")
+    return Path(root) / KAFKA_VERSION
+
+
+def _digest(*paths: Path) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _which(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise Unavailable(f"{name} is not on PATH (the Kafka tests need Java 17+ and Maven)")
+    return path
+
+
+def _central_reachable(timeout: float = 10.0) -> bool:
+    try:
+        with socket.create_connection(MAVEN_CENTRAL, timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class _FileLock:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+
+    def __enter__(self):
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def fetch_jars() -> Path:
+    """The directory of the broker's jars, fetched with Maven on first use (then reused)."""
+    libs = cache_dir() / "libs"
+    marker = cache_dir() / "libs.complete"
+    digest = _digest(POM)
+    if marker.is_file() and marker.read_text().strip() == digest and libs.is_dir():
+        return libs
+    mvn = _which("mvn")
+    with _FileLock(cache_dir() / ".lock"):
+        if marker.is_file() and marker.read_text().strip() == digest and libs.is_dir():
+            return libs
+        tmp = cache_dir() / f"libs.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        proc = subprocess.run(
+            [mvn, "-B", "-q", "-f", str(POM), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+             "-DincludeScope=runtime", f"-DoutputDirectory={tmp}"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not _central_reachable():
+                raise Unavailable(
+                    f"Maven Central ({MAVEN_CENTRAL[0]}) is unreachable and the Kafka "
+                    f"{KAFKA_VERSION} jars are not cached in {libs}")
+            raise RuntimeError(f"mvn could not fetch the Kafka jars:\n{proc.stdout[-4000:]}")
+        if marker.exists():
+            marker.unlink()
+        shutil.rmtree(libs, ignore_errors=True)
+        os.rename(tmp, libs)
+        marker.write_text(digest + "\n")
+    return libs
+
+
+def classpath(libs: Path) -> str:
+    return str(libs / "*")
+
+
+def tool_classes(libs: Path) -> Path:
+    """KafkaTool compiled once (per version of its source) into the cache."""
+    out = cache_dir() / f"tool-{_digest(TOOL_SOURCE, POM)}"
+    if (out / "KafkaTool.class").is_file():
+        return out
+    javac = _which("javac")
+    with _FileLock(cache_dir() / ".lock"):
+        if (out / "KafkaTool.class").is_file():
+            return out
+        tmp = cache_dir() / f"tool.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        proc = subprocess.run([javac, "-cp", classpath(libs), "-d", str(tmp), str(TOOL_SOURCE)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"javac {TOOL_SOURCE.name} failed:\n{proc.stdout[-4000:]}")
+        os.rename(tmp, out)
+    return out
+
+
+def java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.exists(os.path.join(home, "bin", "java")):
+        return os.path.join(home, "bin", "java")
+    return _which("java")
+
+
+def prepare() -> Dict[str, Path]:
+    """Everything the Kafka tests need on disk: the jars and the compiled tool (or
+    :class:`Unavailable`)."""
+    java()
+    libs = fetch_jars()
+    return {"libs": libs, "tool": tool_classes(libs)}
+
+
+# -- the tool ------------------------------------------------------------------------------------
+_CLIENT_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
+
+
+def tool_command(env: Dict[str, Path]) -> List[str]:
+    cp = os.pathsep.join([str(env["tool"]), classpath(env["libs"])])
+    return [java(), *_CLIENT_JVM, "-cp", cp, "KafkaTool"]
+
+
+def parse_lines(text: str) -> List[Dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def run_tool(env: Dict[str, Path], spec: Dict[str, Any], timeout: float = 180) -> List[Dict[str, Any]]:
+    """Run KafkaTool on ``spec``; its JSON lines (a non-zero exit raises with its stderr)."""
+    proc = subprocess.run(tool_command(env), input=json.dumps(spec), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"KafkaTool failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
+    return parse_lines(proc.stdout)
+
+
+# -- the broker ----------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {path}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.apache.name = org.apache.kafka
+logger.apache.level = INFO
+"""
+
+_BROKER_JVM = ["-Xmx512m", "-Xms128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+               "-Djava.awt.headless=true"]
+
+
+class Broker:
+    """A single-node KRaft Kafka (broker + controller in one process) in ``work``.
+
+    ``log_dir`` holds the partitions (and ``__cluster_metadata-0``); ``log_path`` is the
+    broker's own log.  ``overrides`` replace or add server properties for the next start."""
+
+    def __init__(self, env: Dict[str, Path], work: Path, overrides: Optional[Dict[str, Any]] = None):
+        self.env = env
+        self.work = Path(work)
+        self.log_dir = self.work / "data"
+        self.log_path = self.work / "broker.log"
+        self.console_path = self.work / "broker.console"
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.overrides = dict(overrides or {})
+        self.proc: Optional[subprocess.Popen] = None
+        self.cluster_id: Optional[str] = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def properties(self) -> Dict[str, Any]:
+        props: Dict[str, Any] = {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.log_dir),
+            "num.partitions": 1,
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": 1,
+            "offsets.topic.num.partitions": 1,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "transaction.state.log.num.partitions": 1,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            "group.initial.rebalance.delay.ms": 0,
+            "num.network.threads": 2,
+            "num.io.threads": 2,
+            "background.threads": 2,
+            "num.recovery.threads.per.data.dir": 1,
+            "log.cleaner.threads": 1,
+            "log.cleaner.dedupe.buffer.size": 8 << 20,
+            "log.cleaner.backoff.ms": 300,
+            "log.initial.task.delay.ms": 0,
+            "log.retention.check.interval.ms": 500,
+        }
+        props.update(self.overrides)
+        return props
+
+    def _write_config(self) -> Path:
+        self.work.mkdir(parents=True, exist_ok=True)
+        cfg = self.work / "server.properties"
+        cfg.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        (self.work / "log4j2.properties").write_text(_LOG4J2.format(path=self.log_path))
+        return cfg
+
+    def _java(self, main: str, *args: str) -> List[str]:
+        return [java(), *_BROKER_JVM,
+                f"-Dlog4j2.configurationFile={self.work / 'log4j2.properties'}",
+                "-cp", classpath(self.env["libs"]), main, *args]
+
+    def format(self) -> None:
+        cfg = self._write_config()
+        self.cluster_id = base64_uuid()
+        proc = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                                         "-c", str(cfg)),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"kafka-storage format failed:\n{proc.stdout[-4000:]}")
+
+    def start(self, timeout: float = 120) -> None:
+        assert self.proc is None, "already started"
+        cfg = self._write_config()
+        started_at = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.console_path, "ab") as console:
+            self.proc = subprocess.Popen(self._java("kafka.Kafka", str(cfg)), stdout=console,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                rc, self.proc = self.proc.returncode, None
+                raise RuntimeError(f"the broker exited ({rc}) while starting:\n{self.log_tail()}")
+            if "Kafka Server started" in self.log_text(started_at) and self._answers():
+                return
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"the broker did not start in {timeout}s:\n{self.log_tail()}")
+            time.sleep(0.2)
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def log_text(self, since: int = 0) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(since)
+                return f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, n: int = 6000) -> str:
+        text = self.log_text()
+        console = self.console_path.read_text(errors="replace") if self.console_path.exists() else ""
+        return text[-n:] + ("\n--- console ---\n" + console[-2000:] if console.strip() else "")
+
+    def stop(self, timeout: float = 120) -> None:
+        """SIGTERM: Kafka's clean shutdown (every log closed, ``.kafka_cleanshutdown`` written)."""
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise RuntimeError(f"the broker did not stop in {timeout}s:\n{self.log_tail()}")
+        if rc not in (0, 143):
+            raise RuntimeError(f"the broker exited with {rc} on SIGTERM:\n{self.log_tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL: an unclean shutdown (nothing flushed or closed by the broker)."""
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def partition_dir(self, topic: str, partition: int = 0) -> Path:
+        return self.log_dir / f"{topic}-{partition}"
+
+
+def base64_uuid() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["fetch"]:
+        sys.exit("usage: python tests/kafka/kafka_support.py fetch")
+    try:
+        print(prepare()["libs"])
+    except Unavailable as e:
+        sys.exit(f"unavailable: {e}")
