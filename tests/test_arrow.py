@@ -594,7 +594,9 @@ def test_read_committed(twin, tmp_path):
     d = tmp_path / "t-0"
     d.mkdir()
     (d / "00000000000000000000.log").write_bytes(txn_batch(0, 5) + plain_batch(3))
-    (d / "00000000000000000005.log").write_bytes(plain_batch(5))
+    # the ABORT marker ends the transaction in the data too: without it the transaction would
+    # still be open and the last stable offset 0 (as for Kafka)
+    (d / "00000000000000000005.log").write_bytes(plain_batch(5) + control_batch(7, 5, abort=True))
     idx = TransactionIndex(5, str(d / "00000000000000000005.txnindex"))
     idx.append(AbortedTxn(5, 0, 7, 0))
     idx.close()

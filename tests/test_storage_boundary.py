@@ -64,3 +64,42 @@ def test_the_check_sees_calls():
     """The scan itself works: the model's own calls are found."""
     seen = {(rel, name) for rel, name, _ in _calls()}
     assert ("storage/fs.py", "os.scandir") in seen and ("storage/fs.py", "os.open") in seen
+
+
+# -- one read model (issue 27) -------------------------------------------------------------------
+# What only the storage package may do: parse the bytes of .txnindex entries and control-record
+# keys (their struct layouts, owned by storage/index.py and control.py), and compute the log's
+# read semantics (last stable offset, aborted transactions, log start/end, timestamp lookups),
+# which storage/log_view.py answers for every reader.
+READ_MODEL_MARKERS = {
+    '">hqqqq"': "the .txnindex entry layout (storage/index.py parses it)",
+    '">hh"': "the control-record key layout (control.py parses it)",
+    "first_unstable_offset(": "the last stable offset (LogView.last_stable_offset)",
+    "collect_aborted_txns(": "aborted transactions (LogView.collect_aborted_transactions)",
+    "all_aborted_txns(": "aborted transactions (LogView.collect_aborted_transactions)",
+    "_entries_with_position(": "the .txnindex entries (storage/index.py)",
+    "find_offset_by_timestamp(": "timestamp lookups (LogView.offset_for_timestamp)",
+    "translate_offset(": "offset to position (LogView.position_of)",
+    "read_next_offset(": "the log end offset (LogView.log_end_offset)",
+}
+# The owners, and the Spark connector: src/kafkalog/spark/ is migrated onto LogView separately
+# and is the one module tree still outside this rule.
+READ_MODEL_OWNERS = ("storage/", "control.py", "spark/")
+
+
+def test_only_storage_computes_the_read_model():
+    stray = []
+    for dirpath, _dirs, names in os.walk(PKG):
+        for n in names:
+            if not n.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, n)
+            rel = os.path.relpath(path, PKG).replace(os.sep, "/")
+            if rel.startswith(READ_MODEL_OWNERS):
+                continue
+            with open(path, encoding="utf-8") as f:
+                for lineno, line in enumerate(f, 1):
+                    for marker, what in READ_MODEL_MARKERS.items():
+                        if marker in line:
+                            stray.append(f"{rel}:{lineno}: {marker} -- {what}")
+    assert stray == [], "ask kafkalog.storage (LogView, index.py, control.py):\n" + "\n".join(stray)

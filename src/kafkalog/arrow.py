@@ -49,9 +49,15 @@ Semantics (those of :class:`~kafkalog.MemoryRecords`): every magic (0, 1, 2) and
 partial entry at the end of a buffer or file ends decoding without error; control batches are
 skipped unless ``include_control=True`` (their CRC is still checked); ``check_crcs`` (default
 on) verifies every batch's CRC; ``read_committed=True`` drops the transactional batches of
-aborted transactions, known from the ``.txnindex`` files next to a segment and from the ABORT
-markers in the data (or given as ``aborted_transactions``).  Records of transactions still open
-at the end of the data are kept (no last stable offset is known for files).  Unrequested
+aborted transactions (or those given as ``aborted_transactions``).  A partition directory (or a
+log root) is read through :class:`kafkalog.storage.log_view.LogView`, the same read model as
+:class:`~kafkalog.storage.log.Log`: rows from the log start offset (the log-start checkpoint) to
+the log end offset, read_committed stops at the last stable offset and knows aborted
+transactions from the transaction indexes only (as Kafka), and a batch inside the log that
+cannot be framed raises CorruptRecordError naming file, position and offset.  A segment file
+or a buffer knows them from the ABORT markers in the data (and, for a segment file of a
+partition directory, its log's transaction indexes); records of transactions still open at the
+end of such data are kept (no last stable offset is known for loose files).  Unrequested
 columns cost no copying (records are still fully validated).  Malformed input raises the same
 :class:`~kafkalog.KafkaLogError` subclasses as the record API, with ``position`` and ``offset``
 (and ``path`` for files).  A header key that is not valid UTF-8 is decoded with U+FFFD
@@ -83,7 +89,7 @@ import pyarrow.compute as pc  # noqa: E402
 
 from . import _speedups
 from ._format import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
-from .errors import CorruptIndexError, KafkaLogError
+from .errors import KafkaLogError
 
 if _speedups.IMPLEMENTATION == "cython":
     try:
@@ -208,19 +214,17 @@ class _Segment:
     """One thing to decode: an in-memory buffer, a file (mapped when decoded) or a
     :class:`kafkalog.storage.log.Log` (read through :meth:`~kafkalog.storage.log.Log.read`)."""
 
-    __slots__ = ("buffer", "path", "topic", "partition", "log", "fs", "base_offset",
-                 "offset_index")
+    __slots__ = ("buffer", "path", "topic", "partition", "log", "fs", "directory")
 
     def __init__(self, buffer=None, path=None, topic=None, partition=None, log=None, fs=None,
-                 base_offset=None, offset_index=None):
+                 directory=None):
+        self.directory = directory  # a partition directory, read through its LogView
         self.buffer = buffer
         self.path = path
         self.topic = topic
         self.partition = partition
         self.log = log
         self.fs = fs  # kafkalog.storage.fs.FileSystem of path (None: the local one)
-        self.base_offset = base_offset
-        self.offset_index = offset_index
 
 
 def _is_log(obj) -> bool:
@@ -240,17 +244,6 @@ def _tp_of_dir(directory: str):
         return None, None
 
 
-def _segment_logs(directory: str, fs=None) -> List[Tuple[int, str]]:
-    return [(s.base_offset, s.log) for s in _segment_files(directory, fs)]
-
-
-def _segment_files(directory: str, fs=None):
-    from .storage.fs import LOCAL
-    from .storage.logdir import scan_partition
-
-    return _readable_segments(scan_partition(directory, fs or LOCAL))
-
-
 def _readable_segments(view):
     """The segments of a :class:`~kafkalog.storage.logdir.PartitionView`; a segment name that
     cannot be read (a FIFO, a directory...) raises: never skipped silently."""
@@ -263,8 +256,8 @@ def _readable_segments(view):
 
 
 def _directory_segments(directory: str, fs=None, refuse_empty: bool = True) -> List["_Segment"]:
-    """The segments of a partition directory, or of a log root (a broker's ``log.dirs`` entry,
-    whatever its name: ``kafka-logs-1`` is one too): those of every live
+    """The partitions to read in a partition directory, or in a log root (a broker's
+    ``log.dirs`` entry, whatever its name: ``kafka-logs-1`` is one too): every live
     ``<topic>-<partition>`` directory in it, by topic then partition, each with its topic and
     partition.  A directory without segments named ``<topic>-<partition>`` is an empty
     partition; one that is nothing of these is refused with ``refuse_empty``: reading it would
@@ -275,15 +268,8 @@ def _directory_segments(directory: str, fs=None, refuse_empty: bool = True) -> L
     fs = fs or LOCAL
     view = scan_partition(directory, fs)
     t, p = _tp_of_dir(directory)
-
-    def segments(files, topic, partition):
-        return [_Segment(path=s.log, topic=topic, partition=partition,
-                         fs=None if fs.is_local() else fs, base_offset=s.base_offset,
-                         offset_index=s.offset_index) for s in files]
-
-    files = _readable_segments(view)
-    if files:
-        return segments(files, t, p)
+    if _readable_segments(view):
+        return [_Segment(directory=directory, topic=t, partition=p, fs=fs)]
     refs = []
     if any(ig.kind == DIRECTORY for ig in view.ignored):  # subdirectories: a log root?
         refs = scan_root(directory, fs).live_partitions
@@ -291,8 +277,9 @@ def _directory_segments(directory: str, fs=None, refuse_empty: bool = True) -> L
         out: List[_Segment] = []
         for ref in refs:
             tp = ref.topic_partition
-            out += segments(_readable_segments(scan_partition(ref.path, fs)), tp.topic,
-                            tp.partition)
+            if _readable_segments(scan_partition(ref.path, fs)):
+                out.append(_Segment(directory=ref.path, topic=tp.topic, partition=tp.partition,
+                                    fs=fs))
         return out
     if refuse_empty and t is None:
         from .errors import KafkaStorageError
@@ -378,7 +365,11 @@ class _Opened:
             return self.seg.buffer
         from .storage.logdir import open_file
 
-        self._f = open_file(self.seg.path)  # regular files only; KafkaStorageError otherwise
+        fs = self.seg.fs
+        if fs is not None and not fs.is_local():
+            self._f = fs.open_read(self.seg.path)
+        else:
+            self._f = open_file(self.seg.path)  # regular files only; KafkaStorageError otherwise
         buf = self._f.map()
         if buf is None:  # a backend without local pages
             buf = self._f.read(0, self._f.size)
@@ -391,238 +382,10 @@ class _Opened:
         return False
 
 
-# -- read_committed: aborted transactions ---------------------------------------------------------
-def _txnindex_aborted(directory: str, fs=None) -> List[Tuple[int, int, int]]:
-    from .storage.index import TransactionIndex
-    from .storage.logdir import scan_partition
-
-    out = []
-    if fs is not None and not fs.is_local():
-        return _remote_txnindex_aborted(directory, fs)
-    for seg in scan_partition(directory).segments:
-        if seg.txn_index is None:
-            continue
-        idx = TransactionIndex(seg.base_offset, seg.txn_index, writable=False)
-        try:
-            out.extend(
-                (t.producer_id, t.first_offset, t.last_offset) for t in idx.all_aborted_txns()
-            )
-        finally:
-            idx.close()
-    return out
-
-
-
-_MAX_ENTRY = 2**31 - 1
-
-
 def _block_size(storage_options) -> int:
     from .storage.fs import DEFAULT_BLOCK_SIZE
 
     return int((storage_options or {}).get("block_size", DEFAULT_BLOCK_SIZE))
-
-
-def _min_offset(c) -> int:
-    a = pa.Array.from_buffers(pa.int64(), c.num_rows, [None, _buf(c.offset)], null_count=0)
-    return pc.min(a).as_py()
-
-
-def _prune_segments(segments: List["_Segment"], start_offset, end_offset) -> List["_Segment"]:
-    """Drop the segments of a partition that cannot hold offsets in [start, end): a segment
-    holds offsets from its base offset up to the next segment's base offset (in the same
-    directory: a log root lists several partitions one after the other)."""
-    from .storage.fs import parent
-
-    out = []
-    for i, seg in enumerate(segments):
-        if seg.base_offset is None:
-            out.append(seg)
-            continue
-        if end_offset is not None and seg.base_offset >= end_offset:
-            continue
-        nxt = None
-        if i + 1 < len(segments) and segments[i + 1].path is not None \
-                and parent(segments[i + 1].path) == parent(seg.path):
-            nxt = segments[i + 1].base_offset
-        if start_offset is not None and nxt is not None and nxt <= start_offset:
-            continue
-        out.append(seg)
-    return out
-
-
-def _remote_txnindex_aborted(directory: str, fs) -> List[Tuple[int, int, int]]:
-    """The aborted transactions of every ``.txnindex`` of a remote partition directory (each
-    index read whole: 34 bytes per aborted transaction)."""
-    import struct
-
-    from .storage.logdir import scan_partition
-
-    entry = struct.Struct(">hqqqq")
-    out = []
-    for seg in scan_partition(directory, fs).segments:
-        if seg.txn_index is None:
-            continue
-        with fs.open_read(seg.txn_index) as f:
-            data = f.read(0, f.size - f.size % 34)
-        for j in range(0, len(data), 34):
-            version, pid, first, last, _ = entry.unpack_from(data, j)
-            if (version >> 8) & 0xFF != 0:
-                raise CorruptIndexError(
-                    f"Unexpected aborted transaction version {(version >> 8) & 0xFF} in "
-                    f"transaction index {seg.txn_index}, current version is 0",
-                    position=j, path=seg.txn_index)
-            out.append((pid, first, last))
-    return out
-
-
-def _index_position(seg: "_Segment", start_offset: int, size: int) -> int:
-    """Where to start scanning ``seg`` for ``start_offset``: the position of the offset-index
-    entry with the largest offset <= ``start_offset`` (0 without a usable index), looked up
-    with :class:`kafkalog.storage.index.OffsetIndex` (in a store: its entries fetched, not its
-    preallocated tail).  The index is only a hint: a position past the end is ignored, and
-    rows before ``start_offset`` are filtered out afterwards."""
-    from .storage import logdir
-
-    if seg.offset_index is None or seg.base_offset is None or start_offset <= seg.base_offset:
-        return 0
-    files = logdir.SegmentFiles(seg.base_offset, seg.path, seg.offset_index, None, None)
-    try:
-        idx = logdir.offset_index(files, seg.fs)
-    except KafkaLogError:
-        return 0
-    try:
-        best = idx.lookup(start_offset).position
-    except KafkaLogError:
-        return 0
-    finally:
-        idx.close()
-    if best < 0 or best > size:
-        return 0
-    return best
-
-
-def _entry_header(buf, p: int):
-    """(offset, total size) of the log entry at ``p`` of ``buf`` (its 12-byte log overhead)."""
-    off = int.from_bytes(buf[p:p + 8], "big", signed=True)
-    length = int.from_bytes(buf[p + 8:p + 12], "big", signed=True)
-    return off, 12 + length
-
-
-def _windows(f, start: int, block: int, end_offset: Optional[int], max_entry: int, first=None):
-    """``(position, buffer)`` windows of whole log entries of the open file ``f`` from byte
-    ``start``: about ``block`` bytes each, the next range fetched in the background while the
-    caller decodes (memory: two blocks and one entry).  Stops after the first entry whose
-    offset is >= ``end_offset``.  The last window also holds a partial trailing entry, so the
-    decoder sees what it would see in the whole file.  ``first``: a future of the first
-    range's bytes, already requested (the next segment, fetched while this one decoded)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    size = f.size
-    fetch = getattr(f, "fetch", None) or f.read
-    pool = ThreadPoolExecutor(1)
-    # a pruned read (end_offset) starts with a small range and doubles it: the few entries it
-    # wants are often in the first one; a full read fetches whole blocks from the start
-    cur = block if end_offset is None else min(block, 64 * 1024)
-    try:
-        pos = start  # file position of buf[0]
-        nxt = min(size, start + cur)
-        buf = None
-        if first is not None:
-            try:
-                buf = first.result()
-            except Exception:  # fetched again below: the error is raised from this thread
-                buf = None
-            if buf is not None and len(buf) != nxt - start:
-                buf = None
-        if buf is None:
-            buf = fetch(start, nxt - start) if nxt > start else b""
-        cur = min(block, cur * 2)
-        fut = pool.submit(fetch, nxt, cur) if nxt < size and end_offset is None else None
-        while True:
-            p = 0
-            stop = False
-            final = False
-            n = len(buf)
-            while p + 12 <= n:
-                off, total = _entry_header(buf, p)
-                if total < 26 or total > max_entry + 12 or pos + p + total > size:
-                    final = True  # bad, too large or truncated: the decoder says what
-                    break
-                if p + total > n:
-                    break
-                p += total
-                if end_offset is not None and off >= end_offset:
-                    stop = True
-                    break
-            if stop:
-                yield pos, memoryview(buf)[:p]
-                return
-            if final or nxt >= size:
-                yield pos, buf
-                return
-            if p:
-                yield pos, memoryview(buf)[:p]
-            rest = buf[p:]
-            need = 0
-            if len(rest) >= 12:
-                need = _entry_header(rest, 0)[1] - len(rest)
-            if fut is not None:
-                more = fut.result()
-            else:
-                more = fetch(nxt, max(cur, need))
-                cur = min(block, cur * 2)
-            nxt += len(more)
-            if len(more) < need and nxt < size:
-                extra = fetch(nxt, need - len(more))
-                more += extra
-                nxt += len(extra)
-            fut = pool.submit(fetch, nxt, cur) if nxt < size else None
-            cur = min(block, cur * 2)
-            pos += p
-            buf = bytes(rest) + more
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _marker_aborted(buf, start: int = 0, stop: Optional[int] = None,
-                    open_txn: Optional[Dict[int, int]] = None) -> List[Tuple[int, int, int]]:
-    """Aborted transactions visible in the data: (producer id, first offset of the transaction
-    in the data, offset of its ABORT marker).  ``open_txn`` carries the transactions still
-    open from one piece of a segment to the next."""
-    from .records import RecordBatch
-
-    mv = memoryview(buf)
-    if mv.ndim != 1 or mv.itemsize != 1:
-        mv = mv.cast("B")
-    n = len(mv)
-    stop = n if stop is None else min(stop, n)
-    if open_txn is None:
-        open_txn = {}
-    out = []
-    pos = start
-    while pos < stop and n - pos >= 61:
-        offset, size = struct.unpack_from(">qi", mv, pos)
-        if size < 14 or n - pos < size + 12:
-            break
-        if mv[pos + 16] == 2 and size + 12 >= 61:
-            attrs = mv[pos + 22]
-            if attrs & 0x10:
-                pid = struct.unpack_from(">q", mv, pos + 43)[0]
-                if attrs & 0x20:
-                    try:
-                        recs = RecordBatch(mv, pos, check_crc=False).records()
-                    except KafkaLogError:
-                        recs = []
-                    key = recs[0].key if recs else None
-                    if key is not None and len(key) >= 4:
-                        ctype = struct.unpack_from(">h", key, 2)[0]
-                        first = open_txn.pop(pid, None)
-                        if ctype == 0 and first is not None:
-                            out.append((pid, first, offset))
-                else:
-                    open_txn.setdefault(pid, offset)
-        pos += size + 12
-    return out
 
 
 # -- building arrays from a chunk -------------------------------------------------------------------
@@ -777,13 +540,13 @@ def _decode_segments(
     names = _column_names(columns, batch_metadata)
     ts_type, scale = _timestamp_type(timestamp_unit)
     out_schema = schema(names, timestamp_unit=timestamp_unit)
-    pruned = start_offset is not None or end_offset is not None
-    # offset pruning filters rows by offset: decode the offset column even when not asked for
+    segments = _resolve(source, topic, partition, storage_options)
+    # rows are filtered by offset (an offset range, a partition's log start and end): decode
+    # the offset column even when not asked for
+    pruned = start_offset is not None or end_offset is not None \
+        or any(seg.directory is not None for seg in segments)
     dnames = names if (not pruned or "offset" in names) else names + ["offset"]
     d_schema = out_schema if dnames is names else schema(dnames, timestamp_unit=timestamp_unit)
-    segments = _resolve(source, topic, partition, storage_options)
-    if pruned:
-        segments = _prune_segments(segments, start_offset, end_offset)
     if (start_position or stop_position is not None) and len(segments) != 1:
         raise ValueError("start_position/stop_position need a single buffer or segment file")
     for seg in segments:
@@ -798,101 +561,105 @@ def _decode_segments(
     if max_bytes is not None and max_bytes < 1:
         raise ValueError("max_bytes must be >= 1")
 
-    txn_cache: Dict[str, List[Tuple[int, int, int]]] = {}
+    def new_decoder(aborted) -> Any:
+        return _core.Decoder(
+            bits,
+            check_crcs=check_crcs,
+            include_control=include_control,
+            max_batch_size=max_batch_size,
+            max_decompressed_size=max_decompressed_size,
+            timestamp_scale=scale,
+            aborted=aborted,
+        )
 
-    def aborted_for(seg: _Segment, buf):
-        if not read_committed:
-            return None
-        if aborted_transactions is not None:
-            return list(aborted_transactions)
-        if buf is None:  # a remote segment: one pass over its ranges for the markers
-            found = []
-            open_txn: Dict[int, int] = {}
-            with seg.fs.open_read(seg.path) as f:
-                for wpos, win in _windows(f, start_position or 0, block, None, _MAX_ENTRY):
-                    stop = None if stop_position is None else max(0, stop_position - wpos)
-                    found += _marker_aborted(win, 0, stop, open_txn)
-        else:
-            found = _marker_aborted(buf, start_position or 0, stop_position)
-        if seg.path is not None:
-            from .storage.fs import parent
-
-            d = parent(seg.path)
-            if d not in txn_cache:
-                txn_cache[d] = _txnindex_aborted(d, seg.fs)
-            found += txn_cache[d]
-        return found
-
-    def emit(c, seg: _Segment, base: int = 0) -> Iterator[pa.RecordBatch]:
+    def emit(c, seg: _Segment, base: int = 0, lo=start_offset, hi=end_offset
+             ) -> Iterator[pa.RecordBatch]:
         rb = _chunk_to_batch(c, dnames, d_schema, ts_type, seg)
         if base and "position" in dnames:
             i = dnames.index("position")
             rb = rb.set_column(i, d_schema.field(i), pc.add(rb.column(i), base))
-        if pruned:
+        if lo is not None or hi is not None:
             offs = rb.column(dnames.index("offset"))
             mask = None
-            if start_offset is not None:
-                mask = pc.greater_equal(offs, start_offset)
-            if end_offset is not None:
-                m2 = pc.less(offs, end_offset)
+            if lo is not None:
+                mask = pc.greater_equal(offs, lo)
+            if hi is not None:
+                m2 = pc.less(offs, hi)
                 mask = m2 if mask is None else pc.and_(mask, m2)
-            rb = rb.filter(mask)
-            if dnames is not names:
-                rb = pa.RecordBatch.from_arrays(rb.columns[: len(names)], schema=out_schema)
-            if rb.num_rows == 0:
-                return
+            if not pc.all(mask).as_py():
+                rb = rb.filter(mask)
+        if dnames is not names:
+            rb = pa.RecordBatch.from_arrays(rb.columns[: len(names)], schema=out_schema)
+        if rb.num_rows == 0:
+            return
         yield from _bounded(rb, max_rows)
 
-    full_read = (start_offset is None and end_offset is None and not start_position
-                 and stop_position is None and not read_committed)
-    ahead: Dict[int, Any] = {}
-    ahead_pool: List[Any] = []
+    def decode_all(dec, buf, seg, path, base, start, stop, lo, hi) -> Iterator[pa.RecordBatch]:
+        pos = start
+        while True:
+            try:
+                c = dec.decode(buf, pos, stop, max_rows, max_bytes)
+            except KafkaLogError as e:
+                e.located(path, base)
+                raise
+            if c.num_rows:
+                yield from emit(c, seg, base, lo, hi)
+            if c.done or c.next_position == pos:
+                break
+            pos = c.next_position
 
-    def fetch_first(seg: _Segment) -> bytes:
-        with seg.fs.open_read(seg.path) as f:
-            return f.fetch(0, block) if hasattr(f, "fetch") else f.read(0, block)
+    def from_view(seg: _Segment) -> Iterator[pa.RecordBatch]:
+        # a partition directory: the storage read model says what the log is
+        from .storage.log_view import LogView
 
-    def remote(seg: _Segment, i: int) -> Iterator[pa.RecordBatch]:
-        # a whole partition: the next segment's first range is fetched while this one decodes
-        nseg = segments[i + 1] if i + 1 < len(segments) else None
-        if full_read and nseg is not None and nseg.fs is not None and not nseg.fs.is_local():
-            if not ahead_pool:
-                from concurrent.futures import ThreadPoolExecutor
+        if start_position or stop_position is not None:
+            raise ValueError("start_position/stop_position need a single buffer or segment file")
+        with LogView.open(seg.directory, seg.fs) as view:
+            first = view.log_start_offset
+            last = view.log_end_offset
+            lo = first if start_offset is None else max(start_offset, first)
+            hi = last if end_offset is None else min(end_offset, last)
+            if read_committed:
+                hi = min(hi, view.last_stable_offset)
+            if lo >= hi:
+                return
+            aborted = None
+            if read_committed:
+                aborted = (list(aborted_transactions) if aborted_transactions is not None
+                           else [(t.producer_id, t.first_offset, t.last_offset)
+                                 for t in view.collect_aborted_transactions(lo, hi)])
+            dec = new_decoder(aborted)
+            for path, base, buf in view.chunks(lo, hi, block):
+                yield from decode_all(dec, buf, seg, path, base, 0, None, lo, hi)
 
-                ahead_pool.append(ThreadPoolExecutor(1))
-            ahead[i + 1] = ahead_pool[0].submit(fetch_first, nseg)
-        first = ahead.pop(i, None)
-        with seg.fs.open_read(seg.path) as f:
-            start = start_position or 0
-            if start_offset is not None:
-                start = max(start, _index_position(seg, start_offset, f.size))
-            dec = _core.Decoder(
-                bits,
-                check_crcs=check_crcs,
-                include_control=include_control,
-                max_batch_size=max_batch_size,
-                max_decompressed_size=max_decompressed_size,
-                timestamp_scale=scale,
-                aborted=aborted_for(seg, None),
-            )
-            max_entry = _MAX_ENTRY if max_batch_size is None else max_batch_size
-            for wpos, win in _windows(f, start, block, end_offset, max_entry,
-                                      first if start == 0 else None):
-                if stop_position is not None and wpos >= stop_position:
-                    return
-                stop = None if stop_position is None else stop_position - wpos
-                pos = 0
-                while True:
-                    try:
-                        c = dec.decode(win, pos, stop, max_rows, max_bytes)
-                    except KafkaLogError as e:
-                        e.located(seg.path, wpos)
-                        raise
-                    if c.num_rows:
-                        yield from emit(c, seg, wpos)
-                    if c.done or c.next_position == pos:
-                        break
-                    pos = c.next_position
+    txn_cache: Dict[str, list] = {}
+
+    def loose_aborted(seg: _Segment, buf) -> Optional[list]:
+        # a segment file or bytes without their log: the ABORT markers in the data
+        if not read_committed:
+            return None
+        if aborted_transactions is not None:
+            return list(aborted_transactions)
+        from .control import aborted_by_markers
+
+        found = aborted_by_markers(buf, start_position or 0, stop_position)
+        if seg.path is not None:  # a segment file of a partition: also its log's indexes
+            from .storage.fs import LOCAL, parent
+            from .storage.log_view import LogView
+
+            d = parent(seg.path) if seg.fs is not None else os.path.dirname(
+                os.path.abspath(seg.path))
+            if d not in txn_cache:
+                try:
+                    with LogView.open(d, seg.fs or LOCAL) as view:
+                        txn_cache[d] = [
+                            (t.producer_id, t.first_offset, t.last_offset)
+                            for t in view.collect_aborted_transactions(view.log_start_offset,
+                                                                       view.log_end_offset)]
+                except (KafkaLogError, OSError):  # not a loadable partition: the markers only
+                    txn_cache[d] = []
+            found += txn_cache[d]
+        return found
 
     def from_log(seg: _Segment) -> Iterator[pa.RecordBatch]:
         log = seg.log
@@ -907,15 +674,7 @@ def _decode_segments(
                 if aborted_transactions is not None
                 else list(log.collect_aborted_transactions(offset, end))
             )
-        dec = _core.Decoder(
-            bits,
-            check_crcs=check_crcs,
-            include_control=include_control,
-            max_batch_size=max_batch_size,
-            max_decompressed_size=max_decompressed_size,
-            timestamp_scale=scale,
-            aborted=aborted,
-        )
+        dec = new_decoder(aborted)
         while offset < end:
             mr = log.read(offset, max_bytes=max(_LOG_READ_BYTES, max_bytes or 0), max_offset=end)
             buf = mr.buffer()
@@ -924,58 +683,21 @@ def _decode_segments(
                 last = b
             if last is None:
                 break
-            pos = 0
-            while True:
-                c = dec.decode(buf, pos, None, max_rows, max_bytes)
-                if c.num_rows:
-                    yield from emit(c, seg)
-                if c.done or c.next_position == pos:
-                    break
-                pos = c.next_position
+            yield from decode_all(dec, buf, seg, None, 0, 0, None, start_offset, end_offset)
             offset = last.next_offset
 
     def gen() -> Iterator[pa.RecordBatch]:
-        try:
-            yield from gen_all()
-        finally:
-            for pool in ahead_pool:
-                pool.shutdown(wait=True, cancel_futures=True)
-
-    def gen_all() -> Iterator[pa.RecordBatch]:
-        for i, seg in enumerate(segments):
+        for seg in segments:
             if seg.log is not None:
                 yield from from_log(seg)
                 continue
-            if seg.fs is not None and not seg.fs.is_local():
-                yield from remote(seg, i)
+            if seg.directory is not None:
+                yield from from_view(seg)
                 continue
-            with _Opened(seg) as buf:
-                dec = _core.Decoder(
-                    bits,
-                    check_crcs=check_crcs,
-                    include_control=include_control,
-                    max_batch_size=max_batch_size,
-                    max_decompressed_size=max_decompressed_size,
-                    timestamp_scale=scale,
-                    aborted=aborted_for(seg, buf),
-                )
-                pos = start_position or 0
-                if start_offset is not None and seg.path is not None:
-                    pos = max(pos, _index_position(seg, start_offset, len(buf)))
-                while True:
-                    try:
-                        c = dec.decode(buf, pos, stop_position, max_rows, max_bytes)
-                    except KafkaLogError as e:
-                        e.located(seg.path)
-                        raise
-                    if c.num_rows:
-                        yield from emit(c, seg)
-                    if end_offset is not None and c.num_rows and c.offset is not None \
-                            and _min_offset(c) >= end_offset:
-                        break
-                    if c.done or c.next_position == pos:
-                        break
-                    pos = c.next_position
+            with _Opened(seg) as buf:  # a buffer, or a loose segment file (mapped)
+                dec = new_decoder(loose_aborted(seg, buf))
+                yield from decode_all(dec, buf, seg, seg.path, 0, start_position or 0,
+                                      stop_position, start_offset, end_offset)
 
     return out_schema, gen()
 

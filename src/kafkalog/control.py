@@ -26,7 +26,7 @@ import struct
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from .errors import InvalidRecordError
 
@@ -154,6 +154,16 @@ def parse_control_key(key) -> Tuple[int, int]:
     """
     version, ctype, type_id = _parse_key(key)
     return version, (type_id if ctype is ControlRecordType.UNKNOWN else ctype)
+
+
+def is_abort_marker(key) -> bool:
+    """Whether ``key`` (a control record's key, or None) is that of an ABORT marker: type 0
+    in the version-0 layout, which later versions keep (what a read_committed fetch drops
+    the aborted data by)."""
+    if key is None or len(key) < CURRENT_CONTROL_RECORD_KEY_SIZE:
+        return False
+    return _KEY.unpack_from(bytes(key[:CURRENT_CONTROL_RECORD_KEY_SIZE]), 0)[1] \
+        == ControlRecordType.ABORT
 
 
 def _parse_key(key) -> Tuple[int, ControlRecordType, int]:
@@ -371,3 +381,44 @@ def build_end_txn_marker(
     )
     builder.append(timestamp, control_key(ctype), end_txn_marker_value(coordinator_epoch))
     return builder.build()
+
+
+def aborted_by_markers(buf, start: int = 0, stop: Optional[int] = None,
+                       open_txn: Optional[Dict[int, int]] = None) -> List[Tuple[int, int, int]]:
+    """Aborted transactions visible in a buffer of log entries without its log's transaction
+    index (a loose segment file or bytes): ``(producer id, first offset of the transaction in
+    the data, offset of its ABORT marker)``, from ``start`` up to ``stop``.  ``open_txn``
+    carries the transactions still open from one piece of a segment to the next."""
+    from .errors import KafkaLogError
+    from .records import RecordBatch
+
+    mv = memoryview(buf)
+    if mv.ndim != 1 or mv.itemsize != 1:
+        mv = mv.cast("B")
+    n = len(mv)
+    stop = n if stop is None else min(stop, n)
+    if open_txn is None:
+        open_txn = {}
+    out = []
+    pos = start
+    while pos < stop and n - pos >= 61:
+        offset, size = struct.unpack_from(">qi", mv, pos)
+        if size < 14 or n - pos < size + 12:
+            break
+        if mv[pos + 16] == 2 and size + 12 >= 61:
+            attrs = mv[pos + 22]
+            if attrs & 0x10:
+                pid = struct.unpack_from(">q", mv, pos + 43)[0]
+                if attrs & 0x20:
+                    try:
+                        recs = RecordBatch(mv, pos, check_crc=False).records()
+                    except KafkaLogError:
+                        recs = []
+                    key = recs[0].key if recs else None
+                    first = open_txn.pop(pid, None)
+                    if is_abort_marker(key) and first is not None:
+                        out.append((pid, first, offset))
+                else:
+                    open_txn.setdefault(pid, offset)
+        pos += size + 12
+    return out

@@ -255,9 +255,15 @@ def test_log_root_reads_every_partition_locally_and_in_the_store(gen_root, gen_s
     assert remote.equals(local)
     parts = [ka.to_arrow(os.path.join(gen_root, d), cols) for d in _dirs(gen_root)]
     assert local.equals(pa.concat_tables(parts)) and local.num_rows > 1000
+    # every partition with records inside its log (past-end-0's log start checkpoint is past
+    # its end: a DeleteRecords hid them all, as Log.open answers)
+    def has_records(d):
+        with Log.open(os.path.join(gen_root, d), CONFIG, read_only=True) as log:
+            return log.log_start_offset < log.log_end_offset
+
     assert sorted(set(zip(local.column("topic").to_pylist(),
                           local.column("partition").to_pylist()))) == \
-        sorted((d.rsplit("-", 1)[0], 0) for d in _dirs(gen_root))
+        sorted((d.rsplit("-", 1)[0], 0) for d in _dirs(gen_root) if has_records(d))
 
 
 def test_reads_equal(pairs):

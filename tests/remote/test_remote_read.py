@@ -93,3 +93,21 @@ def test_log_open_file_uri_and_remote_refused(log_root, tmp_path, monkeypatch):
             Log.open("s3://bucket/prefix/orders-0", read_only=ro)
         assert "s3://bucket/prefix/orders-0" in str(ei.value)
     assert os.listdir(tmp_path) == []  # no local directory named after the scheme
+
+
+def test_crc_bad_batch_past_range_same_as_local(s3_env, tmp_path):
+    """Issue 27 (9): a CRC-bad batch just past the requested range: the same rows locally and
+    from S3 (and the same error for a read that holds it)."""
+    from kafkalog.errors import CorruptRecordError
+
+    from storage.test_read_model import crc_bad_past_range
+    from .s3_support import BUCKET, upload_tree
+
+    d = crc_bad_past_range(tmp_path)
+    upload_tree(s3_env, str(tmp_path), BUCKET, "readmodel9")
+    uri = f"s3://{BUCKET}/readmodel9/t-0"
+    for src in (d, uri):
+        got = ka.to_arrow(src, ["offset"], start_offset=60, end_offset=89)
+        assert got.column("offset").to_pylist() == list(range(60, 89)), src
+        with pytest.raises(CorruptRecordError):
+            ka.to_arrow(src)

@@ -932,6 +932,16 @@ def iter_txn_entries(raw, base: int, path) -> Iterator[Tuple[int, AbortedTxn]]:
         yield base + j, AbortedTxn(pid, first, last, lso, version)
 
 
+def txn_index_entries(data) -> Iterator[Tuple[int, int, int, int, int]]:
+    """``(version, producer id, first offset, last offset, last stable offset)`` of every
+    whole 34-byte entry of a ``.txnindex`` file's bytes, unchecked (for tools that report on
+    each entry; ``version`` is the int16's high byte, signed, as Kafka's
+    ``AbortedTxn.version()`` reads it)."""
+    for i in range(len(data) // 34):
+        _v, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, i * 34)
+        yield struct.unpack_from(">b", data, i * 34)[0], pid, first, last, lso
+
+
 class TransactionIndex:
     """Aborted transactions whose ABORT marker lies in this segment (Kafka's TransactionIndex).
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import warnings
 import uuid as _uuid
 from bisect import bisect_right
 from typing import Any, Dict, Optional
@@ -49,6 +50,28 @@ class LogLoader:
             raise KafkaStorageError.from_os_error(e, f"reading the root checkpoint {name}",
                                                   path=path) from e
         except KafkaLogError:
+            return None
+
+    def _log_start_checkpoint(self) -> Optional[int]:
+        """This partition's ``log-start-offset-checkpoint`` entry.  A checkpoint that cannot
+        be parsed is warned about and ignored: the log starts at its first segment (Kafka's
+        ``LogManager.loadLogs``).  One that is there but cannot be read at all (an I/O error,
+        a FIFO) raises KafkaStorageError, as before: reading on could move the start back."""
+        if self.topic_partition is None:
+            return None
+        name = _files.LOG_START_OFFSET_CHECKPOINT_FILE
+        path = os.path.join(self.root, name)
+        try:
+            return _files.read_offset_checkpoint(path, self._store).get(self.topic_partition)
+        except FileNotFoundError:
+            return None
+        except OSError as e:  # there but unreachable (an I/O error, a FIFO): refused
+            raise KafkaStorageError.from_os_error(e, f"reading the root checkpoint {name}",
+                                                  path=path) from e
+        except KafkaLogError as e:
+            warnings.warn(
+                f"cannot read the log start offset checkpoint {path} ({e}); log "
+                f"{self._tp_name()} starts at its first segment", RuntimeWarning, stacklevel=4)
             return None
 
     def _segment_kwargs(self) -> Dict[str, Any]:
@@ -137,7 +160,7 @@ class LogLoader:
             _files.fsync_dir(d)
 
         rp_entry = self._root_checkpoint(_files.RECOVERY_POINT_CHECKPOINT_FILE)
-        start_entry = self._root_checkpoint(_files.LOG_START_OFFSET_CHECKPOINT_FILE)
+        start_entry = self._log_start_checkpoint()
         recovery_point_ckpt = rp_entry or 0
         log_start_ckpt = start_entry or 0
         self._checkpointed = {

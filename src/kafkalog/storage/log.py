@@ -195,6 +195,16 @@ class Log(LogLoader, LocalLog, LogRetention):
         )
         return self
 
+    @classmethod
+    def _open_in_store(cls, directory: str, fs: "_fs.FileSystem",
+                       config: Union[LogConfig, Mapping[str, Any], None] = None) -> "Log":
+        """Open ``directory`` of the store ``fs`` read-only (``Log.open`` of its URI)."""
+        self = object.__new__(cls)
+        self._store = fs
+        self._init(directory, config if isinstance(config, LogConfig) else LogConfig(config),
+                   True, False, _now_ms, None, False, 60000)
+        return self
+
     def _init(
         self,
         directory: str,
@@ -323,10 +333,8 @@ class Log(LogLoader, LocalLog, LogRetention):
     @property
     def last_stable_offset(self) -> int:
         """The first offset of the earliest ongoing transaction, else the high watermark
-        (what a read_committed consumer may read up to)."""
-        fu = self.producer_state.first_unstable_offset()
-        hw = self.high_watermark
-        return hw if fu is None else min(fu, hw)
+        (what a read_committed consumer may read up to); never below the log start offset."""
+        return self.view.last_stable_offset
 
     def first_unstable_offset(self) -> Optional[int]:
         """First offset of the earliest ongoing (not yet committed/aborted) transaction."""

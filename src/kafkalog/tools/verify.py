@@ -36,6 +36,7 @@ import time
 from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..storage import files as _files
+from ..storage.index import txn_index_entries
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
 from .._speedups import crc as _crc
@@ -53,7 +54,6 @@ _LEGACY = struct.Struct(">IBB")
 _I64 = struct.Struct(">q")
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
-_TXN_ENTRY = struct.Struct(">hqqqq")
 _INT_MAX = 2**31 - 1
 _DROP_EVERY = 32 * 1024 * 1024
 
@@ -643,11 +643,10 @@ class Verifier:
             self.error(path, f"length {len(data)} is not a multiple of 34 (a torn entry)")
         control_set = set(controls) if controls is not None else None
         prev_last = None
-        for i in range(len(data) // 34):
-            version, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, i * 34)
+        for i, (version, pid, first, last, lso) in enumerate(txn_index_entries(data)):
             where = i * 34
-            if (version >> 8) & 0xFF != 0:
-                self.error(path, f"entry {i}: unexpected aborted-transaction version {(version >> 8) & 0xFF}",
+            if version & 0xFF != 0:
+                self.error(path, f"entry {i}: unexpected aborted-transaction version {version & 0xFF}",
                            where, last)
                 continue
             if first > last:

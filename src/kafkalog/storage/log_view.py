@@ -1,0 +1,558 @@
+"""The read model of a partition: one place for Kafka's read semantics (Kafka's ``LogSegments``
+and the read half of ``UnifiedLog``/``LocalLog``).
+
+:class:`LogView` answers, for the segments of one partition, whatever reader asks:
+
+* the log start offset (the ``log-start-offset-checkpoint`` entry clamped to the first segment,
+  as Kafka's ``LogLoader`` does; an unreadable checkpoint is warned about and the log starts at
+  the first segment, as ``LogManager.loadLogs`` does), the log end offset, the high watermark
+  as files can know it, and the last stable offset (the first offset of the earliest open
+  transaction, never below the log start offset: Kafka's ``maybeIncrementFirstUnstableOffset``
+  clamps it);
+* aborted transactions, from the transaction indexes only (Kafka's
+  ``collectAbortedTransactions``); a segment without a ``.txnindex`` has none, unless the log
+  was not shut down cleanly and the segment lies after the recovery point: recovery then
+  rebuilds its index (in memory for a read-only open), as Kafka's ``LogLoader`` does;
+* the offset for a timestamp (``ListOffsets``), the byte position of an offset (offset index,
+  then a walk over batch headers);
+* the batches or the raw byte ranges of an offset range, under one damage policy: a batch
+  inside the log that cannot be framed (a size field past the end of its segment, below the
+  minimum, an unknown magic) raises :class:`~kafkalog.errors.CorruptRecordError` naming the
+  file, the position and the offset; a caller that asked to skip damage gets a
+  :class:`DamageGap` reported instead and reading resumes at the next segment.  Reading never
+  stops silently before the log end offset.  Bytes are read with ``pread`` (never a mapping),
+  so a file truncated under a reader cannot kill the process: a segment that shrank while it
+  was read raises :class:`~kafkalog.errors.KafkaStorageError` with ``errno`` EAGAIN (read
+  again).
+
+A :class:`~kafkalog.storage.log.Log` reads through its own view (``log.view``, over its live
+segments, unflushed appends included); :meth:`LogView.open` gives the view of a directory on
+any :class:`~kafkalog.storage.fs.FileSystem` (local or an object store) without writing
+anything.  The log end of a directory that was not shut down cleanly is the one Kafka's
+recovery would give (the first invalid batch after the recovery point), found in memory.
+"""
+from __future__ import annotations
+
+import errno as _errno
+import struct
+from typing import Any, Iterator, List, NamedTuple, Optional, Tuple
+
+from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError, OffsetOutOfRangeError
+from ..records import MemoryRecords
+from .segment import Segment, TimestampAndOffset
+from ._log_common import (
+    _STORAGE_ERRORS,
+    LATEST_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    EARLIEST_LOCAL_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    _SCAN_CHUNK,
+    _floor_index,
+)
+
+__all__ = ["LogView", "DamageGap", "RAISE", "SKIP"]
+
+#: damage policies (``on_damage``)
+RAISE = "raise"
+SKIP = "skip"
+
+_ENTRY = struct.Struct(">qi")
+_Q = struct.Struct(">q")
+_I = struct.Struct(">i")
+_LOG_OVERHEAD = 12
+_MIN_ENTRY = 14 + _LOG_OVERHEAD  # Kafka's minimum record overhead (v0) plus the log overhead
+_V2_MIN_ENTRY = 61
+_MAX_SIZE = 2**31 - 1
+
+
+class DamageGap(NamedTuple):
+    """Offsets a read skipped (``on_damage="skip"``): the batch at ``position`` of ``path``
+    (``offset`` from its header) could not be read for ``reason``; offsets from ``offset`` up
+    to ``next_offset`` (the next segment's base offset, or the log end offset) were skipped."""
+
+    path: str
+    position: int
+    offset: int
+    next_offset: int
+    reason: str
+
+
+def _check_on_damage(on_damage: str) -> None:
+    if on_damage not in (RAISE, SKIP):
+        raise ValueError(f"on_damage must be {RAISE!r} or {SKIP!r}, not {on_damage!r}")
+
+
+class LogView:
+    """The read-only view of one partition's segments (see the module doc).  Thread-safe:
+    every lookup runs under the owning log's lock; batches are returned as copies."""
+
+    def __init__(self, log: Any, owns_log: bool = False) -> None:
+        self._log = log
+        self._owns_log = owns_log
+
+    # -- opening a directory ---------------------------------------------------------------------
+    @classmethod
+    def open(cls, directory: str, fs: Any = None, config: Any = None) -> "LogView":
+        """The view of the partition directory ``directory`` on ``fs`` (default: the local
+        file system).  Nothing is written; close the view (or use it as a context manager)."""
+        from .log import Log
+
+        if fs is None or fs.is_local():
+            log = Log.open(directory, config, read_only=True)
+        else:
+            log = Log._open_in_store(directory, fs, config)
+        return cls(log, owns_log=True)
+
+    def close(self) -> None:
+        if self._owns_log:
+            self._log.close()
+
+    def __enter__(self) -> "LogView":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- the offsets -----------------------------------------------------------------------------
+    @property
+    def directory(self) -> str:
+        return self._log.dir
+
+    @property
+    def topic_partition(self):
+        return self._log.topic_partition
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """What files can know of it: every offset below the log end offset (a standalone log
+        is its own only replica)."""
+        return self._log._log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction, else the high watermark; never
+        below the log start offset (Kafka clamps the first unstable offset to it)."""
+        log = self._log
+        with log._lock:
+            hw = log._log_end_offset
+            fu = log.producer_state.first_unstable_offset()
+            lso = hw if fu is None else min(fu, hw)
+            return max(lso, log._log_start_offset)
+
+    def segment_paths(self) -> List[Tuple[int, str]]:
+        """``(base offset, .log path)`` of every segment, in offset order."""
+        with self._log._lock:
+            return [(s.base_offset, s.log_path) for s in self._log._segments]
+
+    # -- positions -------------------------------------------------------------------------------
+    def position_of(self, offset: int) -> Optional[Tuple[str, int]]:
+        """``(.log path, byte position)`` of the batch holding ``offset`` (or the first batch
+        after it), found with the offset index and a walk over batch headers; None past the
+        last batch."""
+        log = self._log
+        with log._lock:
+            log._check_open()
+            segs = log._segments
+            i = max(_floor_index(log._bases, offset), 0)
+            try:
+                while i < len(segs):
+                    found = segs[i].translate_offset(offset)
+                    if found is not None:
+                        return segs[i].log_path, found.position
+                    i += 1
+            except _STORAGE_ERRORS as e:
+                log._io_error(e, "reading")
+        return None
+
+    # -- fetch -----------------------------------------------------------------------------------
+    def read(
+        self,
+        offset: int,
+        max_bytes: int = 1048576,
+        min_one_message: bool = True,
+        max_offset: Optional[int] = None,
+        isolation: str = "read_uncommitted",
+    ) -> MemoryRecords:
+        """See :meth:`kafkalog.storage.log.Log.read`."""
+        if isolation not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be non-negative, not {max_bytes}")
+        log = self._log
+        with log._lock:
+            log._check_open()
+            try:
+                leo = log._log_end_offset
+                start = log._log_start_offset
+                if offset < start or offset > leo:
+                    if offset > leo:
+                        msg = (
+                            f"Received request for offset {offset} for partition "
+                            f"{log._tp_name()}, but we "
+                            f"only have log segments upto {leo}."
+                        )
+                    else:
+                        msg = (
+                            f"Received request for offset {offset} for partition "
+                            f"{log._tp_name()}, but we "
+                            "only have log segments starting from offset: "
+                            f"{start}."
+                        )
+                    raise OffsetOutOfRangeError(msg, offset=offset)
+                i = _floor_index(log._bases, offset)
+                if i < 0:
+                    raise OffsetOutOfRangeError(
+                        f"Received request for offset {offset} for partition "
+                        f"{log._tp_name()}, but we only "
+                        f"have log segments starting from offset: {log._bases[0]}.",
+                        offset=offset,
+                    )
+                limit = leo if max_offset is None else min(max_offset, leo)
+                if isolation == "read_committed":
+                    limit = min(limit, self.last_stable_offset)
+                if offset >= limit:
+                    return MemoryRecords(b"")
+                limit_seg = None
+                limit_pos = None
+                if limit < leo:
+                    j = _floor_index(log._bases, limit)
+                    limit_seg = log._segments[j]
+                    found = limit_seg.translate_offset(limit)
+                    limit_pos = found.position if found is not None else limit_seg.size
+                result = None
+                while result is None and i < len(log._segments):
+                    seg = log._segments[i]
+                    if limit_seg is not None and seg.base_offset > limit_seg.base_offset:
+                        break
+                    max_position = limit_pos if seg is limit_seg else None
+                    result = seg.read(offset, max_bytes, max_position, min_one_message)
+                    i += 1
+                if result is None:
+                    return MemoryRecords(b"")
+            except _STORAGE_ERRORS as e:
+                log._io_error(e, "reading")
+        # ``result`` is a copy: check it without holding up appends
+        self._check_read(seg, offset, result)
+        return result
+
+    def _check_read(self, seg: Segment, offset: int, result: MemoryRecords) -> None:
+        """Check the framing and CRC of every complete batch ``read`` returns, so that a
+        corrupt batch raises here naming the segment file and the batch's file position (the
+        caller only holds a copy, whose positions start at 0); a partial last batch is left
+        to the caller, as a fetch may end inside one."""
+        try:
+            result.validate()  # the compiled twin checks a run of sound batches without the GIL
+        except KafkaLogError as e:
+            with self._log._lock:
+                found = None if seg.closed else seg.translate_offset(offset)
+            e.path = None
+            raise e.located(seg.log_path, found.position if found is not None else 0)
+
+    # -- scans -----------------------------------------------------------------------------------
+    def _damage(self, seg: Segment, pos: int, head: bytes, why: str, on_damage: str,
+                gaps: Optional[list], next_offset: int) -> None:
+        """Apply the damage policy to the unreadable entry at ``pos`` of ``seg``."""
+        offset = _Q.unpack_from(head, 0)[0] if len(head) >= 8 else None
+        if on_damage == SKIP:
+            if gaps is not None:
+                gaps.append(DamageGap(seg.log_path, pos, offset if offset is not None else -1,
+                                      next_offset, why))
+            return
+        raise CorruptRecordError(
+            f"Corrupt batch in log {self._log._tp_name()}: {why}; the log continues to offset "
+            f"{next_offset}, so the read stops here rather than leave out what follows",
+            pos, offset, seg.log_path)
+
+    def _framing(self, seg: Segment, pos: int, head: bytes, end: int,
+                 max_size: int = _MAX_SIZE) -> Optional[str]:
+        """Why the entry whose first bytes are ``head`` at ``pos`` cannot be a whole batch of
+        a segment of ``end`` bytes (None when it can)."""
+        if len(head) < _LOG_OVERHEAD:
+            return f"{end - pos} bytes at the end of the segment are not a whole batch header"
+        size = _ENTRY.unpack_from(head, 0)[1]
+        if size < _MIN_ENTRY - _LOG_OVERHEAD:
+            return (f"found record size {size} smaller than minimum record overhead "
+                    f"({_MIN_ENTRY - _LOG_OVERHEAD})")
+        if len(head) > 16 and head[16] > 2:
+            return f"invalid magic {head[16]}"
+        if len(head) > 16 and head[16] == 2 and size + _LOG_OVERHEAD < _V2_MIN_ENTRY:
+            return (f"record batch size {size + _LOG_OVERHEAD} is smaller than the minimum v2 "
+                    f"batch overhead ({_V2_MIN_ENTRY})")
+        if size + _LOG_OVERHEAD > end - pos:
+            return (f"the batch claims {size} bytes but the segment has {end - pos - _LOG_OVERHEAD} "
+                    "left after its header")
+        if size > max_size:
+            return f"the batch claims {size} bytes, more than the limit of {max_size}"
+        return None
+
+    @staticmethod
+    def _is_inside(k: int, segs: List[Segment], next_offset: int, leo: int) -> bool:
+        """Whether an unreadable entry of ``segs[k]`` after batches ending before
+        ``next_offset`` lies inside the log (damage) rather than past its end (a torn tail
+        that recovery would cut)."""
+        return k + 1 < len(segs) or next_offset < leo
+
+    def chunks(
+        self,
+        start_offset: Optional[int] = None,
+        end_offset: Optional[int] = None,
+        block: int = 64 << 20,
+        on_damage: str = RAISE,
+        gaps: Optional[list] = None,
+        max_size: int = _MAX_SIZE,
+    ) -> Iterator[Tuple[str, int, bytes]]:
+        """``(.log path, file position, bytes)``: runs of whole batches (about ``block``
+        bytes each) from the batch holding ``start_offset`` (default: the log start) up to
+        the last batch holding an offset below ``end_offset`` (v2 batches starting at or after
+        it are not read; without it: to the end, appends made meanwhile included for the
+        segments not passed yet).  Framing damage follows ``on_damage``; CRCs are the
+        caller's to check."""
+        _check_on_damage(on_damage)
+        log = self._log
+        with log._lock:
+            log._check_open()
+            start = log._log_start_offset if start_offset is None else max(start_offset, 0)
+            end = None if end_offset is None else min(end_offset, log._log_end_offset)
+            segs = list(log._segments)
+        if end is not None and start >= end:
+            return
+        for k, seg in enumerate(segs):
+            if k + 1 < len(segs) and segs[k + 1].base_offset <= start:
+                continue
+            if end is not None and seg.base_offset >= end:
+                return
+            with log._lock:
+                if seg.closed:
+                    continue
+                pos = 0
+                if start > seg.base_offset:
+                    try:
+                        found = seg.translate_offset(start)
+                    except _STORAGE_ERRORS as e:
+                        log._io_error(e, "reading")
+                    if found is None:
+                        continue
+                    pos = found.position
+            carry = b""
+            seen = seg.base_offset  # the offset after the last whole batch read
+            while True:
+                with log._lock:
+                    if seg.closed:
+                        break
+                    if log._offline is not None:
+                        log._raise_offline()
+                    size = seg.size
+                    leo = log._log_end_offset
+                    if pos >= size:
+                        break
+                    want = min(block, size - pos) - len(carry)
+                    data = carry
+                    if want > 0:
+                        data += self._read(seg, pos + len(carry), want)
+                carry = b""
+                p = 0
+                n = len(data)
+                stop = False
+                damaged = None
+                while p < n:
+                    head = data[p:p + 17]
+                    if n - p < _LOG_OVERHEAD:
+                        if pos + n >= size:  # the end of the segment
+                            damaged = self._framing(seg, pos + p, head, size, max_size)
+                        break
+                    off, length = _ENTRY.unpack_from(data, p)
+                    total = length + _LOG_OVERHEAD
+                    damaged = self._framing(seg, pos + p, head, size, max_size)
+                    if damaged is not None:
+                        break
+                    if end is not None and off >= end and n - p > 16 and data[p + 16] == 2:
+                        stop = True  # a v2 batch wholly at or after the end
+                        break
+                    if p + total > n:
+                        break  # the rest of the batch comes with the next read
+                    seen = (off + _I.unpack_from(data, p + 23)[0] + 1 if data[p + 16] == 2
+                            else off + 1)
+                    p += total
+                    if end is not None and off >= end:  # a legacy entry (offset: its last)
+                        stop = True
+                        break
+                if p:
+                    yield seg.log_path, pos, (data[:p] if p < n else data)
+                if stop:
+                    return
+                if damaged is not None:
+                    if self._is_inside(k, segs, seen, leo):
+                        nxt = segs[k + 1].base_offset if k + 1 < len(segs) else leo
+                        self._damage(seg, pos + p, data[p:p + 8], damaged, on_damage, gaps, nxt)
+                    break
+                if p == 0:  # one batch larger than the block: read it whole
+                    need = _ENTRY.unpack_from(data, 0)[1] + _LOG_OVERHEAD
+                    with log._lock:
+                        if seg.closed:
+                            break
+                        data += self._read(seg, pos + n, need - n)
+                    yield seg.log_path, pos, data
+                    seen = _ENTRY.unpack_from(data, 0)[0] + 1 + (
+                        _I.unpack_from(data, 23)[0] if data[16] == 2 else 0)
+                    pos += need
+                    if end is not None and _ENTRY.unpack_from(data, 0)[0] >= end:
+                        return
+                    continue
+                pos += p
+                carry = data[p:]
+
+    def _read(self, seg: Segment, pos: int, n: int) -> bytes:
+        """``n`` bytes at ``pos`` of ``seg`` (under the log's lock); a segment that shrank
+        meanwhile raises KafkaStorageError with errno EAGAIN."""
+        try:
+            data = seg._read_at(pos, n)
+        except _STORAGE_ERRORS as e:
+            self._log._io_error(e, "reading")
+        if len(data) < n:
+            raise KafkaStorageError(
+                f"segment {seg.log_path} shrank while it was read ({n} bytes expected at "
+                f"position {pos}, {len(data)} there): the log was truncated or replaced "
+                "meanwhile; read again", position=pos, path=seg.log_path,
+                errno=_errno.EAGAIN, operation="reading")
+        return data
+
+    def iter_batches(
+        self,
+        start_offset: Optional[int] = None,
+        end_offset: Optional[int] = None,
+        on_damage: str = RAISE,
+        gaps: Optional[list] = None,
+    ) -> Iterator[Any]:
+        """Every batch from the one holding ``start_offset`` (default: the log start) up to
+        the log end offset (or the last one holding an offset below ``end_offset``), as
+        RecordBatch / LegacyRecordBatch objects over copies of the bytes; ``batch.position`` is
+        its position in the chunk it was read with.  Damage follows ``on_damage``."""
+        for _path, _pos, data in self.chunks(start_offset, end_offset, _SCAN_CHUNK, on_damage,
+                                             gaps):
+            try:
+                yield from MemoryRecords(data)
+            except KafkaLogError as e:  # name the file and the file position
+                if e.path is None:
+                    e.located(_path, _pos)
+                raise
+
+    def iter_records(
+        self,
+        start_offset: Optional[int] = None,
+        isolation: str = "read_uncommitted",
+        on_damage: str = RAISE,
+        gaps: Optional[list] = None,
+    ) -> Iterator[Any]:
+        """See :meth:`kafkalog.storage.log.Log.iter_records`."""
+        from ..control import is_abort_marker
+
+        log = self._log
+        start = log._log_start_offset if start_offset is None else start_offset
+        if isolation == "read_uncommitted":
+            for b in self.iter_batches(start, None, on_damage, gaps):
+                if b.is_control_batch:
+                    continue
+                for r in b:
+                    if r.offset >= start:
+                        yield r
+            return
+        if isolation != "read_committed":
+            raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
+        with log._lock:
+            lso = self.last_stable_offset
+            aborted = sorted(
+                self.collect_aborted_transactions(start, lso), key=lambda t: t.first_offset
+            )
+        k = 0
+        aborted_pids = set()
+        for b in self.iter_batches(start, lso, on_damage, gaps):
+            if b.magic >= 2 and b.base_offset >= lso:
+                break
+            if b.magic >= 2 and b.producer_id >= 0:
+                while k < len(aborted) and aborted[k].first_offset <= b.last_offset:
+                    aborted_pids.add(aborted[k].producer_id)
+                    k += 1
+                if b.is_control_batch:
+                    for r in b:
+                        if is_abort_marker(r.key):
+                            aborted_pids.discard(b.producer_id)
+                        break
+                    continue
+                if b.is_transactional and b.producer_id in aborted_pids:
+                    continue
+            elif b.magic >= 2 and b.is_control_batch:
+                continue
+            for r in b:
+                if r.offset >= lso:
+                    return
+                if r.offset >= start:
+                    yield r
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> List[Any]:
+        """Aborted transactions overlapping ``[start_offset, upper_bound_offset)`` from the
+        transaction indexes (what a read_committed fetch returns)."""
+        log = self._log
+        with log._lock:
+            log._check_open()
+            try:
+                out: List[Any] = []
+                i = max(_floor_index(log._bases, start_offset), 0)
+                for seg in log._segments[i:]:
+                    result = seg.collect_aborted_txns(start_offset, upper_bound_offset)
+                    out.extend(result.aborted_transactions)
+                    if result.is_complete:
+                        break
+                return out
+            except _STORAGE_ERRORS as e:
+                log._io_error(e, "reading the transaction indexes of")
+
+    def offset_for_timestamp(self, timestamp: int) -> Optional[TimestampAndOffset]:
+        """See :meth:`kafkalog.storage.log.Log.offset_for_timestamp`."""
+        log = self._log
+        with log._lock:
+            log._check_open()
+            try:
+                cache = log.leader_epoch_cache
+                if timestamp == LATEST_TIMESTAMP:
+                    return TimestampAndOffset(-1, log._log_end_offset, cache.latest_epoch)
+                if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                    first = cache.entries[0] if cache.entries else None
+                    epoch = (
+                        first.epoch
+                        if first is not None and first.start_offset <= log._log_start_offset
+                        else None
+                    )
+                    return TimestampAndOffset(-1, log._log_start_offset, epoch)
+                if timestamp == LATEST_TIERED_TIMESTAMP:
+                    return TimestampAndOffset(-1, -1, -1)
+                if timestamp == MAX_TIMESTAMP:
+                    best = None
+                    for seg in log._segments:
+                        if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
+                            best = seg
+                    if best is None or best.max_timestamp_so_far < 0:
+                        return None
+                    return best.offset_of_max_timestamp()
+                if timestamp < 0:
+                    raise ValueError(f"unsupported special timestamp {timestamp}")
+                start = log._log_start_offset
+                segs = log._segments
+                for i, seg in enumerate(segs):
+                    if i + 1 < len(segs) and segs[i + 1].base_offset <= start:
+                        continue  # wholly below the log start offset
+                    if seg.largest_timestamp >= timestamp:
+                        found = seg.find_offset_by_timestamp(timestamp, start)
+                        if found is not None:
+                            return found
+                return None
+            except _STORAGE_ERRORS as e:
+                log._io_error(e, "looking up a timestamp in")
