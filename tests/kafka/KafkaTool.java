@@ -17,6 +17,10 @@
 //                  every record from the beginning offset to the end offset the consumer sees
 //                  (the last stable offset under read_committed) -> {"op":"record", ...} lines,
 //                  then {"op":"consumed", "topic", "isolation", "beginning", "end"}
+//   consume_from   {"topic", "partition", "isolation", "starts": [...], "count"}
+//                  for each start offset: seek there, poll the first `count` records below the
+//                  end offset -> {"op":"from", "topic", "partition", "isolation", "start",
+//                  "offsets": [...], "values": [b64...]}
 //   offsets        {"topic", "partitions", "isolation", "timestamps": [...]}
 //                  -> {"op":"offsets", "topic", "partition", "isolation", "beginning", "end",
 //                      "for_times": [[target, offset|null, timestamp|null], ...]}
@@ -293,6 +297,40 @@ public class KafkaTool {
                         e.put(String.valueOf(tp.partition()), end.get(tp));
                     }
                     emit(out);
+                }
+                break;
+            }
+            case "consume_from": {
+                String topic = step.get("topic").asText();
+                String isolation = step.get("isolation").asText();
+                TopicPartition tp = new TopicPartition(topic, step.get("partition").asInt());
+                int count = step.get("count").asInt();
+                try (KafkaConsumer<byte[], byte[]> c = consumer(isolation, null)) {
+                    c.assign(List.of(tp));
+                    long end = c.endOffsets(List.of(tp)).get(tp);
+                    for (JsonNode s : step.get("starts")) {
+                        c.seek(tp, s.asLong());
+                        ObjectNode out = JSON.createObjectNode();
+                        out.put("op", "from");
+                        out.put("topic", topic);
+                        out.put("partition", tp.partition());
+                        out.put("isolation", isolation);
+                        out.put("start", s.asLong());
+                        ArrayNode offsets = out.putArray("offsets");
+                        ArrayNode values = out.putArray("values");
+                        long deadline = System.currentTimeMillis() + 60_000;
+                        while (offsets.size() < count && c.position(tp) < end) {
+                            if (System.currentTimeMillis() > deadline) {
+                                throw new IllegalStateException("consuming " + tp + " timed out");
+                            }
+                            for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) {
+                                if (r.offset() >= end || offsets.size() >= count) continue;
+                                offsets.add(r.offset());
+                                values.add(b64(r.value()));
+                            }
+                        }
+                        emit(out);
+                    }
                 }
                 break;
             }
