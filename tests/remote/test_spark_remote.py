@@ -206,6 +206,22 @@ def test_object_store_commit_never_mixes_or_replaces(s3_env, s3_root):
         ("t", 0, b"v0"), ("t", 1, b"v1"), ("u", 0, b"v0"), ("u", 1, b"v1"), ("u", 2, b"v2")]
 
 
+def test_s3a_is_the_same_store_for_writes(s3_env, s3_root):
+    """s3a:// (Hadoop's name for S3, what Spark jobs write) goes to the same writer as s3://:
+    a job lands whole and reads back through either name; a store without a commit is refused
+    before any request (tests/spark/test_spark_paths.py)."""
+    import uuid
+
+    new = f"{s3_root}-s3a-{uuid.uuid4().hex[:6]}".replace("s3://", "s3a://", 1)
+    job = _remote.RemoteWriteJob(new, {}, False, "append", "job-" + uuid.uuid4().hex)
+    job.commit([job.write_task(iter([_batch("t", 0, [0, 1, 2])]), "t0", 0)])
+    assert job.existing_partitions() == ["t-0"]
+    for uri in (new, new.replace("s3a://", "s3://", 1)):
+        o = core.ReadOptions.parse({"path": uri})
+        assert [(r["offset"], r["value"]) for r in _rows(o, core.plan(o))] == [
+            (0, b"v0"), (1, b"v1"), (2, b"v2")]
+
+
 def test_stream_over_the_store_follows_new_segments(s3_env, tmp_path):
     """A stream over a store: each trigger lists the prefix again, so segments uploaded since
     (a backup job syncing a live log) are read on, exactly once, in order."""

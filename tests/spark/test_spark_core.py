@@ -10,6 +10,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
+from kafkalog.errors import KafkaLogError  # noqa: E402
 from kafkalog.spark import _core as core  # noqa: E402
 from kafkalog.spark import _write as wcore  # noqa: E402
 
@@ -345,3 +346,81 @@ def test_check_crcs_false_reads_a_damaged_batch(sample_root, tmp_path):
     skipped = core.ReadOptions.parse({"path": str(d), "failOnDataLoss": "false"})
     with pytest.warns(UserWarning, match="skipping corrupt data"):
         assert len(_read_all(skipped)) < n
+
+
+def _junk_tree(base):
+    """A directory of ordinary files, with names that parse as ``<topic>-<partition>`` (as
+    /etc has dbus-1 and polkit-1) but nothing of a Kafka log in them."""
+    (base / "dbus-1" / "session.d").mkdir(parents=True)
+    (base / "dbus-1" / "system.conf").write_text("<busconfig/>\n")
+    (base / "polkit-1").mkdir()
+    (base / "polkit-1" / "rules.d").mkdir()
+    (base / "polkit-1" / "rules.d" / "50-default.rules").write_text("\n")
+    (base / "hosts").write_text("127.0.0.1 localhost\n")
+    return base
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_path_without_any_kafka_log_is_an_error(sample_root, tmp_path, streaming):
+    """load('/etc') was an empty result with warnings: a path under which nothing looks like a
+    Kafka log is an error naming it, as a missing path is, whether it is given as a root, as
+    a <topic>-<partition> directory, next to a good path or through a glob, and nothing under
+    it is warned about first."""
+    import warnings
+
+    junk = _junk_tree(tmp_path / "etc")
+    (tmp_path / "empty").mkdir()
+    cases = [str(junk), str(junk / "dbus-1"), str(junk / "polkit-1" / "rules.d"),
+             f'["{sample_root}", "{junk}"]', str(tmp_path / "et*")]
+    if not streaming:
+        cases.append(str(tmp_path / "empty"))
+    for path in cases:
+        key = "paths" if path.startswith("[") else "path"
+        opts = core.ReadOptions.parse({key: path}, streaming=streaming)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(core.NoKafkaLogError, match="no Kafka log") as ei:
+                core.discover(opts)
+        assert str(junk if "empty" not in path else tmp_path / "empty") in str(ei.value), path
+        assert isinstance(ei.value, KafkaLogError) and isinstance(ei.value, core.OptionError)
+        assert not caught, [str(w.message) for w in caught]
+    # a stream may start on an empty directory (a mirror that is not synced yet) and waits
+    if streaming:
+        assert core.discover(core.ReadOptions.parse({"path": str(tmp_path / "empty")},
+                                                    streaming=True)) == []
+    # what Kafka leaves is a log even without records: a root with only its checkpoints, a
+    # partition directory with only its leader-epoch checkpoint
+    root = tmp_path / "broker"
+    (root / "t-0").mkdir(parents=True)
+    (root / "recovery-point-offset-checkpoint").write_text("0\n0\n")
+    (root / "t-0" / "leader-epoch-checkpoint").write_text("0\n0\n")
+    for path in (root, root / "t-0"):
+        tps = core.discover(core.ReadOptions.parse({"path": str(path)}, streaming=streaming))
+        assert [(tp.name, tp.segments) for tp in tps] == [("t-0", [])]
+
+
+def test_each_warning_is_printed_once(sample_root, tmp_path):
+    """A warning of the source is one UserWarning, not also a plain log line (a new process:
+    the default warning and logging set-up, as in a Spark worker)."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "root"
+    shutil.copytree(os.path.join(sample_root, "orders-0"), root / "orders-0")
+    (root / "orders-0" / "00000000000099999999.index").mkdir()  # a log file name, not a file
+    code = (
+        "import sys; from kafkalog.spark import _core as core; "
+        "core.discover(core.ReadOptions.parse({'path': sys.argv[1]})); "
+        "core.ReadOptions.parse({'path': sys.argv[1], 'kafka.bootstrap.servers': 'b:9092'})"
+    )
+    import kafkalog
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(kafkalog.__file__)))
+    env.pop("PYTHONWARNINGS", None)
+    p = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    for what in ("00000000000099999999.index: a directory", "ignoring option(s) kafka.bootstrap"):
+        lines = [ln for ln in p.stderr.splitlines() if what in ln]
+        assert len(lines) == 1 and "UserWarning: " in lines[0], p.stderr

@@ -136,6 +136,42 @@ def test_agrees_with_hadoop_path(spark, parts, absolute):
         assert os.path.normpath(got) == os.path.normpath(want), uri
 
 
+# Stores the sink has no commit for: refused as paths are, before any request is made.
+# (s3://, s3a:// and hdfs:// are written: tests/remote/test_spark_remote.py.)
+WRITE_REFUSED = [
+    "gs://bucket/x",
+    "GCS://bucket/x",
+    "abfs://c@acct.dfs.core.windows.net/x",
+    "abfss://c@acct.dfs.core.windows.net/x",
+    "wasbs://c@acct.blob.core.windows.net/x",
+    "oss://bucket/x",
+]
+
+
+@pytest.mark.parametrize("uri", WRITE_REFUSED)
+def test_write_to_a_store_without_a_commit_is_refused_before_any_request(uri, monkeypatch):
+    pytest.importorskip("pyspark.sql.datasource")
+    from pyspark.sql import types as T
+
+    from kafkalog.spark import _remote
+    from kafkalog.spark._source import KafkaLogDataSource
+    from kafkalog.storage import fs as kfs
+
+    def no_request(*args, **kwargs):
+        raise AssertionError(f"a store was opened: {args}")
+
+    monkeypatch.setattr(kfs, "resolve", no_request)
+    monkeypatch.setattr(kfs.ArrowFileSystem, "for_uri", no_request)
+    schema = T.StructType([T.StructField("topic", T.StringType()),
+                           T.StructField("value", T.BinaryType())])
+    for overwrite in (False, True):
+        with pytest.raises(UnsupportedPathError, match="kafkalog writes log directories") as ei:
+            KafkaLogDataSource({"path": uri}).writer(schema, overwrite)
+        assert ei.value.uri == uri and repr(uri) in str(ei.value)
+    with pytest.raises(UnsupportedPathError):
+        _remote.RemoteWriteJob(uri, {}, False, "append", "job-x")
+
+
 def test_spark_write_remote_uri_makes_nothing_local(spark, tmp_path, monkeypatch):
     """save("s3a://bucket/x") used to create ./s3a:/bucket/x; now it goes to the store (here
     an unreachable one: a clear error naming the URI) or is refused (overwrite), and nothing
@@ -152,6 +188,14 @@ def test_spark_write_remote_uri_makes_nothing_local(spark, tmp_path, monkeypatch
         w.mode("append").save("s3a://bucket/x")
     with pytest.raises(Exception, match=r"s3a://bucket/x.*overwrite.*not supported on an object"):
         w.mode("overwrite").save("s3a://bucket/x")
+    # a store the sink cannot write: refused before any request, by the plain writer and the
+    # helper alike
+    import kafkalog.spark as ks
+
+    with pytest.raises(Exception, match=r"cannot write 'gs://bucket/x'.*no commit"):
+        w.mode("append").save("gs://bucket/x")
+    with pytest.raises(UnsupportedPathError, match=r"cannot write 'gs://bucket/x'"):
+        ks.write(df, "gs://bucket/x", topic="t", **store)
     assert os.listdir(tmp_path) == []
 
 

@@ -325,3 +325,78 @@ def test_conformance_directories(spark, corpus, oracle):
 
     assert len(got) == len(want) > 8000
     assert oracle.norm(sorted(got, key=key)) == oracle.norm(sorted(want, key=key))
+
+
+def test_load_of_a_path_without_kafka_logs_fails(spark, tmp_path):
+    """load('/etc') gave an empty DataFrame and warnings; now an error naming the path, as for a
+    missing path."""
+    junk = tmp_path / "etc"
+    (junk / "dbus-1" / "session.d").mkdir(parents=True)
+    (junk / "dbus-1" / "system.conf").write_text("<busconfig/>\n")
+    (junk / "hosts").write_text("127.0.0.1 localhost\n")
+    with pytest.raises(Exception, match=f"no Kafka log under {junk}"):
+        spark.read.format("kafkalog").load(str(junk)).count()
+    with pytest.raises(Exception, match="does not exist"):
+        spark.read.format("kafkalog").load(str(tmp_path / "missing")).count()
+
+
+_LIMIT_JOB = r"""
+import json, sys
+from pyspark.sql import SparkSession
+import kafkalog.spark as ks
+
+spark = (SparkSession.builder.master("local[2]").appName("kafkalog-limit")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.driver.memory", "512m").getOrCreate())
+ks.register(spark, default_parallelism=1)  # one split: far more than the socket buffers hold
+df = spark.read.format("kafkalog").load(sys.argv[1])
+got = [[r.offset for r in df.limit(3).collect()]]
+df.createOrReplaceTempView("logs")
+got.append([r.offset for r in spark.sql("select offset from logs limit 3").collect()])
+got.append([r.offset for r in df.where("value is not null").limit(3).collect()])
+spark.stop()
+print("ROWS " + json.dumps(got))
+"""
+
+
+def test_limit_leaves_no_traceback(tmp_path):
+    """A `limit 3` query stops reading early: Spark closes the Python worker's socket while the
+    reader still yields batches. The rows must be right and nothing may be printed about it
+    (PySpark 4.3's daemon printed a BrokenPipeError traceback as it ended the worker). A Spark
+    session of its own, so that the stderr of the driver and of its Python workers can be
+    read. The split is larger than the socket buffers: when a small split's rows are all sent
+    before Spark closes the socket, the reader is done and PySpark still prints its traceback
+    (docs/spark.md, Splits)."""
+    import json
+    import subprocess
+    import sys
+
+    from kafkalog import MemoryRecordsBuilder
+    from kafkalog.storage.log import Log
+
+    from .conftest import SPARK_SKIP_REASON
+
+    if SPARK_SKIP_REASON:
+        pytest.skip(SPARK_SKIP_REASON)
+    import kafkalog
+
+    n = 30_000  # ~30 MiB in 1 MiB segments, read as one split
+    with Log.open(str(tmp_path / "logs" / "big-0"), {"segment.bytes": 1 << 20}) as log:
+        for i in range(0, n, 100):
+            b = MemoryRecordsBuilder()
+            for j in range(i, i + 100):
+                b.append(1_700_000_000_000 + j, b"k%d" % j, b"%06d" % j + b"x" * 1000)
+            log.append(b.build())
+    env = dict(os.environ)
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(kafkalog.__file__)))
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                      else "")
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    p = subprocess.run([sys.executable, "-c", _LIMIT_JOB, str(tmp_path / "logs")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-4000:]
+    rows = json.loads(p.stdout.split("ROWS ", 1)[1])
+    for got in rows:
+        assert len(set(got)) == 3 and all(0 <= o < n for o in got), rows
+    for bad in ("Traceback", "BrokenPipeError", "ConnectionResetError", "Broken pipe"):
+        assert bad not in p.stderr, p.stderr[-4000:]

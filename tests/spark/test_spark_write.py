@@ -261,3 +261,24 @@ def test_save_modes(spark, tmp_path, oracle):
     with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
         df.write.format("kafkalog").option("topic", "t").save(str(tmp_path / "default"))
     assert not os.path.exists(tmp_path / "default")
+
+
+def test_misspelled_write_option_is_an_error(spark, tmp_path):
+    """kafkalog.spark.write(df, out, compresion="zstd") and .option("compresion", "zstd") wrote
+    uncompressed data; both now fail before anything is written, naming the right option."""
+    import kafkalog.spark as ks
+    from kafkalog.spark._write import WriteError
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, 20, numPartitions=2).select(F.col("id").cast("string").alias("value"))
+    out = tmp_path / "out"
+    with pytest.raises(WriteError, match="did you mean 'compression'"):
+        ks.write(df, str(out), topic="t", compresion="zstd")
+    with pytest.raises(Exception, match="did you mean 'compression'"):
+        (df.write.format("kafkalog").mode("append").option("topic", "t")
+         .option("compresion", "zstd").save(str(out)))
+    assert not out.exists()
+    ks.write(df, str(out), topic="t", compression="zstd")
+    got = (spark.read.format("kafkalog").option("includeBatchMetadata", "true").load(str(out))
+           .select("batch.compression").distinct().collect())
+    assert [r[0] for r in got] == ["zstd"]

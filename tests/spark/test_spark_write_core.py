@@ -229,3 +229,33 @@ def test_target_written_during_the_job(tmp_path, mode):
         w.check_save_mode(opts, "errorifexists")
     with pytest.raises(w.WriteError, match="contradicts"):
         w.effective_mode(opts, True)
+
+
+@pytest.mark.parametrize(
+    "key,hint",
+    [
+        ("compresion", "did you mean 'compression'"),
+        ("Compression.Level", "did you mean 'compressionLevel'"),
+        ("segmentByte", "did you mean 'segmentBytes'"),
+        ("preserveOffset", "did you mean 'preserveOffsets'"),
+        ("kafka.compresion.type", "did you mean 'kafka.compression.type'"),
+        ("colour", "unknown option 'colour' for the kafkalog sink"),
+    ],
+)
+def test_unknown_write_option_is_an_error_with_a_suggestion(tmp_path, key, hint):
+    """As for reads: a misspelled write option fails, naming the closest known one, instead of
+    writing uncompressed (or unrolled, renumbered...) data."""
+    with pytest.raises(w.WriteError, match=hint):
+        w.WriteOptions.parse({"path": str(tmp_path), "topic": "t", key: "zstd"})
+    with pytest.raises(w.WriteError, match=hint):
+        w.check_option_keys({key: "1"})
+    assert not os.listdir(tmp_path)
+
+
+def test_producer_options_are_ignored_with_a_warning(tmp_path):
+    ignored = r"ignoring option\(s\) kafka.acks, kafka.bootstrap.servers"
+    with pytest.warns(UserWarning, match=ignored):
+        o = w.WriteOptions.parse({"path": str(tmp_path), "kafka.bootstrap.servers": "b:9092",
+                                  "kafka.acks": "all", "compression": "zstd",
+                                  "storage.region": "x"})
+    assert o.compression == "zstd"

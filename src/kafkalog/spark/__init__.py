@@ -186,7 +186,7 @@ def write(
     from pyspark.sql import functions as F
 
     from ._paths import local_path
-    from ._write import SAVE_MODES, WriteError
+    from ._write import SAVE_MODES, WriteError, check_option_keys
 
     save_mode = SAVE_MODES.get(str(mode).strip().lower())
     if save_mode is None:
@@ -194,9 +194,12 @@ def write(
             f"unknown save mode {mode!r}: use append, overwrite, errorifexists (error, default) "
             "or ignore"
         )
-    from ._remote import is_remote
+    check_option_keys(options)  # a misspelled option fails here, before any job runs
+    from ._remote import check_writable, is_remote
 
     remote = is_remote(str(path))
+    if remote:
+        check_writable(str(path))  # a store the sink cannot write: refused before any request
     if not remote:
         path = os.path.abspath(local_path(str(path)))
     elif save_mode == "overwrite":  # refused before any job runs (see _remote.RemoteWriteJob)

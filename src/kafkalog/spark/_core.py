@@ -23,22 +23,19 @@ from __future__ import annotations
 
 import bisect
 import json
-import logging
 import math
 import os
 import re
 import struct
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Container, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..storage import files as _files
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
 from ._paths import UnsupportedPathError, local_path
 from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError
-
-log = logging.getLogger("kafkalog.spark")
 
 MiB = 1024 * 1024
 DEFAULT_MAX_PARTITION_BYTES = 256 * MiB
@@ -130,28 +127,40 @@ _OPTION_SPELLING = {
 }
 
 
-def check_option_keys(opts: Mapping[str, Any]) -> List[str]:
-    """Raise :class:`OptionError` for an option the source does not know (with the closest
-    known name) or one the connector refuses; return the broker/consumer options that are
-    accepted and ignored."""
+def check_option_keys(
+    opts: Mapping[str, Any],
+    spelling: Mapping[str, str] = _OPTION_SPELLING,
+    known: Optional[Container[str]] = None,
+    ignored_names: Container[str] = _IGNORED_OPTIONS,
+    rejected: Mapping[str, str] = _REJECTED_KAFKA_OPTIONS,
+    what: str = "source",
+    error: Optional[type] = None,
+) -> List[str]:
+    """Raise ``error`` (:class:`OptionError`) for an option the source does not know (with the
+    closest known name) or one the connector refuses; return the broker/consumer options that
+    are accepted and ignored.  Keys arrive lower-cased; ``spelling`` maps them to the
+    documented names.  The sink checks its options with the same rules
+    (:func:`kafkalog.spark._write.check_option_keys`)."""
     import difflib
 
+    error = error or OptionError
+    known = _KNOWN_OPTIONS if known is None else known
     ignored = []
     for k in sorted(opts):
-        if k in _REJECTED_KAFKA_OPTIONS:
-            raise OptionError(_REJECTED_KAFKA_OPTIONS[k])
-        if k in _KNOWN_OPTIONS or k.startswith("storage."):
+        if k in rejected:
+            raise error(rejected[k])
+        if k in known or k.startswith("storage."):
             continue  # storage.*: the store's options (kafkalog.spark._remote)
-        if k in _IGNORED_OPTIONS:
+        if k in ignored_names:
             ignored.append(k)
             continue
-        close = difflib.get_close_matches(k, list(_OPTION_SPELLING), n=1, cutoff=0.75)
-        if k.startswith("kafka.") and not (close and close[0] in _KNOWN_OPTIONS):
-            ignored.append(k)  # a consumer setting: meaningless for files
+        close = difflib.get_close_matches(k, list(spelling), n=1, cutoff=0.75)
+        if k.startswith("kafka.") and not (close and close[0] in known):
+            ignored.append(k)  # a client setting: meaningless for files
             continue
-        hint = f"; did you mean {_OPTION_SPELLING[close[0]]!r}?" if close else ""
-        raise OptionError(
-            f"unknown option {k!r} for the kafkalog source{hint} (options are case-insensitive; "
+        hint = f"; did you mean {spelling[close[0]]!r}?" if close else ""
+        raise error(
+            f"unknown option {k!r} for the kafkalog {what}{hint} (options are case-insensitive; "
             "see docs/spark.md for the list)"
         )
     return ignored
@@ -290,6 +299,12 @@ def _batch_type():
 # ------------------------------------------------------------------------------------------------
 class OptionError(ValueError):
     """An option value the data source cannot accept (raised on the driver, at load time)."""
+
+
+class NoKafkaLogError(KafkaLogError, OptionError):
+    """A path given to the source under which nothing looks like a Kafka log (no segment, no
+    partition directory with log files, no log-dir checkpoint): a mistyped or wrong path, as a
+    missing one is, not an empty result."""
 
 
 class DataLossError(KafkaLogError):
@@ -652,7 +667,8 @@ def store_of(path: str, storage_options: Optional[Mapping[str, Any]] = None) -> 
 
 
 def _warn(msg: str) -> None:
-    log.warning(msg)
+    """Warn once: a ``UserWarning`` (printed on the stderr of the process that planned or read,
+    as Python prints warnings; ``warnings`` filters apply)."""
     warnings.warn(msg, stacklevel=3)
 
 
@@ -1278,24 +1294,64 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
                 continue
             tp = _parse_tp_dir(_fs.basename(path))
             segs = _segment_refs(path, fs)
+            view = getattr(segs, "view", None)
             if tp is not None and (segs or not _has_tp_children(path, fs)):
-                _report_ignored(getattr(segs, "view", None))
+                if not _holds_log_files(view):
+                    _no_kafka_log(path, fs, opts)
+                _report_ignored(view)
                 ckpt = _read_log_start_checkpoints(_fs.parent(path), fs).get(tp)
                 found.append(TopicPartitionLog(tp[0], tp[1], path, segs, ckpt))
                 continue
+            here = []
             if segs:  # a directory of segments that is not named <topic>-<partition>
-                _report_ignored(getattr(segs, "view", None))
-                found.append(TopicPartitionLog(None, None, path, segs))
+                here.append((view, TopicPartitionLog(None, None, path, segs)))
             # a log-dir root
             root = _logdir.scan_root(path, fs)
             ckpts = _read_log_start_checkpoints(root)
             for ref in root.live_partitions:
                 tp = (ref.topic_partition.topic, ref.topic_partition.partition)
-                segs = _segment_refs(ref.path, fs)
-                _report_ignored(getattr(segs, "view", None))
-                found.append(TopicPartitionLog(tp[0], tp[1], ref.path, segs, ckpts.get(tp)))
+                psegs = _segment_refs(ref.path, fs)
+                here.append((getattr(psegs, "view", None),
+                             TopicPartitionLog(tp[0], tp[1], ref.path, psegs, ckpts.get(tp))))
+            if not (root.checkpoints or root.metadata
+                    or len(root.partitions) > len(root.live_partitions)  # -delete, -future
+                    or any(_holds_log_files(v) for v, _ in here)):
+                _no_kafka_log(path, fs, opts)
+            for v, t in here:
+                _report_ignored(v)
+                found.append(t)
     found = [tp for tp in found if _selected(tp, opts)]
     return _dedupe(found, opts.replica_policy)
+
+
+def _holds_log_files(view: Any) -> bool:
+    """Whether a directory's listing (a PartitionView; None: it could not be listed) holds a
+    file of Kafka's log: a segment or index, a producer snapshot, a partition checkpoint, or
+    a name of the log's grammar (even one that is not a regular file)."""
+    if view is None:
+        return False
+    return bool(
+        view.segments or view.orphan_indexes or view.snapshots or view.state_files
+        or view.metadata or view.kraft_snapshots
+        or any(ig.reason != "not a Kafka log file name" for ig in view.ignored)
+    )
+
+
+def _no_kafka_log(path: str, fs: "_fs.FileSystem", opts: ReadOptions) -> None:
+    """Refuse a path under which nothing looks like a Kafka log, as a missing path is refused
+    (a stream may start on an empty directory, a mirror that is not synced yet)."""
+    if opts.streaming:
+        try:
+            if not fs.list_dir(path):
+                return
+        except KafkaStorageError:
+            pass
+    raise NoKafkaLogError(
+        f"no Kafka log under {path}: it holds no <20 digits>.log segment, no "
+        "<topic>-<partition> directory with log files and no log-dir checkpoint; give a "
+        "log-dir root (a broker's log.dirs entry), a <topic>-<partition> directory or a "
+        "segment file"
+    )
 
 
 def _has_tp_children(path: str, fs: "_fs.FileSystem" = _fs.LOCAL) -> bool:

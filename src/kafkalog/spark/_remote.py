@@ -29,6 +29,27 @@ _FLOAT_KEYS = ("backoff", "connect_timeout", "request_timeout")
 _BOOL_KEYS = ("anonymous", "allow_bucket_creation", "allow_bucket_deletion")
 
 
+#: the stores the sink writes to: S3 (``s3a://`` is Hadoop's name for the same store), with the
+#: object-store commit below, and HDFS, whose commit renames (see below)
+WRITABLE_SCHEMES = ("s3", "s3a", "hdfs", "viewfs")
+
+
+def check_writable(uri: str) -> None:
+    """:class:`~kafkalog.spark._paths.UnsupportedPathError` for a write to a store the sink has
+    no commit for (``gs://``, ``abfs://``, ...), before any request is made."""
+    from ._paths import UnsupportedPathError
+
+    scheme = uri.split("://", 1)[0].lower()
+    if scheme not in WRITABLE_SCHEMES:
+        raise UnsupportedPathError(
+            f"cannot write {uri!r}: kafkalog writes log directories to local (or mounted) "
+            f"paths, S3 (s3://, s3a://) and HDFS (hdfs://) only; the {scheme}:// scheme has no "
+            "commit that keeps readers from seeing a partial segment there (write to a local "
+            "path or to S3, then copy)",
+            uri,
+        )
+
+
 def is_remote(path: str) -> bool:
     """Whether a path given to the source names a store other than the local file system."""
     return _fs.is_uri(path) and path.split("://", 1)[0].lower() != "file"
@@ -110,6 +131,7 @@ class RemoteWriteJob:
 
     def __init__(self, uri: str, options: Mapping[str, Any], overwrite: bool,
                  save_mode: Optional[str], job_id: str) -> None:
+        check_writable(uri)
         self.uri = uri.rstrip("/")
         self.options = {str(k).lower(): v for k, v in dict(options).items()
                         if str(k).lower() not in ("path", "paths")}
@@ -149,7 +171,7 @@ class RemoteWriteJob:
         tmp = tempfile.mkdtemp(prefix="kafkalog-task-")
         try:
             local_root = _fs.join(tmp, "root")
-            lopts = w.WriteOptions.parse({**self.options, "path": local_root})
+            lopts = w.WriteOptions.parse({**self.options, "path": local_root}, warn=False)
             w.prepare_job(lopts, self.job_id)
             tw = w.TaskWriter(lopts, self.job_id, task_name, False, task_index=task_index)
             try:

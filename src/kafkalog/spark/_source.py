@@ -6,6 +6,8 @@ Use :func:`kafkalog.spark.register` rather than these classes directly.
 from __future__ import annotations
 
 import datetime as _dt
+import os
+import sys
 import uuid
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
@@ -72,6 +74,34 @@ def _arrow_target(schema):
         return to_arrow_schema(schema, timezone="UTC")
     except TypeError:  # pragma: no cover - older signature
         return to_arrow_schema(schema)
+
+
+def _in_spark_worker() -> bool:
+    """Whether this process is a Python worker that Spark started (``python -m
+    pyspark.daemon``, or ``pyspark.worker`` without the daemon)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return str(getattr(spec, "name", "") or "").startswith("pyspark.")
+
+
+def _for_spark(batches: Iterator[Any]) -> Iterator[Any]:
+    """The batches a task yields to Spark.  A query that needs fewer rows than the split holds
+    (``LIMIT``) ends the task while the reader still yields: the executor closes the worker's
+    socket, PySpark's write to it fails and closes this generator, and the worker is done for
+    (nothing can reach the executor any more; PySpark's daemon would end it after printing a
+    ``BrokenPipeError`` traceback when it flushes the dead socket).  The rows Spark took are
+    complete, so the worker ends here, quietly.  Any other early close (or one outside a Spark
+    worker) goes on as usual."""
+    try:
+        yield from batches
+    except GeneratorExit as e:
+        if isinstance(e.__context__, ConnectionError) and _in_spark_worker():
+            for f in (sys.stdout, sys.stderr):
+                try:
+                    f.flush()
+                except Exception:
+                    pass
+            os._exit(0)
+        raise
 
 
 class KafkaLogSplit(InputPartition):
@@ -146,7 +176,9 @@ class KafkaLogReader(DataSourceReader):
         if split is None:  # the placeholder Spark uses for an empty plan
             return iter(())
         # only the split's own pruning: the reader may be the one of an earlier scan
-        return core.read_split(split, self.opts, self._target, getattr(partition, "pruning", None))
+        return _for_spark(
+            core.read_split(split, self.opts, self._target, getattr(partition, "pruning", None))
+        )
 
 
 def _col(f) -> Optional[str]:
@@ -470,7 +502,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: KafkaLogSplit) -> Iterator[Any]:
         if self._target is None:
             self._target = _arrow_target(self.schema)
-        return core.read_split(partition.split, self.opts, self._target)
+        return _for_spark(core.read_split(partition.split, self.opts, self._target))
 
     def commit(self, end: dict) -> None:
         pass
@@ -511,6 +543,7 @@ class KafkaLogArrowWriter(DataSourceArrowWriter):
         #: the object-store side of the job (None for a local or mounted path)
         self.remote: Optional[_remote.RemoteWriteJob] = None
         if _remote.is_remote(path):
+            _remote.check_writable(path)
             opts = wcore.WriteOptions.parse({**dict(options), "path": "/nonexistent"})
             wcore.check_columns(schema.fieldNames(), opts)
             self.overwrite = bool(overwrite)

@@ -109,6 +109,30 @@ def _opt_bool(o: Mapping[str, Any], key: str, default: Optional[bool]) -> Option
     raise WriteError(f"option {key!r} must be true or false, not {v!r}")
 
 
+# The sink's options as documented (keys arrive lower-cased); unknown ones are refused with
+# the read side's check (kafkalog.spark._core.check_option_keys), so a misspelled
+# ``compresion`` is an error, not an uncompressed write.
+_OPTION_SPELLING = {
+    k.lower(): k
+    for k in (
+        "path compression compressionLevel kafka.compression.type segmentBytes batchBytes "
+        "batchRecords indexIntervalBytes topic preserveOffsets leaderEpoch topicId "
+        "numPartitions fsync saveMode"
+    ).split()
+}
+
+
+def check_option_keys(options: Mapping[str, Any]) -> List[str]:
+    """WriteError for a write option the sink does not know, naming the closest known one
+    (``unknown option 'compresion' ...; did you mean 'compression'?``); return the producer
+    options (``kafka.*``) that are accepted and ignored.  ``storage.*`` options are the
+    store's (:mod:`kafkalog.spark._remote`)."""
+    from ._core import check_option_keys as check
+
+    return check(_lower(options), spelling=_OPTION_SPELLING, known=_OPTION_SPELLING,
+                 ignored_names=(), rejected={}, what="sink", error=WriteError)
+
+
 SAVE_MODES = {
     "append": "append",
     "overwrite": "overwrite",
@@ -200,10 +224,17 @@ class WriteOptions:
     save_mode: Optional[str] = None  # the saveMode option: append, errorifexists or ignore
 
     @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> "WriteOptions":
+    def parse(cls, options: Mapping[str, Any], warn: bool = True) -> "WriteOptions":
+        """The write options, checked (``warn``: warn about the ``kafka.*`` producer options
+        that are ignored)."""
         from .._format import CompressionType
 
         o = _lower(options)
+        ignored = check_option_keys(o)
+        if warn and ignored:
+            from ._core import _warn
+
+            _warn("kafkalog writes files, not to brokers: ignoring option(s) " + ", ".join(ignored))
         path = o.get("path")
         if not path:
             raise WriteError(
