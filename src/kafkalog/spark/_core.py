@@ -2190,12 +2190,12 @@ def read_split(
         """Decode ``[start, stop)`` of a file in a store: windows of whole entries of about
         ``block_size`` bytes, the next fetched while this one decodes (memory: two windows,
         not the piece); positions (in errors and the batch column) are the file's."""
-        from ..arrow import _MAX_ENTRY, _windows
+        from ..storage.ranged import entry_windows
 
         end = f.size if stop is None else min(stop, f.size)
         block = getattr(getattr(getattr(f, "fs", None), "options", None), "block_size",
                         _fs.DEFAULT_BLOCK_SIZE)
-        for pos, win in _windows(_Ranged(f, end), start, block, None, _MAX_ENTRY):
+        for pos, win in entry_windows(_Ranged(f, end), start, block):
             try:
                 for rb in _decode_buffer(piece, win, 0, None):
                     if pos and want_batch:
