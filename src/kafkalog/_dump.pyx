@@ -358,7 +358,8 @@ cdef int _format(const uint8_t* d, Py_ssize_t end, Py_ssize_t count, int64_t bas
     """Append the record lines of one v2 data batch (records section ``d[:end]``) to ``o``:
     1, or 0 when the batch needs the general path (then ``o``, ``plast`` and ``gaps`` hold
     whatever was added so far: the caller rolls them back).  ``plast`` is the offset of the
-    record printed before (-1: none), updated; each non-consecutive pair goes to ``gaps``.
+    record printed before (-1 before the file's first, as Kafka 4.4 starts), updated; each
+    record not at ``plast[0] + 1`` adds its pair to ``gaps``.
     ``pf[:pf_len]`` (the bytes the caller reads next) is prefetched a few cache lines a
     record, so that memory is read while this batch is formatted."""
     cdef Py_ssize_t pos = 0, body_end, hk_start, n
@@ -395,7 +396,7 @@ cdef int _format(const uint8_t* d, Py_ssize_t end, Py_ssize_t count, int64_t bas
             seq = base_seq + off_delta
             if seq > INT32_MAX_:
                 return 0
-        if lo != -1 and (lo == INT64_MAX or offset != lo + 1):
+        if offset != <int64_t>(<uint64_t>lo + 1):       # Java long arithmetic: MAX + 1 is MIN
             gaps.append((lo, offset))
         lo = offset
         plast[0] = lo
@@ -487,10 +488,11 @@ def v2_record_lines(section, Py_ssize_t count, int64_t base_offset, int64_t base
     ``section`` is the batch's records section (decompressed), ``count`` its record count,
     ``append_ts`` the batch's max timestamp under LogAppendTime (else None), ``base_seq`` its
     base sequence; ``contents`` adds ``key:``/``payload:``.  ``last_offset`` is the offset of
-    the record printed before (-1 for none); ``gaps`` lists each ``(previous, offset)`` pair
-    that is not consecutive, and ``last_offset`` in the result is the batch's last record
-    offset.  ``u8`` formats non-ASCII text (dump's ``_u8``).  None: this batch needs the
-    general path.
+    the record printed before (-1 before the file's first record: Kafka 4.4 checks that one
+    against -1 too); ``gaps`` lists each ``(previous, offset)`` pair that is not consecutive
+    (Java long arithmetic: Long.MAX followed by Long.MIN is consecutive), and ``last_offset``
+    in the result is the batch's last record offset.  ``u8`` formats non-ASCII text (dump's
+    ``_u8``: Java's replacements of malformed UTF-8).  None: this batch needs the general path.
     """
     cdef Py_buffer view
     cdef _Out o

@@ -60,7 +60,7 @@ def v2_record_lines(
             if not -(2**31) <= delta <= INT32_MAX or base_seq + delta > INT32_MAX:
                 return None
             seq = base_seq + delta
-        if lo != -1 and (lo == INT64_MAX or o != lo + 1):
+        if o != (lo + 1 if lo != INT64_MAX else -INT64_MAX - 1):   # a Java long: MAX + 1 is MIN
             gaps.append((lo, o))
         lo = o
         k, v = r.key, r.value

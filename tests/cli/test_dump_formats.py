@@ -2,8 +2,9 @@
 
 Each expected line is rebuilt from the inputs with Kafka's format (reference §16.3): the batch
 line's fields in order, ``compresscodec`` in lower case, ``OptionalLong`` for the delete
-horizon, legacy lines with ``NoTimestampType: -1`` for magic 0 and the stray ``}`` after the
-record CRC, ``| `` record lines with ``sequence``/``headerKeys`` for v2 only.
+horizon, legacy lines with ``NoTimestampType: -1`` for magic 0 and the record CRC last (Kafka
+4.4; its Scala tool of 4.2 and older added a ``}``), ``| `` record lines with
+``sequence``/``headerKeys`` for v2 only.
 """
 from __future__ import annotations
 
@@ -95,7 +96,7 @@ def test_legacy_every_codec(chdir_tmp, magic, codec):
         ts = -1 if magic == 0 else BASE_TS + i
         v = recs(4)[i][2]
         assert ln == (f"| offset: {i} {tstype}: {ts} keySize: {len(b'k%d' % i)} valueSize: {len(v)} "
-                      f"isValid: true crc: {rec.crc}}} key: k{i} payload: {v.decode()}")
+                      f"isValid: true crc: {rec.crc} key: k{i} payload: {v.decode()}")
 
 
 def test_log_append_time_delete_horizon_headers_and_nulls(chdir_tmp):
@@ -132,6 +133,34 @@ def test_invalid_utf8_is_replaced_like_java(chdir_tmp):
     write(chdir_tmp / LOG, v2_batch([(BASE_TS, b"\xff\xfek", b"ok \xc3\x28 \xe2\x82\xac")]))
     r = run_cli("dump", "--print-data-log", "--files", LOG)
     assert r.lines[3].endswith("key: \ufffd\ufffdk payload: ok \ufffd( \u20ac")
+
+
+@pytest.mark.parametrize("flags", [[], ["--skip-record-metadata"],
+                                   ["--value-decoder-class", "org.apache.kafka.tools.api.StringDecoder"]])
+def test_malformed_utf8_has_javas_replacements(chdir_tmp, flags):
+    """74 ED B6 0D: Java's decoder replaces ED B6 (a lead and its continuation, cut short) by one
+    U+FFFD, as Kafka 4.4 prints it (Python's own replacement makes two).  Every way a record line
+    is made: the compiled run of plain batches, the general path (without metadata), a decoder
+    class; a header key too."""
+    bad = b"t\xed\xb6\r"
+    write(chdir_tmp / LOG, v2_batch([(BASE_TS, bad, b"a" + bad, [(bad.decode("utf-8", "surrogateescape"), b"x")]),
+                                     (BASE_TS + 1, None, bad + b"\xed\xa0\x80z")]))
+    r = run_cli("dump", "--print-data-log", *flags, "--files", LOG)
+    assert r.rc == 0, r
+    lines = [ln for ln in r.lines if ln.startswith("| ")]
+    assert lines[0].endswith("key: t\ufffd\r payload: at\ufffd\r")
+    assert lines[1].endswith("payload: t\ufffd\r\ufffdz")
+    if not flags or flags[0] != "--skip-record-metadata":
+        assert "headerKeys: [t\ufffd\r]" in lines[0]
+
+
+def test_skip_record_metadata_record_without_key(chdir_tmp):
+    """Kafka 4.4: a record printed without metadata starts with '| ' whether it has a key or
+    not ('| payload: ...'; the Scala tool of Kafka 4.2 and older printed ' payload: ...')."""
+    write(chdir_tmp / LOG, v2_batch([(BASE_TS, None, b"v0"), (BASE_TS, b"k", b"v1"), (BASE_TS, b"k", None)]))
+    r = run_cli("dump", "--print-data-log", "--skip-record-metadata", "--files", LOG)
+    assert r.rc == 0, r
+    assert r.lines[3:] == ["| payload: v0", "| key: k payload: v1", "| key: k"]
 
 
 def test_crc_corruption_is_reported_not_fatal(chdir_tmp):
@@ -238,7 +267,7 @@ def test_offset_index_mismatch_report(tmp_path):
     r = run_cli("dump", "--verify-index-only", "--files", str(idx))
     assert r.rc == 0
     assert r.lines == [f"Dumping {idx}"]
-    # the Scala tool prepends to its list: latest mismatch first
+    # Kafka 4.4 keeps the mismatches in a map sorted by index offset, descending
     assert r.err_lines == [f"Mismatches in :{idx}", f"  Index offset: {rel1 + 1}, log offset: {rel1}",
                            f"  Index offset: {rel0 - 1}, log offset: {rel0}"]
     r = run_cli("dump", "--files", str(idx))
@@ -376,10 +405,12 @@ def test_offsets_decoder_spec_examples(chdir_tmp):
     ]
 
 
-def test_transaction_log_decoder_spec_example(chdir_tmp):
-    """§16.4: 'key: transaction_metadata::transactionalId=kafka-txn-0 payload: producerId:0,
-    producerEpoch:0,state=Empty,partitions=[],txnLastUpdateTimestamp=1680383478418,txnTimeoutMs=60000'
-    (the value is the 37-byte v0 TransactionLogValue of §17.2)."""
+def test_transaction_log_decoder_prints_json(chdir_tmp):
+    """§16.4's transaction records (the value is the 37-byte v0 TransactionLogValue of §17.2) as
+    Kafka 4.4 prints them (checked against its kafka-dump-log on these bytes): the key and value
+    as JSON, transactionStatus by name, a tombstone's value <DELETE>.  (The Scala tool of Kafka
+    4.2 and older printed 'transaction_metadata::transactionalId=kafka-txn-0' and
+    'producerId:0,producerEpoch:0,state=Empty,partitions=[],...'.)"""
     key = struct.pack(">hh", 0, 11) + b"kafka-txn-0"
     value = struct.pack(">hqhibiqq", 0, 0, 0, 60000, 0, 0, 1680383478418, -1)
     assert len(value) == 37
@@ -389,12 +420,19 @@ def test_transaction_log_decoder_spec_example(chdir_tmp):
                                      (1680383478422, key, None)]))
     r = run_cli("dump", "--transaction-log-decoder", "--files", LOG)
     rec = [ln for ln in r.lines if ln.startswith("| ")]
-    assert rec[0] == ("| offset: 0 CreateTime: 1680383478420 keySize: 15 valueSize: 37 sequence: -1 headerKeys: [] "
-                      "key: transaction_metadata::transactionalId=kafka-txn-0 payload: producerId:0,producerEpoch:0,"
-                      "state=Empty,partitions=[],txnLastUpdateTimestamp=1680383478418,txnTimeoutMs=60000")
-    assert rec[1].endswith("payload: producerId:5,producerEpoch:1,state=Ongoing,partitions=[t-0,t-3],"
-                           "txnLastUpdateTimestamp=1680383478500,txnTimeoutMs=60000")
-    assert rec[2].endswith("key: transaction_metadata::transactionalId=kafka-txn-0 payload: <DELETE>")
+    k = 'key: {"type":"0","data":{"transactionalId":"kafka-txn-0"}}'
+    assert rec == [
+        "| offset: 0 CreateTime: 1680383478420 keySize: 15 valueSize: 37 sequence: -1 headerKeys: [] "
+        + k + ' payload: {"version":"0","data":{"producerId":0,"producerEpoch":0,"transactionTimeoutMs":60000,'
+        '"transactionStatus":"Empty","transactionPartitions":[],"transactionLastUpdateTimestampMs":1680383478418,'
+        '"transactionStartTimestampMs":-1}}',
+        "| offset: 1 CreateTime: 1680383478421 keySize: 15 valueSize: 52 sequence: -1 headerKeys: [] "
+        + k + ' payload: {"version":"0","data":{"producerId":5,"producerEpoch":1,"transactionTimeoutMs":60000,'
+        '"transactionStatus":"Ongoing","transactionPartitions":[{"topic":"t","partitionIds":[0,3]}],'
+        '"transactionLastUpdateTimestampMs":1680383478500,"transactionStartTimestampMs":1680383478400}}',
+        "| offset: 2 CreateTime: 1680383478422 keySize: 15 valueSize: -1 sequence: -1 headerKeys: [] "
+        + k + " payload: <DELETE>",
+    ]
 
 
 def test_cluster_metadata_decoder_errors(chdir_tmp):
@@ -404,7 +442,9 @@ def test_cluster_metadata_decoder_errors(chdir_tmp):
     r = run_cli("dump", "--cluster-metadata-decoder", "--files", LOG)
     payloads = [ln.split(" payload: ", 1)[1] for ln in r.lines if ln.startswith("| ")]
     assert payloads[0].startswith("Error at 0, skipping. Could not deserialize metadata record with frame version 0.")
-    assert payloads[1] == "Error at 1, skipping. Unknown metadata id 99"
+    # Kafka 4.4 prints the exception it wraps (checked against its kafka-dump-log)
+    assert payloads[1] == ("Error at 1, skipping. org.apache.kafka.common.errors.UnsupportedVersionException: "
+                           "Unknown metadata id 99")
     assert payloads[2] == "Error at 2, skipping. Found 1 byte(s) of garbage after 20"
 
 
@@ -477,3 +517,44 @@ def test_json_reports(chdir_tmp):
     assert objs[-1] == {"type": "non_consecutive_offsets", "file": str(chdir_tmp / LOG), "offset": 0,
                         "nextOffset": 5}
     assert r.err == ""
+
+
+# -- Kafka 4.4's non-consecutive offsets report ---------------------------------------------------
+@pytest.mark.parametrize("codec", ["none", "gzip"])   # the compiled run of plain batches; the general path
+def test_non_consecutive_offsets_start_from_minus_one(chdir_tmp, codec):
+    """Kafka 4.4 checks a file's first record against -1 (a segment not starting at 0 reports
+    '-1 is followed by <base>') and lists the pairs in ascending order."""
+    name = "00000000000000000038.log"
+    write(chdir_tmp / name, v2_batch(recs(3, 38), base_offset=38, compression=codec),
+          v2_batch(recs(2, 45), base_offset=45, compression=codec),
+          v2_batch(recs(1, 52), base_offset=52, compression=codec))
+    r = run_cli("dump", "--deep-iteration", "--files", name)
+    assert r.rc == 0, r
+    assert r.err_lines == [f"Non-consecutive offsets in {chdir_tmp / name}", "  -1 is followed by 38",
+                           "  40 is followed by 45", "  46 is followed by 52"]
+    write(chdir_tmp / LOG, v2_batch(recs(2), compression=codec), v2_batch(recs(1, 3), base_offset=3,
+                                                                           compression=codec))
+    r = run_cli("dump", "--deep-iteration", "--files", LOG)
+    assert r.err_lines == [f"Non-consecutive offsets in {chdir_tmp / LOG}", "  1 is followed by 3"]
+
+
+def test_non_consecutive_offsets_java_long_wrap(chdir_tmp):
+    """Offsets are Java longs: Long.MAX followed by Long.MIN is consecutive (MAX + 1 wraps)."""
+    write(chdir_tmp / LOG, v2_batch(recs(1), base_offset=2**63 - 1), v2_batch(recs(1), base_offset=-2**63))
+    r = run_cli("dump", "--deep-iteration", "--files", LOG)
+    assert r.rc == 0, r
+    assert r.err_lines == [f"Non-consecutive offsets in {chdir_tmp / LOG}", f"  -1 is followed by {2**63 - 1}"]
+
+
+def test_producer_snapshot_entry_without_batch_metadata(chdir_tmp):
+    """An entry whose lastOffset is -1 has no batch metadata: its line ends with lastTimestamp
+    (Kafka 4.4; the Scala tool left a space there)."""
+    entry = struct.pack(">qhiqiqiq", 11, 5, -1, -1, 0, 1795764036172, 0, -1)
+    body = struct.pack(">i", 1) + entry
+    data = struct.pack(">hI", 1, crc32c.crc32c(body)) + body
+    write(chdir_tmp / "00000000000000000083.snapshot", data)
+    r = run_cli("dump", "--files", "00000000000000000083.snapshot")
+    assert r.rc == 0, r
+    assert r.lines == ["Dumping 00000000000000000083.snapshot",
+                       "producerId: 11 producerEpoch: 5 coordinatorEpoch: 0 currentTxnFirstOffset: "
+                       "OptionalLong.empty lastTimestamp: 1795764036172"]

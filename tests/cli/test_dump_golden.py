@@ -66,8 +66,9 @@ def test_kraft_snapshot_header(chdir_tmp):
 
 @pytest.mark.parametrize("data,name", [(V1_ABC, "legacy_v1.txt"), (V0_MESSAGE1, "legacy_v0.txt")])
 def test_legacy_messages(chdir_tmp, data, name):
-    """v0/v1 batch lines ('offset: ... NoTimestampType: -1 ...') and the record line with the
-    stray '}' after the CRC."""
+    """v0/v1 batch lines ('offset: ... NoTimestampType: -1 ...') and the record line ending in
+    'isValid: true crc: <crc>' (the golden files are Kafka 4.4.0's kafka-dump-log output on
+    these bytes; the Scala tool of Kafka 4.2 and older printed a stray '}' after the CRC)."""
     write(chdir_tmp / "00000000000000000000.log", data)
     r = run_cli("dump", "--print-data-log", "--files", "00000000000000000000.log")
     assert r.rc == 0, r
@@ -158,8 +159,10 @@ def test_corpus_cluster_metadata_golden(corpus):
     r = run_cli("dump", "--cluster-metadata-decoder", "--files", rel, cwd=files_dir)
     assert r.rc == 0, r
     assert r.text == golden("kafka-tester@018f9bc.cluster-metadata.txt")
-    # offsets 1-4 then 34-35: the Scala tool's report (the first record only sets lastOffset)
-    assert r.err_lines == [f"Non-consecutive offsets in {files_dir / rel}", "  4 is followed by 34"]
+    # offsets 1-4 then 34-35: Kafka 4.4's report (checked against its kafka-dump-log): the first
+    # record is checked against -1, pairs in ascending order
+    assert r.err_lines == [f"Non-consecutive offsets in {files_dir / rel}", "  -1 is followed by 1",
+                           "  4 is followed by 34"]
 
 
 def test_corpus_offsets_golden(corpus):

@@ -1,14 +1,15 @@
 """Decoders for ``kafkalog dump``: what kafka-dump-log prints for keys, values and control records.
 
-* Key/value decoders (``--key-decoder``/``--value-decoder``): ``string`` (UTF-8, malformed
-  bytes replaced by U+FFFD like Java's ``new String(bytes, UTF_8)``; Kafka's default
-  ``StringDecoder``), ``hex``, ``base64``, ``json`` (the bytes are JSON: printed as they are, and
-  embedded as a JSON value by ``--json``), ``long`` and ``int`` (big-endian, Kafka's
+Kafka 4.4's kafka-dump-log (``org.apache.kafka.tools.DumpLogSegments``) is the reference.
+
+* Key/value decoders (``--key-decoder``/``--value-decoder``): ``string`` (UTF-8, each malformed
+  sequence replaced by one U+FFFD as Java's ``new String(bytes, UTF_8)`` does: :func:`java_utf8`;
+  Kafka's default ``StringDecoder``), ``hex``, ``base64``, ``json`` (the bytes are JSON: printed as
+  they are, and embedded as a JSON value by ``--json``), ``long`` and ``int`` (big-endian, Kafka's
   ``LongDecoder``/``IntegerDecoder``).  Kafka's decoder class names are accepted as aliases.
-* ``--offsets-decoder``: ``__consumer_offsets`` records as Kafka 3.8+ prints them,
-  ``{"type":"<key version>","data":{...}}`` / ``{"version":"<value version>","data":{...}}``.
-* ``--transaction-log-decoder``: ``__transaction_state`` records in the text form of the Scala
-  tool (``transaction_metadata::transactionalId=...`` / ``producerId:...,state=...``).
+* ``--offsets-decoder`` and ``--transaction-log-decoder``: the group and transaction
+  coordinators' records, ``{"type":"<record type>","data":{...}}`` /
+  ``{"version":"<value version>","data":{...}}`` (``transactionStatus`` by name).
 * ``--cluster-metadata-decoder``: KRaft metadata records,
   ``{"type":"TOPIC_RECORD","version":0,"data":{...}}``.
 * Control records (printed whatever the decoder): ``endTxnMarker: COMMIT coordinatorEpoch: 0``,
@@ -20,12 +21,14 @@ Jackson: fields in schema order, camelCase names, only the fields of the record'
 tagged fields only when they differ from their default, UUIDs in Kafka's URL-safe base64,
 ``bytes`` in standard base64, control characters escaped as Jackson does.  Messages are read by a
 small schema-driven reader of Kafka's protocol encoding (classic and flexible versions) over
-schema tables written for this module from the message definitions.
+schema tables written for this module from Kafka 4.4's message definitions; where the data is
+damaged it fails where Kafka's generated readers fail, with their messages.
 """
 from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import json
 import math
 import struct
@@ -45,6 +48,7 @@ __all__ = [
     "control_record_text",
     "control_record_object",
     "jackson_dumps",
+    "java_utf8",
     "uuid_to_kafka_string",
     "read_metadata_record",
     "METADATA_RECORD_TYPES",
@@ -53,6 +57,59 @@ __all__ = [
 
 class DecodeError(Exception):
     """A key or value that a decoder cannot read (the message says why, as Kafka would)."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Text as Java's new String(bytes, UTF_8) decodes it
+# ------------------------------------------------------------------------------------------------
+def _java_malformed_length(b: bytes, i: int) -> int:
+    """How many bytes from ``b[i]`` (where no valid UTF-8 sequence starts) Java's UTF-8 decoder
+    replaces by one U+FFFD.  Java takes a lead byte, then each following byte while it still
+    fits the lead (a second byte within the lead's own range -- A0-BF after E0, 90-BF after F0,
+    80-8F after F4, 80-BF otherwise, so ED A0-BF counts -- then continuation bytes), and replaces
+    them together: at most 3 bytes, fewer where the input ends or a byte does not fit.  A
+    surrogate encoding (ED A0-BF xx) is one malformed sequence of 3 bytes; a byte that can start
+    nothing (80-C1, F5-FF) and a two-byte lead without its continuation are replaced alone.
+    Python's own ``errors="replace"`` replaces maximal subparts instead (ED A0 80 gives three
+    U+FFFD there, one here)."""
+    c = b[i]
+    if c < 0xE0 or c > 0xF4:
+        return 1
+    n = len(b)
+    if i + 1 >= n:
+        return 1
+    c2 = b[i + 1]
+    if c == 0xE0:
+        fits = 0xA0 <= c2 <= 0xBF
+    elif c == 0xF0:
+        fits = 0x90 <= c2 <= 0xBF
+    elif c == 0xF4:
+        fits = 0x80 <= c2 <= 0x8F
+    else:
+        fits = 0x80 <= c2 <= 0xBF
+    if not fits:
+        return 1
+    if i + 2 >= n or not 0x80 <= b[i + 2] <= 0xBF:
+        return 2
+    return 3
+
+
+def _java_utf8_errors(exc: UnicodeError) -> Tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    return "\ufffd", exc.start + _java_malformed_length(exc.object, exc.start)
+
+
+_JAVA_UTF8_ERRORS = "kafkalog.java-utf8"
+codecs.register_error(_JAVA_UTF8_ERRORS, _java_utf8_errors)
+
+
+def java_utf8(b: bytes) -> str:
+    """``b`` decoded as Java's ``new String(b, UTF_8)`` decodes it (what kafka-dump-log prints):
+    valid UTF-8 as it is, each malformed sequence replaced by one U+FFFD by Java's rules
+    (:func:`_java_malformed_length`).  Python's decoder does the work; only a malformed
+    sequence calls back into Python."""
+    return b.decode("utf-8", _JAVA_UTF8_ERRORS)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -135,16 +192,18 @@ _F64 = struct.Struct(">d")
 
 
 class _Underflow(DecodeError):
-    pass
+    """A fixed-size read past the end (Java: ``BufferUnderflowException``, whose message is
+    null: Kafka's coordinator decoders print ``due to: null.``)."""
 
 
 class _Reader:
-    __slots__ = ("buf", "pos", "end")
+    __slots__ = ("buf", "pos", "end", "nested")
 
     def __init__(self, buf: bytes, pos: int = 0) -> None:
         self.buf = buf
         self.pos = pos
         self.end = len(buf)
+        self.nested = True  # False: a nested struct may not be read (see _Schema.read)
 
     def _take(self, n: int) -> int:
         p = self.pos
@@ -181,18 +240,31 @@ class _Reader:
         return uuid_to_kafka_string(bytes(self.buf[p : p + 16]))
 
     def uvarint(self) -> int:
+        """An unsigned varint as Kafka reads it: into a Java int (at most 5 bytes, the bits
+        past 32 dropped, so the result may be negative)."""
         value = 0
-        shift = 0
-        for _ in range(5):
+        for shift in (0, 7, 14, 21):
             b = self.buf[self._take(1)]
             value |= (b & 0x7F) << shift
             if not b & 0x80:
                 return value
-            shift += 7
-        raise DecodeError("Varint is too long, the most significant bit in the 5th byte is set")
+        b = self.buf[self._take(1)]
+        value = (value | ((b - 256 if b & 0x80 else b) << 28)) & 0xFFFFFFFF
+        if b & 0x80:
+            raise DecodeError("Varint is too long, the most significant bit in the 5th byte is "
+                              f"set, converted value: {value:x}")
+        return value - (1 << 32) if value & 0x80000000 else value
 
     def raw(self, n: int) -> bytes:
-        p = self._take(n)
+        """``n`` bytes (a string's, a ``bytes`` field's, an unknown tagged field's), with the
+        errors of Kafka's ``readArray``."""
+        p = self.pos
+        if n < 0:
+            raise DecodeError(str(n))  # Java: NegativeArraySizeException
+        if n > self.end - p:
+            raise DecodeError(f"Error reading byte array of {n} byte(s): only {self.end - p} "
+                              "byte(s) available")
+        self.pos = p + n
         return bytes(self.buf[p : p + n])
 
     def remaining(self) -> int:
@@ -252,8 +324,18 @@ class _Schema:
         self.flexible = _parse_versions(flexible)
         self.fields = fields
 
-    def read(self, r: _Reader, version: int) -> Dict[str, Any]:
-        if not self.valid[0] <= version <= self.valid[1]:
+    def read(self, r: _Reader, version: int, check_version: bool = True) -> Dict[str, Any]:
+        """The message at ``version``.  Without ``check_version`` any version is read, as Kafka
+        reads a metadata record: its generated reader leaves out each version test that holds
+        for every valid version, which reads a version below or above the valid ones as the
+        lowest or highest valid one; only its nested structs refuse a version above the
+        highest."""
+        lo, hi = self.valid
+        if not check_version:
+            if version > hi:
+                r.nested = False
+            version = min(max(version, lo), hi)
+        elif not lo <= version <= hi:
             raise DecodeError(f"Can't read version {version} of {self.name}")
         flexible = self.flexible[0] <= version <= self.flexible[1]
         return _read_struct(r, self.fields, version, flexible)
@@ -275,13 +357,16 @@ _SCALARS = {
 def _read_len(r: _Reader, flexible: bool, kind: str) -> int:
     """Length of a string/bytes/array: -1 for null."""
     if flexible:
-        return r.uvarint() - 1
+        n = r.uvarint() - 1
+        return n + (1 << 32) if n < -(1 << 31) else n   # Java int arithmetic
     if kind == "string":
         return r.int16()
     return r.int32()
 
 
-def _read_value(r: _Reader, f: _Field, typ: str, elem, version: int, flexible: bool, nullable: bool):
+def _read_value(r: _Reader, f: _Field, typ: str, elem, version: int, flexible: bool, nullable: bool,
+                label: Optional[str] = None):
+    """One value of field ``f`` (``label``: the field as Kafka's errors name it)."""
     reader = _SCALARS.get(typ)
     if reader is not None:
         return reader(r)
@@ -289,21 +374,23 @@ def _read_value(r: _Reader, f: _Field, typ: str, elem, version: int, flexible: b
         n = _read_len(r, flexible, "string")
         if n < 0:
             if not nullable:
-                raise DecodeError(f"non-nullable field {f.json} was serialized as null")
+                raise DecodeError(f"non-nullable field {label or f.json} was serialized as null")
             return None
-        return r.raw(n).decode("utf-8", "replace")
+        if n > 0x7FFF:
+            raise DecodeError(f"string field {label or f.json} had invalid length {n}")
+        return java_utf8(r.raw(n))
     if typ == "bytes":
         n = _read_len(r, flexible, "bytes")
         if n < 0:
             if not nullable:
-                raise DecodeError(f"non-nullable field {f.json} was serialized as null")
+                raise DecodeError(f"non-nullable field {label or f.json} was serialized as null")
             return None
         return r.raw(n)
     if typ in ("[]", "[]struct"):
         n = _read_len(r, flexible, "array")
         if n < 0:
             if not nullable:
-                raise DecodeError(f"non-nullable field {f.json} was serialized as null")
+                raise DecodeError(f"non-nullable field {label or f.json} was serialized as null")
             return None
         if n > r.remaining():
             raise DecodeError(
@@ -311,18 +398,26 @@ def _read_value(r: _Reader, f: _Field, typ: str, elem, version: int, flexible: b
                 f"{r.remaining()} bytes remaining."
             )
         if typ == "[]struct":
-            return [_read_struct(r, elem, version, flexible) for _ in range(n)]
+            return [_nested(r, elem, version, flexible) for _ in range(n)]
         sub = _SCALARS.get(elem)
         if sub is not None:
             return [sub(r) for _ in range(n)]
-        return [_read_value(r, f, elem, None, version, flexible, False) for _ in range(n)]
+        return [_read_value(r, f, elem, None, version, flexible, False, f.json + " element")
+                for _ in range(n)]
     if typ == "struct":
         if nullable:
             marker = r.int8()
             if marker < 0:
                 return None
-        return _read_struct(r, elem, version, flexible)
+        return _nested(r, elem, version, flexible)
     raise DecodeError(f"unsupported field type {typ}")  # pragma: no cover
+
+
+def _nested(r: _Reader, fields: Sequence[_Field], version: int, flexible: bool) -> Dict[str, Any]:
+    """A struct inside a message (refused where ``r.nested`` is False: see _Schema.read)."""
+    if not r.nested:
+        raise DecodeError("Can't read a nested struct above its highest version")
+    return _read_struct(r, fields, version, flexible)
 
 
 def _read_struct(r: _Reader, fields: Sequence[_Field], version: int, flexible: bool) -> Dict[str, Any]:
@@ -337,15 +432,28 @@ def _read_struct(r: _Reader, fields: Sequence[_Field], version: int, flexible: b
         values[f.json] = _read_value(r, f, f.type, f.elem, version, flexible, f.is_nullable(version))
     found: Dict[str, Any] = {}
     if flexible:
-        for _ in range(r.uvarint()):
+        # As Kafka's generated readers: a known tag's value is read from the stream itself
+        # (its size is not checked), an unknown tag's bytes are skipped, a repeated tag wins.
+        count = r.uvarint()
+        if count > r.remaining():
+            raise DecodeError(f"Tried to read {count} tagged fields, but there are only "
+                              f"{r.remaining()} bytes remaining.")
+        for _ in range(count):
             tag = r.uvarint()
             size = r.uvarint()
             f = tagged.get(tag)
             if f is None:
-                r._take(size)  # unknown tagged field: skipped
+                if any(g.tag == tag for g in fields):
+                    # a tag of the message's other versions
+                    raise DecodeError(f"Tag {tag} is not valid for version {version}")
+                r.raw(size)
                 continue
-            sub = _Reader(r.raw(size))
-            found[f.json] = _read_value(sub, f, f.type, f.elem, version, True, f.is_nullable(version))
+            if f.type == "struct" and f.is_nullable(version):
+                # a tagged nullable struct: a varint before it, not above 0 for null
+                found[f.json] = None if r.uvarint() <= 0 else _nested(r, f.elem, version, True)
+            else:
+                found[f.json] = _read_value(r, f, f.type, f.elem, version, True,
+                                            f.is_nullable(version))
     # Output in schema order; tagged fields only when not at their default (Kafka's JSON
     # converters omit default tagged values).
     out: Dict[str, Any] = {}
@@ -387,7 +495,7 @@ def _meta(api_key: int, name: str, valid: str, fields: List[_Field]) -> None:
     METADATA_RECORD_TYPES[api_key] = (enum_name, _Schema(name, valid, "0+", fields))
 
 
-_meta(0, "RegisterBrokerRecord", "0-3", [
+_meta(0, "RegisterBrokerRecord", "0-4", [
     F("BrokerId", "int32"),
     F("IsMigratingZkBroker", "bool", "2+", default=False),
     F("IncarnationId", "uuid"),
@@ -398,6 +506,7 @@ _meta(0, "RegisterBrokerRecord", "0-3", [
     F("Fenced", "bool", default=True),
     F("InControlledShutdown", "bool", "1+", default=False),
     F("LogDirs", "[]uuid", "3+", tag=0, tagged="3+", default=[]),
+    F("CordonedLogDirs", "[]uuid", "4+", nullable="4+", tag=1, tagged="4+"),
 ])
 _meta(1, "UnregisterBrokerRecord", "0", [F("BrokerId", "int32"), F("BrokerEpoch", "int64")])
 _meta(2, "TopicRecord", "0", [F("Name", "string"), F("TopicId", "uuid")])
@@ -465,12 +574,13 @@ _meta(14, "ClientQuotaRecord", "0", [
 _meta(15, "ProducerIdsRecord", "0", [
     F("BrokerId", "int32"), F("BrokerEpoch", "int64"), F("NextProducerId", "int64"),
 ])
-_meta(17, "BrokerRegistrationChangeRecord", "0-2", [
+_meta(17, "BrokerRegistrationChangeRecord", "0-3", [
     F("BrokerId", "int32"),
     F("BrokerEpoch", "int64"),
     F("Fenced", "int8", tag=0, tagged="0+", default=0),
     F("InControlledShutdown", "int8", "1+", tag=1, tagged="1+", default=0),
     F("LogDirs", "[]uuid", "2+", tag=2, tagged="2+", default=[]),
+    F("CordonedLogDirs", "[]uuid", "3+", nullable="3+", tag=3, tagged="3+"),
 ])
 _meta(18, "AccessControlEntryRecord", "0", [
     F("Id", "uuid"),
@@ -498,16 +608,19 @@ _meta(27, "RegisterControllerRecord", "0", [
     F("Features", ("[]", _FEATURE)),
 ])
 _meta(28, "ClearElrRecord", "0", [F("TopicName", "string")])
+_meta(29, "UnregisterControllerRecord", "0", [F("ControllerId", "int32")])
 
 
 def _frame_varint(r: _Reader, entity: str) -> int:
+    """A frame field as Kafka reads it: a varint (a Java int) above Short.MAX is refused, any
+    other is cast to a short (so a negative int keeps its low 16 bits)."""
     try:
         v = r.uvarint()
     except DecodeError:
         raise DecodeError(f"Error while reading {entity}") from None
     if v > 0x7FFF:
         raise DecodeError(f"Value for {entity} was too large.")
-    return v
+    return ((v & 0xFFFF) ^ 0x8000) - 0x8000
 
 
 def read_metadata_record(value: bytes) -> Tuple[str, int, Dict[str, Any]]:
@@ -528,12 +641,15 @@ def read_metadata_record(value: bytes) -> Tuple[str, int, Dict[str, Any]]:
     version = _frame_varint(r, "version")
     entry = METADATA_RECORD_TYPES.get(api_key)
     if entry is None:
-        raise DecodeError(f"Unknown metadata id {api_key}")
+        raise DecodeError(
+            f"org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {api_key}")
     name, schema = entry
     try:
-        data = schema.read(r, version)
-    except DecodeError as e:
-        raise DecodeError(f"Failed to deserialize record with type {api_key}: {e}") from None
+        # any version is read, as Kafka reads it: the fields its version ranges hold
+        data = schema.read(r, version, check_version=False)
+    except DecodeError:
+        # Kafka's message names the type alone (the reason is the exception's cause)
+        raise DecodeError(f"Failed to deserialize record with type {api_key}") from None
     if r.remaining() > 0:
         raise DecodeError(f"Found {r.remaining()} byte(s) of garbage after {api_key}")
     return name, version, data
@@ -542,100 +658,209 @@ def read_metadata_record(value: bytes) -> Tuple[str, int, Dict[str, Any]]:
 # ------------------------------------------------------------------------------------------------
 # Schemas: __consumer_offsets (group coordinator)
 # ------------------------------------------------------------------------------------------------
-_TOPIC_PARTITIONS = [F("TopicId", "uuid"), F("Partitions", "[]int32")]
+_ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"  # Uuid.ZERO_UUID: the default of a uuid field
 
-# key version -> (key schema, value schema)
+# record type (the int16 before the key) -> (key schema, value schema).  A key is one version
+# (0) of its fields; the value's own version follows the int16 before it.
 _GROUP_RECORDS: Dict[int, Tuple[_Schema, _Schema]] = {}
-_OFFSET_COMMIT_KEY = _Schema("OffsetCommitKey", "0-1", "none", [
-    F("group", "string", "0-1"), F("topic", "string", "0-1"), F("partition", "int32", "0-1"),
+
+
+def _group(api_key: int, key: str, key_fields: List[_Field], value: str, valid: str,
+           flexible: str, value_fields: List[_Field]) -> None:
+    _GROUP_RECORDS[api_key] = (_Schema(key, "0", "none", key_fields),
+                               _Schema(value, valid, flexible, value_fields))
+
+
+_GROUP_ID = [F("GroupId", "string")]
+_GROUP_MEMBER = [F("GroupId", "string"), F("MemberId", "string")]
+_OFFSET_KEY = [F("group", "string"), F("topic", "string"), F("partition", "int32")]
+_TOPIC_PARTITIONS = [F("TopicId", "uuid"), F("Partitions", "[]int32")]
+# a member's assignment: the partitions and, tagged, the epoch each was assigned in
+_ASSIGNED = [F("TopicId", "uuid"), F("Partitions", "[]int32"),
+             F("AssignmentEpochs", "[]int32", nullable="0+", tag=0, tagged="0+", default=[])]
+_TASK_IDS = [F("SubtopologyId", "string"), F("Partitions", "[]int32")]
+_ASSIGNED_TASKS = [F("SubtopologyId", "string"), F("Partitions", "[]int32"),
+                   F("AssignmentEpochs", "[]int32", nullable="0+", tag=0, tagged="0+", default=[])]
+_KEY_VALUE = [F("Key", "string"), F("Value", "string")]
+_STREAMS_TOPIC = [
+    F("Name", "string"), F("Partitions", "int32"), F("ReplicationFactor", "int16"),
+    F("TopicConfigs", ("[]", [F("key", "string"), F("value", "string")])),
+]
+
+# offset commits: type 0 (written by the oldest brokers: value version 0 only) and type 1
+_group(0, "LegacyOffsetCommitKey", _OFFSET_KEY, "LegacyOffsetCommitValue", "0", "none", [
+    F("offset", "int64"), F("metadata", "string"), F("commitTimestamp", "int64"),
 ])
-_OFFSET_COMMIT_VALUE = _Schema("OffsetCommitValue", "0-4", "4+", [
+_group(1, "OffsetCommitKey", _OFFSET_KEY, "OffsetCommitValue", "0-4", "4+", [
     F("offset", "int64"),
     F("leaderEpoch", "int32", "3+"),
     F("metadata", "string"),
     F("commitTimestamp", "int64"),
     F("expireTimestamp", "int64", "1"),
+    F("topicId", "uuid", "4+", tag=0, tagged="4+", default=_ZERO_UUID),
 ])
-_GROUP_RECORDS[0] = (_OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE)
-_GROUP_RECORDS[1] = (_OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE)
-_GROUP_RECORDS[2] = (
-    _Schema("GroupMetadataKey", "2", "none", [F("group", "string", "2")]),
-    _Schema("GroupMetadataValue", "0-4", "4+", [
-        F("protocolType", "string"),
-        F("generation", "int32"),
-        F("protocol", "string", nullable="0+"),
-        F("leader", "string", nullable="0+"),
-        F("currentStateTimestamp", "int64", "2+"),
-        F("members", ("[]", [
-            F("memberId", "string"),
-            F("groupInstanceId", "string", "3+", nullable="3+"),
-            F("clientId", "string"),
-            F("clientHost", "string"),
-            F("rebalanceTimeout", "int32", "1+"),
-            F("sessionTimeout", "int32"),
-            F("subscription", "bytes"),
-            F("assignment", "bytes"),
+# classic groups
+_group(2, "GroupMetadataKey", [F("group", "string")], "GroupMetadataValue", "0-4", "4+", [
+    F("protocolType", "string"),
+    F("generation", "int32"),
+    F("protocol", "string", nullable="0+"),
+    F("leader", "string", nullable="0+"),
+    F("currentStateTimestamp", "int64", "2+"),
+    F("members", ("[]", [
+        F("memberId", "string"),
+        F("groupInstanceId", "string", "3+", nullable="3+"),
+        F("clientId", "string"),
+        F("clientHost", "string"),
+        F("rebalanceTimeout", "int32", "1+"),
+        F("sessionTimeout", "int32"),
+        F("subscription", "bytes"),
+        F("assignment", "bytes"),
+    ])),
+])
+# consumer groups (KIP-848)
+_group(3, "ConsumerGroupMetadataKey", _GROUP_ID, "ConsumerGroupMetadataValue", "0", "0+", [
+    F("Epoch", "int32"),
+    F("MetadataHash", "int64", tag=0, tagged="0+", default=0),
+])
+_group(4, "ConsumerGroupPartitionMetadataKey", _GROUP_ID,
+       "ConsumerGroupPartitionMetadataValue", "0", "0+", [
+    F("Topics", ("[]", [
+        F("TopicId", "uuid"),
+        F("TopicName", "string"),
+        F("NumPartitions", "int32"),
+        F("PartitionMetadata", ("[]", [F("Partition", "int32"), F("Racks", "[]string")])),
+    ])),
+])
+_group(5, "ConsumerGroupMemberMetadataKey", _GROUP_MEMBER,
+       "ConsumerGroupMemberMetadataValue", "0", "0+", [
+    F("InstanceId", "string", nullable="0+"),
+    F("RackId", "string", nullable="0+"),
+    F("ClientId", "string"),
+    F("ClientHost", "string"),
+    F("SubscribedTopicNames", "[]string"),
+    F("SubscribedTopicRegex", "string", nullable="0+"),
+    F("RebalanceTimeoutMs", "int32"),
+    F("ServerAssignor", "string", nullable="0+"),
+    F("ClassicMemberMetadata", [
+        F("SessionTimeoutMs", "int32"),
+        F("SupportedProtocols", ("[]", [F("Name", "string"), F("Metadata", "bytes")])),
+    ], nullable="0+", tag=0, tagged="0+",
+        default={"sessionTimeoutMs": 0, "supportedProtocols": []}),  # a struct's default: its fields' own
+])
+_group(6, "ConsumerGroupTargetAssignmentMetadataKey", _GROUP_ID,
+       "ConsumerGroupTargetAssignmentMetadataValue", "0", "0+", [
+    F("AssignmentEpoch", "int32"),
+    F("AssignmentTimestamp", "int64", tag=0, tagged="0+", default=0),
+])
+_group(7, "ConsumerGroupTargetAssignmentMemberKey", _GROUP_MEMBER,
+       "ConsumerGroupTargetAssignmentMemberValue", "0", "0+", [
+    F("TopicPartitions", ("[]", _TOPIC_PARTITIONS)),
+])
+_group(8, "ConsumerGroupCurrentMemberAssignmentKey", _GROUP_MEMBER,
+       "ConsumerGroupCurrentMemberAssignmentValue", "0", "0+", [
+    F("MemberEpoch", "int32"),
+    F("PreviousMemberEpoch", "int32"),
+    F("State", "int8"),
+    F("AssignedPartitions", ("[]", _ASSIGNED)),
+    F("PartitionsPendingRevocation", ("[]", _ASSIGNED)),
+])
+# share groups (KIP-932)
+_group(10, "ShareGroupMemberMetadataKey", _GROUP_MEMBER, "ShareGroupMemberMetadataValue", "0", "0+", [
+    F("RackId", "string", nullable="0+"),
+    F("ClientId", "string"),
+    F("ClientHost", "string"),
+    F("SubscribedTopicNames", "[]string"),
+])
+_group(11, "ShareGroupMetadataKey", _GROUP_ID, "ShareGroupMetadataValue", "0", "0+", [
+    F("Epoch", "int32"), F("MetadataHash", "int64"),
+])
+_group(12, "ShareGroupTargetAssignmentMetadataKey", _GROUP_ID,
+       "ShareGroupTargetAssignmentMetadataValue", "0", "0+", [
+    F("AssignmentEpoch", "int32"),
+    F("AssignmentTimestamp", "int64", tag=0, tagged="0+", default=0),
+])
+_group(13, "ShareGroupTargetAssignmentMemberKey", _GROUP_MEMBER,
+       "ShareGroupTargetAssignmentMemberValue", "0", "0+", [
+    F("TopicPartitions", ("[]", _TOPIC_PARTITIONS)),
+])
+_group(14, "ShareGroupCurrentMemberAssignmentKey", _GROUP_MEMBER,
+       "ShareGroupCurrentMemberAssignmentValue", "0", "0+", [
+    F("MemberEpoch", "int32"),
+    F("PreviousMemberEpoch", "int32"),
+    F("State", "int8"),
+    F("AssignedPartitions", ("[]", _TOPIC_PARTITIONS)),
+])
+_group(15, "ShareGroupStatePartitionMetadataKey", _GROUP_ID,
+       "ShareGroupStatePartitionMetadataValue", "0", "0+", [
+    F("InitializingTopics", ("[]", [F("TopicId", "uuid"), F("TopicName", "string"),
+                                    F("Partitions", "[]int32")])),
+    F("InitializedTopics", ("[]", [F("TopicId", "uuid"), F("TopicName", "string"),
+                                   F("Partitions", "[]int32")])),
+    F("DeletingTopics", ("[]", [F("TopicId", "uuid"), F("TopicName", "string")])),
+])
+_group(16, "ConsumerGroupRegularExpressionKey", [F("GroupId", "string"), F("RegularExpression", "string")],
+       "ConsumerGroupRegularExpressionValue", "0", "0+", [
+    F("Topics", "[]string"), F("Version", "int64"), F("Timestamp", "int64"),
+])
+# streams groups (KIP-1071)
+_group(17, "StreamsGroupMetadataKey", _GROUP_ID, "StreamsGroupMetadataValue", "0", "0+", [
+    F("Epoch", "int32"),
+    F("MetadataHash", "int64"),
+    F("ValidatedTopologyEpoch", "int32", tag=0, tagged="0+", default=-1),
+    F("LastAssignmentConfigs", ("[]", _KEY_VALUE), nullable="0+", tag=1, tagged="0+", default=[]),
+    F("StoredDescriptionTopologyEpoch", "int32", tag=2, tagged="0+", default=-1),
+    F("FailedDescriptionTopologyEpoch", "int32", tag=3, tagged="0+", default=-1),
+])
+_group(19, "StreamsGroupMemberMetadataKey", _GROUP_MEMBER, "StreamsGroupMemberMetadataValue", "0", "0+", [
+    F("InstanceId", "string", nullable="0+"),
+    F("RackId", "string", nullable="0+"),
+    F("ClientId", "string"),
+    F("ClientHost", "string"),
+    F("RebalanceTimeoutMs", "int32"),
+    F("TopologyEpoch", "int32"),
+    F("ProcessId", "string"),
+    F("UserEndpoint", [F("Host", "string"), F("Port", "uint16")], nullable="0+"),
+    F("ClientTags", ("[]", _KEY_VALUE)),
+])
+_group(20, "StreamsGroupTargetAssignmentMetadataKey", _GROUP_ID,
+       "StreamsGroupTargetAssignmentMetadataValue", "0", "0+", [
+    F("AssignmentEpoch", "int32"),
+    F("AssignmentTimestamp", "int64", tag=0, tagged="0+", default=0),
+])
+_group(21, "StreamsGroupTargetAssignmentMemberKey", _GROUP_MEMBER,
+       "StreamsGroupTargetAssignmentMemberValue", "0", "0+", [
+    F("ActiveTasks", ("[]", _TASK_IDS)),
+    F("StandbyTasks", ("[]", _TASK_IDS)),
+    F("WarmupTasks", ("[]", _TASK_IDS)),
+])
+_group(22, "StreamsGroupCurrentMemberAssignmentKey", _GROUP_MEMBER,
+       "StreamsGroupCurrentMemberAssignmentValue", "0", "0+", [
+    F("MemberEpoch", "int32"),
+    F("PreviousMemberEpoch", "int32"),
+    F("State", "int8"),
+    F("ActiveTasks", ("[]", _ASSIGNED_TASKS)),
+    F("StandbyTasks", ("[]", _ASSIGNED_TASKS)),
+    F("WarmupTasks", ("[]", _ASSIGNED_TASKS)),
+    F("ActiveTasksPendingRevocation", ("[]", _ASSIGNED_TASKS)),
+    F("StandbyTasksPendingRevocation", ("[]", _ASSIGNED_TASKS)),
+    F("WarmupTasksPendingRevocation", ("[]", _ASSIGNED_TASKS)),
+])
+_group(23, "StreamsGroupTopologyKey", _GROUP_ID, "StreamsGroupTopologyValue", "0", "0+", [
+    F("Epoch", "int32"),
+    F("Subtopologies", ("[]", [
+        F("SubtopologyId", "string"),
+        F("SourceTopics", "[]string"),
+        F("SourceTopicRegex", "[]string"),
+        F("StateChangelogTopics", ("[]", _STREAMS_TOPIC)),
+        F("RepartitionSinkTopics", "[]string"),
+        F("RepartitionSourceTopics", ("[]", _STREAMS_TOPIC)),
+        F("CopartitionGroups", ("[]", [
+            F("SourceTopics", "[]int16"),
+            F("SourceTopicRegex", "[]int16"),
+            F("RepartitionSourceTopics", "[]int16"),
         ])),
-    ]),
-)
-_GROUP_RECORDS[3] = (
-    _Schema("ConsumerGroupMetadataKey", "3", "none", [F("GroupId", "string", "3")]),
-    _Schema("ConsumerGroupMetadataValue", "0", "0+", [F("Epoch", "int32")]),
-)
-_GROUP_RECORDS[4] = (
-    _Schema("ConsumerGroupPartitionMetadataKey", "4", "none", [F("GroupId", "string", "4")]),
-    _Schema("ConsumerGroupPartitionMetadataValue", "0", "0+", [
-        F("Topics", ("[]", [
-            F("TopicId", "uuid"),
-            F("TopicName", "string"),
-            F("NumPartitions", "int32"),
-            F("PartitionMetadata", ("[]", [F("Partition", "int32"), F("Racks", "[]string")])),
-        ])),
-    ]),
-)
-_GROUP_RECORDS[5] = (
-    _Schema("ConsumerGroupMemberMetadataKey", "5", "none", [
-        F("GroupId", "string", "5"), F("MemberId", "string", "5"),
-    ]),
-    _Schema("ConsumerGroupMemberMetadataValue", "0", "0+", [
-        F("InstanceId", "string", nullable="0+"),
-        F("RackId", "string", nullable="0+"),
-        F("ClientId", "string"),
-        F("ClientHost", "string"),
-        F("SubscribedTopicNames", "[]string"),
-        F("SubscribedTopicRegex", "string", nullable="0+"),
-        F("RebalanceTimeoutMs", "int32"),
-        F("ServerAssignor", "string", nullable="0+"),
-        F("ClassicMemberMetadata", [
-            F("SessionTimeoutMs", "int32"),
-            F("SupportedProtocols", ("[]", [F("Name", "string"), F("Metadata", "bytes")])),
-        ], nullable="0+", tag=0, tagged="0+"),
-    ]),
-)
-_GROUP_RECORDS[6] = (
-    _Schema("ConsumerGroupTargetAssignmentMetadataKey", "6", "none", [F("GroupId", "string", "6")]),
-    _Schema("ConsumerGroupTargetAssignmentMetadataValue", "0", "0+", [F("AssignmentEpoch", "int32")]),
-)
-_GROUP_RECORDS[7] = (
-    _Schema("ConsumerGroupTargetAssignmentMemberKey", "7", "none", [
-        F("GroupId", "string", "7"), F("MemberId", "string", "7"),
-    ]),
-    _Schema("ConsumerGroupTargetAssignmentMemberValue", "0", "0+", [
-        F("TopicPartitions", ("[]", _TOPIC_PARTITIONS)),
-    ]),
-)
-_GROUP_RECORDS[8] = (
-    _Schema("ConsumerGroupCurrentMemberAssignmentKey", "8", "none", [
-        F("GroupId", "string", "8"), F("MemberId", "string", "8"),
-    ]),
-    _Schema("ConsumerGroupCurrentMemberAssignmentValue", "0", "0+", [
-        F("MemberEpoch", "int32"),
-        F("PreviousMemberEpoch", "int32"),
-        F("State", "int8"),
-        F("AssignedPartitions", ("[]", _TOPIC_PARTITIONS)),
-        F("PartitionsPendingRevocation", ("[]", _TOPIC_PARTITIONS)),
-    ]),
-)
+    ])),
+])
 
 _CONSUMER_SUBSCRIPTION = _Schema("ConsumerProtocolSubscription", "0-3", "none", [
     F("Topics", "[]string"),
@@ -664,19 +889,23 @@ def _embedded_consumer_protocol(raw: bytes, schema: _Schema) -> Any:
 # ------------------------------------------------------------------------------------------------
 # Schemas: __transaction_state
 # ------------------------------------------------------------------------------------------------
-_TXN_KEY = _Schema("TransactionLogKey", "0", "none", [F("TransactionalId", "string", "0")])
-_TXN_VALUE = _Schema("TransactionLogValue", "0-1", "1+", [
+# record type -> (key schema, value schema), as _GROUP_RECORDS
+_TXN_RECORDS: Dict[int, Tuple[_Schema, _Schema]] = {}
+_TXN_RECORDS[0] = (_Schema("TransactionLogKey", "0", "none", [F("TransactionalId", "string")]),
+                   _Schema("TransactionLogValue", "0-1", "1+", [
     F("ProducerId", "int64"),
     F("PreviousProducerId", "int64", "1+", tag=0, tagged="1+", default=-1),
     F("NextProducerId", "int64", "1+", tag=1, tagged="1+", default=-1),
     F("ProducerEpoch", "int16"),
+    F("NextProducerEpoch", "int16", "1+", tag=3, tagged="1+", default=-1),
     F("TransactionTimeoutMs", "int32"),
     F("TransactionStatus", "int8"),
     F("TransactionPartitions", ("[]", [F("Topic", "string"), F("PartitionIds", "[]int32")]), nullable="0+"),
     F("TransactionLastUpdateTimestampMs", "int64"),
     F("TransactionStartTimestampMs", "int64"),
     F("ClientTransactionVersion", "int16", "1+", tag=2, tagged="1+", default=0),
-])
+]))
+# TransactionState names by id, as the transaction-log decoder prints transactionStatus
 _TXN_STATES = (
     "Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
     "PrepareEpochFence",
@@ -793,7 +1022,7 @@ def control_record_text(key: Optional[bytes], value: Optional[bytes]) -> str:
 # Key / value decoders
 # ------------------------------------------------------------------------------------------------
 def _utf8(b: bytes) -> str:
-    return b.decode("utf-8", "replace")
+    return java_utf8(b)
 
 
 def _as_long(b: bytes) -> str:
@@ -916,38 +1145,48 @@ class DecoderMessageParser(MessageParser):
         )
 
 
-class OffsetsMessageParser(MessageParser):
-    """``--offsets-decoder``: group-coordinator records of ``__consumer_offsets`` (Kafka 3.8+)."""
+def _java_message(e: DecodeError) -> str:
+    """The message of the Java exception ``e`` stands for (an underflow's is null)."""
+    return "null" if isinstance(e, _Underflow) else str(e)
 
-    name = "offsets"
+
+class _CoordinatorRecordParser(MessageParser):
+    """A coordinator's records (``__consumer_offsets``, ``__transaction_state``) as Kafka 4.4's
+    tool prints them: the key ``{"type":"<record type>","data":{...}}``, the value
+    ``{"version":"<value version>","data":{...}}`` or ``<DELETE>`` for a tombstone; a record
+    type the coordinator does not know prints ``Unknown record type T at offset O, skipping.``
+    and one that does not decode ``Error at offset O, skipping. <reason>`` (as the key, with no
+    payload).  A record without a key stops the dump, as it stops Kafka's tool."""
+
+    records: Dict[int, Tuple[_Schema, _Schema]] = {}
+
+    def _value_json(self, record_type: int, data: Dict[str, Any]) -> Dict[str, Any]:
+        return _to_json_obj(data)
 
     def _decode(self, record) -> Tuple[Any, Any, Optional[str]]:
         """(key obj, value obj or "<DELETE>", error key text)."""
         key = record.key
         if key is None:
             raise DecodeError(
-                f"Failed to decode message at offset {record.offset} using offset topic decoder "
+                f"Failed to decode message at offset {record.offset} using the specified decoder "
                 "(message had a missing key)"
             )
         r = _Reader(key)
         try:
-            kver = r.int16()
-        except DecodeError:
-            return None, None, (
-                f"Error at offset {record.offset}, skipping. Could not read version from key's buffer."
-            )
-        entry = _GROUP_RECORDS.get(kver)
-        if entry is None:
-            return None, None, f"Unknown record type {kver} at offset {record.offset}, skipping."
-        kschema, vschema = entry
-        try:
             try:
-                kdata = kschema.read(r, kver)
+                rtype = r.int16()
+            except DecodeError:
+                raise DecodeError("Could not read version from key's buffer.") from None
+            entry = self.records.get(rtype)
+            if entry is None:
+                return None, None, f"Unknown record type {rtype} at offset {record.offset}, skipping."
+            kschema, vschema = entry
+            try:
+                kdata = kschema.read(r, 0)
             except DecodeError as e:
-                raise DecodeError(
-                    f"Could not read record with version {kver} from key's buffer due to: {e}."
-                ) from None
-            kobj = {"type": str(kver), "data": _to_json_obj(kdata)}
+                raise DecodeError(f"Could not read record with version {rtype} from key's buffer "
+                                  f"due to: {_java_message(e)}.") from None
+            kobj = {"type": str(rtype), "data": _to_json_obj(kdata)}
             value = record.value
             if value is None:
                 return kobj, "<DELETE>", None
@@ -956,24 +1195,14 @@ class OffsetsMessageParser(MessageParser):
                 vver = vr.int16()
             except DecodeError:
                 raise DecodeError("Could not read version from value's buffer.") from None
+            if not vschema.valid[0] <= vver <= vschema.valid[1]:
+                raise DecodeError(f"Found an unknown record version {vver} for {rtype} type")
             try:
                 vdata = vschema.read(vr, vver)
             except DecodeError as e:
-                raise DecodeError(
-                    f"Could not read record with version {vver} from value's buffer due to: {e}."
-                ) from None
-            vobj = _to_json_obj(vdata)
-            if kver == 2 and vobj.get("protocolType") == "consumer":
-                for m_obj, m_raw in zip(vobj.get("members") or (), vdata.get("members") or ()):
-                    if m_raw.get("subscription") is not None:
-                        m_obj["subscription"] = _embedded_consumer_protocol(
-                            m_raw["subscription"], _CONSUMER_SUBSCRIPTION
-                        )
-                    if m_raw.get("assignment") is not None:
-                        m_obj["assignment"] = _embedded_consumer_protocol(
-                            m_raw["assignment"], _CONSUMER_ASSIGNMENT
-                        )
-            return kobj, {"version": str(vver), "data": vobj}, None
+                raise DecodeError(f"Could not read record with version {vver} from value's buffer "
+                                  f"due to: {_java_message(e)}.") from None
+            return kobj, {"version": str(vver), "data": self._value_json(rtype, vdata)}, None
         except DecodeError as e:
             return None, None, f"Error at offset {record.offset}, skipping. {e}"
 
@@ -990,67 +1219,44 @@ class OffsetsMessageParser(MessageParser):
         return kobj, vobj
 
 
-class TransactionLogMessageParser(MessageParser):
-    """``--transaction-log-decoder``: ``__transaction_state`` records, in the Scala tool's text."""
+class OffsetsMessageParser(_CoordinatorRecordParser):
+    """``--offsets-decoder``: the group coordinator's records of ``__consumer_offsets`` (offset
+    commits, classic, consumer, share and streams groups).  A classic group of protocol type
+    ``consumer`` has its members' subscription and assignment bytes printed as their JSON."""
+
+    name = "offsets"
+    records = _GROUP_RECORDS
+
+    def _value_json(self, record_type, data):
+        vobj = _to_json_obj(data)
+        if record_type == 2 and vobj.get("protocolType") == "consumer":
+            for m_obj, m_raw in zip(vobj.get("members") or (), data.get("members") or ()):
+                if m_raw.get("subscription") is not None:
+                    m_obj["subscription"] = _embedded_consumer_protocol(
+                        m_raw["subscription"], _CONSUMER_SUBSCRIPTION
+                    )
+                if m_raw.get("assignment") is not None:
+                    m_obj["assignment"] = _embedded_consumer_protocol(
+                        m_raw["assignment"], _CONSUMER_ASSIGNMENT
+                    )
+        return vobj
+
+
+class TransactionLogMessageParser(_CoordinatorRecordParser):
+    """``--transaction-log-decoder``: the transaction coordinator's records of
+    ``__transaction_state``, with ``transactionStatus`` printed by name (``"Ongoing"``; an
+    unknown id as its number in a string)."""
 
     name = "transaction-log"
+    records = _TXN_RECORDS
 
-    def _decode(self, record):
-        key = record.key
-        if key is None:
-            raise DecodeError(
-                f"Failed to decode message at offset {record.offset} using transaction log "
-                "decoder (message had a missing key)"
-            )
-        r = _Reader(key)
-        kver = r.int16()
-        if kver != 0:
-            return {"unknownKeyVersion": kver}, None, f"unknown::version={kver}", None
-        tid = _TXN_KEY.read(r, 0)["transactionalId"]
-        ktext = f"transaction_metadata::transactionalId={tid}"
-        value = record.value
-        if value is None:
-            return {"transactionalId": tid}, "<DELETE>", ktext, "<DELETE>"
-        vr = _Reader(value)
-        vver = vr.int16()
-        if not 0 <= vver <= 1:
-            raise DecodeError(f"Unknown version {vver} from the transaction log message value")
-        v = _TXN_VALUE.read(vr, vver)
-        status = v["transactionStatus"]
-        if not 0 <= status < len(_TXN_STATES):
-            raise DecodeError(f"Unknown transaction state id {status} from the transaction status message")
-        state = _TXN_STATES[status]
-        parts = []
-        if state != "Empty":
-            for tp in v.get("transactionPartitions") or ():
-                for p in tp["partitionIds"]:
-                    parts.append(f"{tp['topic']}-{p}")
-        vtext = (
-            f"producerId:{v['producerId']},producerEpoch:{v['producerEpoch']},state={state},"
-            f"partitions=[{','.join(parts)}],"
-            f"txnLastUpdateTimestamp={v['transactionLastUpdateTimestampMs']},"
-            f"txnTimeoutMs={v['transactionTimeoutMs']}"
-        )
-        vobj = {"version": vver, "state": state, **_to_json_obj(v)}
-        return {"transactionalId": tid}, vobj, ktext, vtext
-
-    def parse(self, record):
-        try:
-            _, _, k, v = self._decode(record)
-        except DecodeError as e:
-            if "missing key" in str(e):
-                raise
-            return f"Error at offset {record.offset}, skipping. {e}", None
-        return k, v
-
-    def parse_obj(self, record):
-        try:
-            k, v, _, _ = self._decode(record)
-        except DecodeError as e:
-            if "missing key" in str(e):
-                raise
-            return {"error": f"Error at offset {record.offset}, skipping. {e}"}, None
-        return k, v
+    def _value_json(self, record_type, data):
+        vobj = _to_json_obj(data)
+        status = vobj.get("transactionStatus")
+        if status is not None:
+            vobj["transactionStatus"] = (_TXN_STATES[status] if 0 <= status < len(_TXN_STATES)
+                                         else str(status))
+        return vobj
 
 
 class ClusterMetadataMessageParser(MessageParser):

@@ -41,6 +41,7 @@ from ..errors import KafkaStorageError
 from ..storage import files as _files
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
+from ..storage.index import txn_index_entries
 from .._speedups import IMPLEMENTATION as _IMPLEMENTATION, crc as _crc
 from .decoders import (
     DecodeError,
@@ -49,6 +50,7 @@ from .decoders import (
     ValueDecoder,
     control_record_object,
     control_record_text,
+    java_utf8,
 )
 from ..errors import KafkaLogError
 from ..records import LegacyRecordBatch, RecordBatch
@@ -76,7 +78,6 @@ _LEGACY = struct.Struct(">IBB")  # crc, magic, attributes (after the 12-byte log
 _I64 = struct.Struct(">q")
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
-_TXN_ENTRY = struct.Struct(">hqqqq")
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _TS_TYPES = ("CreateTime", "LogAppendTime")
 _SNAPSHOT_NAME = re.compile(r"^(\d+)-(\d+)\.checkpoint$")
@@ -303,7 +304,7 @@ def _u8(b: bytes) -> bytes:
         b.decode("utf-8")
         return b
     except UnicodeDecodeError:
-        return b.decode("utf-8", "replace").encode("utf-8")
+        return java_utf8(b).encode("utf-8")
 
 
 def _hkey_bytes(k: str) -> bytes:
@@ -326,7 +327,7 @@ def _encoder(name: str) -> Callable[[bytes], Any]:
     if name == "hex":
         return lambda b: binascii.hexlify(b).decode("ascii")
     if name == "string":
-        return lambda b: b.decode("utf-8", "replace")
+        return java_utf8
     return lambda b: base64.b64encode(b).decode("ascii")
 
 
@@ -423,12 +424,13 @@ class _Reports:
                     self.ts_not_found, self.non_consecutive))
 
     def text(self) -> str:
-        """Kafka's stderr reports.  The Scala tool prepends to its index-mismatch and
-        non-consecutive lists, so those come out latest first."""
+        """Kafka's stderr reports.  Kafka 4.4 keeps each file's index mismatches and
+        non-consecutive pairs in a map sorted by their first offset (mismatches descending,
+        pairs ascending; a repeated offset keeps its last pair)."""
         lines: List[str] = []
         for path, items in self.index_mismatches.items():
             lines.append(f"Mismatches in :{path}")
-            for a, b in reversed(items):
+            for a, b in sorted(dict(items).items(), reverse=True):
                 lines.append(f"  Index offset: {a}, log offset: {b}")
         for path, items in self.ts_mismatches.items():
             lines.append(f"Found timestamp mismatch in :{path}")
@@ -444,7 +446,7 @@ class _Reports:
                 lines.append(f"Indexed offset: {a}, found log offset: {b}")
         for path, items in self.non_consecutive.items():
             lines.append(f"Non-consecutive offsets in {path}")
-            for a, b in reversed(items):
+            for a, b in sorted(dict(items).items()):
                 lines.append(f"  {a} is followed by {b}")
         return "".join(line + "\n" for line in lines)
 
@@ -812,7 +814,10 @@ class Dumper:
         from_ts = opts.from_timestamp
         seeking = opts.seeking
         pos = self._start(mf, path, base_offset, is_log, end)
-        last_offset = -1  # for non-consecutive offsets (Scala: first record sets it)
+        # for non-consecutive offsets: Kafka 4.4 checks a file's first record against -1 too; a
+        # dump that starts at --from-offset/--from-timestamp checks its first record against
+        # nothing (None), so that the part skipped is not reported
+        last_offset = -1 if from_off is None and from_ts is None else None
         started = from_ts is None  # --from-timestamp: printing starts at the first batch that reaches it
         ts_reached = from_ts is None
         stopped = False
@@ -917,12 +922,12 @@ class Dumper:
                             else:
                                 recs = []
                     if recs:
-                        # Kafka (Scala): the first record sets lastOffset; each later record not
-                        # at lastOffset + 1 is reported.
+                        # Kafka 4.4: each record not at lastOffset + 1 (a Java long: MAX + 1
+                        # is MIN) is reported, the first against -1.
                         lo = last_offset
                         for r in recs:
                             o = r.offset
-                            if lo != -1 and o != lo + 1:
+                            if lo is not None and o != _wrap64(lo + 1):
                                 if abs_path is None:
                                     abs_path = java_abs_path(path)
                                 _Reports.add(self.reports.non_consecutive, abs_path, (lo, o))
@@ -1039,7 +1044,7 @@ class Dumper:
                     if print_headers:
                         parts.append(b" headers: " + self._headers_text(hd))
                 else:
-                    parts.append(b" isValid: %s crc: %d}" % (_jbool(r.is_valid()), r.crc))
+                    parts.append(b" isValid: %s crc: %d" % (_jbool(r.is_valid()), r.crc))
                 if control:
                     try:
                         parts.append(control_record_text(k, v).encode("utf-8"))
@@ -1054,13 +1059,13 @@ class Dumper:
                     parts.append(prefix + b"key: " + key_s.encode("utf-8", "surrogateescape"))
                     prefix = b" "
                 if val_s is not None:
-                    parts.append(b" payload: " + val_s.encode("utf-8", "surrogateescape"))
+                    parts.append(prefix + b"payload: " + val_s.encode("utf-8", "surrogateescape"))
             parts.append(b"\n")
             line(b"".join(parts))
 
     def _headers_text(self, hd) -> bytes:
         enc = self._hdr_enc
-        items = [[k.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+        items = [[java_utf8(k.encode("utf-8", "surrogateescape")),
                   None if v is None else enc(v)] for k, v in hd]
         return json.dumps(items, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
@@ -1089,7 +1094,7 @@ class Dumper:
                 bseq = h.base_sequence
                 o["sequence"] = -1 if bseq < 0 else _increment_sequence(bseq, r.offset - h.base_offset)
                 o["headers"] = [
-                    {"key": hk.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+                    {"key": java_utf8(hk.encode("utf-8", "surrogateescape")),
                      "value": None if hv is None else hdr_enc(hv)}
                     for hk, hv in r.headers
                 ]
@@ -1296,10 +1301,7 @@ class Dumper:
     # -- .txnindex ----------------------------------------------------------------------------------------
     def dump_txn_index(self, path: str, shown: str) -> None:
         data = self._read_index_file(path, shown)
-        for i in range(len(data) // 34):
-            _v, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, i * 34)
-            # Kafka's AbortedTxn.version() reads one (signed) byte: the int16's high byte
-            version = struct.unpack_from(">b", data, i * 34)[0]
+        for version, pid, first, last, lso in txn_index_entries(data):
             if version > 0:
                 raise DumpError(
                     f"Unexpected aborted transaction version {version} in transaction index "
@@ -1348,8 +1350,8 @@ class Dumper:
                 self._json(o)
                 continue
             s = (f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: "
-                 f"{e.coordinator_epoch} currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp} ")
+                 f"{e.coordinator_epoch} currentTxnFirstOffset: {txn} lastTimestamp: {e.timestamp}")
             if has_batch:
-                s += (f"firstSequence: {first_seq} lastSequence: {e.last_sequence} lastOffset: "
+                s += (f" firstSequence: {first_seq} lastSequence: {e.last_sequence} lastOffset: "
                       f"{e.last_offset} offsetDelta: {e.offset_delta} timestamp: {e.timestamp}")
             self._text(s)
