@@ -144,9 +144,10 @@ def test_negative_timestamps_are_kafkas_earliest_and_latest(sample_root):
         (r"\Qorders\E", ["orders"]),
         (r"\Qord.\E.*", []),  # the dot is literal
         (r"(?<name>ord)ers", ["orders"]),
-        (r"\p{Lower}{6}", ["events", "legacy", "orders"]),
+        (r"^\p{Lower}{6}$", ["events", "legacy", "orders"]),
+        (r"\p{Lower}{7}", ["payments"]),  # found anywhere in the name, as the connector does
         (r"[\p{Alpha}]+s\z", ["events", "orders", "payments"]),
-        (r"\P{Digit}*y", ["legacy"]),
+        (r"^\P{Digit}*y\z", ["legacy"]),
     ],
 )
 def test_java_regex_syntax(sample_root, pattern, topics):

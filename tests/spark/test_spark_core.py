@@ -108,7 +108,9 @@ def test_topic_selection(sample_root, tmp_path):
         "orders-2",
     ]
     assert names({"subscribePattern": "ord.*"}) == ["orders-0", "orders-1", "orders-2"]
-    assert names({"subscribePattern": "ord"}) == []  # a Java Matcher.matches(): the whole name
+    # found anywhere in the name, as the connector's Regex.findFirstIn; ^...$ for the whole name
+    assert names({"subscribePattern": "ord"}) == ["orders-0", "orders-1", "orders-2"]
+    assert names({"subscribePattern": "^rders$"}) == []
     assert names({"assign": '{"orders":[2,0],"legacy":[1]}'}) == [
         "legacy-1",
         "orders-0",
