@@ -12,6 +12,12 @@ Java client (``KafkaTool.java``) on the same classpath.
   sends SIGTERM (a clean shutdown), ``kill()`` SIGKILL (an unclean one), by pid.
 * :func:`run_tool` runs ``KafkaTool`` (compiled once into the cache) with a JSON spec on
   stdin and returns its JSON-line output.
+* :func:`fetch_spark_connector` fetches Spark's own Kafka connector (``spark-connector.pom.xml``)
+  for the installed pyspark: pyspark's version when Maven Central serves it, else the newest
+  release Central serves of the same major version (:func:`pick_connector_version`), without
+  the Hadoop, Scala and SLF4J jars pyspark ships, into
+  ``$KAFKALOG_KAFKA_CACHE/spark-connector-<pyspark version>/libs`` (``python
+  tests/kafka/kafka_support.py fetch-spark-connector`` prints the choice and the jars).
 
 Only a missing ``java``/``javac``/``mvn`` or an unreachable Maven Central is a reason to skip
 (:class:`Unavailable`); anything else that goes wrong fails the test.
@@ -31,7 +37,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
@@ -364,9 +370,113 @@ def base64_uuid() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+# -- Spark's own Kafka connector -------------------------------------------------------------------
+SPARK_CONNECTOR_POM = HERE / "spark-connector.pom.xml"
+SPARK_CONNECTOR = ("org.apache.spark", "spark-sql-kafka-0-10_2.13")
+# pyspark ships its own Hadoop client, Scala library and SLF4J: a second copy would clash
+SPARK_PROVIDED_GROUPS = "org.apache.hadoop,org.scala-lang,org.slf4j"
+
+
+def served_connector_versions(timeout: float = 30.0) -> List[str]:
+    """The versions of ``spark-sql-kafka-0-10_2.13`` that Maven Central lists (its
+    ``maven-metadata.xml``)."""
+    import urllib.error
+    import urllib.request
+
+    group, artifact = SPARK_CONNECTOR
+    url = (f"https://{MAVEN_CENTRAL[0]}/maven2/{group.replace('.', '/')}/{artifact}/"
+           "maven-metadata.xml")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            text = resp.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError) as e:
+        if not _central_reachable():
+            raise Unavailable(f"Maven Central ({MAVEN_CENTRAL[0]}) is unreachable and Spark's "
+                              f"Kafka connector is not cached") from e
+        raise RuntimeError(f"could not read {url}: {e}") from e
+    return re.findall(r"<version>([^<]+)</version>", text)
+
+
+def pick_connector_version(pyspark_version: str, served: List[str]) -> str:
+    """The connector release to run against ``pyspark_version``: the same version when it is
+    served, else the newest served release (no previews) of the same major version."""
+    releases = [v for v in served if re.fullmatch(r"\d+\.\d+\.\d+", v)]
+    if pyspark_version in releases:
+        return pyspark_version
+    major = pyspark_version.split(".")[0]
+    same_major = [v for v in releases if v.split(".")[0] == major]
+    if not same_major:
+        raise Unavailable(f"Maven Central serves no {SPARK_CONNECTOR[1]} release of Spark "
+                          f"{major}.x (pyspark is {pyspark_version})")
+    return max(same_major, key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
+def spark_connector_cache(pyspark_version: str) -> Path:
+    return cache_dir().parent / f"spark-connector-{pyspark_version}"
+
+
+def fetch_spark_connector(pyspark_version: str) -> Tuple[str, List[Path]]:
+    """(connector version, its jars) for the installed ``pyspark_version``: the runtime
+    classpath of ``spark-connector.pom.xml`` at the version :func:`pick_connector_version`
+    chose, fetched with Maven on first use into :func:`spark_connector_cache` (then reused
+    without any network access; delete that directory to choose again)."""
+    base = spark_connector_cache(pyspark_version)
+    libs, marker, chosen = base / "libs", base / "libs.complete", base / "version"
+
+    def cached() -> Optional[Tuple[str, List[Path]]]:
+        if not (marker.is_file() and chosen.is_file() and libs.is_dir()):
+            return None
+        version = chosen.read_text().strip()
+        if marker.read_text().strip() != f"{_digest(SPARK_CONNECTOR_POM)}:{version}":
+            return None
+        return version, sorted(libs.glob("*.jar"))
+
+    hit = cached()
+    if hit:
+        return hit
+    mvn = _which("mvn")
+    with _FileLock(base / ".lock"):
+        hit = cached()
+        if hit:
+            return hit
+        version = pick_connector_version(pyspark_version, served_connector_versions())
+        tmp = base / f"libs.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        proc = subprocess.run(
+            [mvn, "-B", "-q", "-f", str(SPARK_CONNECTOR_POM), f"-Dspark.connector.version={version}",
+             f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime",
+             f"-DexcludeGroupIds={SPARK_PROVIDED_GROUPS}", f"-DoutputDirectory={tmp}"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not _central_reachable():
+                raise Unavailable(f"Maven Central ({MAVEN_CENTRAL[0]}) is unreachable and "
+                                  f"{SPARK_CONNECTOR[1]} {version} is not cached in {libs}")
+            raise RuntimeError(f"mvn could not fetch {SPARK_CONNECTOR[1]} {version}:\n"
+                               f"{proc.stdout[-4000:]}")
+        if marker.exists():
+            marker.unlink()
+        shutil.rmtree(libs, ignore_errors=True)
+        os.rename(tmp, libs)
+        chosen.write_text(version + "\n")
+        marker.write_text(f"{_digest(SPARK_CONNECTOR_POM)}:{version}\n")
+    return version, sorted(libs.glob("*.jar"))
+
+
 if __name__ == "__main__":
+    usage = "usage: python tests/kafka/kafka_support.py fetch | fetch-spark-connector"
+    if sys.argv[1:] == ["fetch-spark-connector"]:
+        import pyspark
+
+        try:
+            found, jars = fetch_spark_connector(pyspark.__version__)
+        except Unavailable as e:
+            sys.exit(f"unavailable: {e}")
+        print(f"{SPARK_CONNECTOR[1]} {found} for pyspark {pyspark.__version__}:")
+        print("\n".join(str(j) for j in jars))
+        sys.exit(0)
     if sys.argv[1:] != ["fetch"]:
-        sys.exit("usage: python tests/kafka/kafka_support.py fetch")
+        sys.exit(usage)
     try:
         print(prepare()["libs"])
     except Unavailable as e:

@@ -140,7 +140,7 @@ def test_batch_read_committed_ends_at_the_last_stable_offset(tmp_path):
     assert t.log.last_stable_offset == 5
     got = _offsets(tmp_path)
     assert [o for o, _ in got] == [0, 1, 2, 3]
-    with pytest.raises(core.OptionError, match="endingOffsets asks for offsets up to 9 but the log ends at 5"):
+    with pytest.raises(core.OptionError, match=r"endingOffsets asks for offsets up to 9 but the last stable offset \(read_committed\) is 5\."):
         _offsets(tmp_path, endingOffsets='{"t":{"0":9}}')
     got = _offsets(tmp_path, endingOffsets='{"t":{"0":9}}', failOnDataLoss="false")
     assert [o for o, _ in got] == [0, 1, 2, 3]

@@ -1610,13 +1610,14 @@ def resolve_end(tp: TopicPartitionLog, opts: ReadOptions) -> int:
         # the connector's consumer cannot fetch up to such an end: data loss
         msg = (
             f"Cannot fetch offset {latest} of {tp.name}: endingOffsets asks for offsets up to "
-            f"{off} but the log ends at {latest}. Some data may have been lost, or the offset "
-            "was never written."
+            f"{off} but "
+            + (f"the last stable offset (read_committed) is {latest}"
+               if opts.read_committed else f"the log ends at {latest}")
+            + ". Some data may have been lost, or the offset was never written."
         )
         if opts.fail_on_data_loss:
             raise OptionError(
-                msg + " If you want your query to fail in this case set failOnDataLoss=true; "
-                "to read up to the log end instead set it to false."
+                msg + " To read up to that offset instead, set failOnDataLoss=false."
             )
         _warn(msg + " Reading up to the log end (failOnDataLoss=false).")
         return latest
