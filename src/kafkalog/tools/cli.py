@@ -158,7 +158,7 @@ def _add_dump(sub) -> None:
     g.add_argument("--offsets-decoder", action="store_true",
                    help="decode records as __consumer_offsets group-coordinator records (JSON)")
     g.add_argument("--transaction-log-decoder", action="store_true",
-                   help="decode records as __transaction_state transaction metadata")
+                   help="decode records as __transaction_state transaction metadata (JSON)")
     g.add_argument("--cluster-metadata-decoder", action="store_true",
                    help="decode values as KRaft __cluster_metadata records (JSON)")
     g.add_argument("--remote-log-metadata-decoder", action="store_true",
