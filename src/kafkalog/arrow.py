@@ -166,6 +166,10 @@ _FIXED_TYPES: Dict[str, pa.DataType] = {
 _TABLE_CHUNK_BYTES = 1 << 30
 # A Log source is read in fetches of this many bytes (whole batches).
 _LOG_READ_BYTES = 64 << 20
+# A local partition directory is read (and decoded) in runs of about this many bytes unless
+# storage_options names a block_size: few large runs keep the decoder's calls (and the column
+# buffers its pool recycles) as few as a segment at a time would; two runs are held at once.
+_DIR_READ_BYTES = 64 << 20
 
 
 def _timestamp_type(unit: Optional[str]) -> Tuple[pa.DataType, int]:
@@ -629,8 +633,18 @@ def _decode_segments(
                            else [(t.producer_id, t.first_offset, t.last_offset)
                                  for t in view.collect_aborted_transactions(lo, hi)])
             dec = new_decoder(aborted)
-            for path, base, buf in view.chunks(lo, hi, block):
-                yield from decode_all(dec, buf, seg, path, base, 0, None, lo, hi)
+            # borrowed: each run is a view into a buffer the scan reuses, valid until the scan
+            # resumes; the decoder copies what it keeps, and the scan is closed (its read-ahead
+            # ended) before the view closes the files
+            local = seg.fs is None or seg.fs.is_local()
+            run_bytes = (_DIR_READ_BYTES if local and "block_size" not in (storage_options or {})
+                         else block)
+            runs = view.chunks(lo, hi, run_bytes, borrow=True)
+            try:
+                for path, base, buf in runs:
+                    yield from decode_all(dec, buf, seg, path, base, 0, None, lo, hi)
+            finally:
+                runs.close()
 
     txn_cache: Dict[str, list] = {}
 

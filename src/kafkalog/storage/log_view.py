@@ -34,7 +34,11 @@ recovery would give (the first invalid batch after the recovery point), found in
 from __future__ import annotations
 
 import errno as _errno
+import mmap
+import os
 import struct
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait as futures_wait
 from typing import Any, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError, OffsetOutOfRangeError
@@ -81,6 +85,159 @@ class DamageGap(NamedTuple):
 def _check_on_damage(on_damage: str) -> None:
     if on_damage not in (RAISE, SKIP):
         raise ValueError(f"on_damage must be {RAISE!r} or {SKIP!r}, not {on_damage!r}")
+
+
+# Read buffers kept between scans, the largest first, _SPARE_BYTES in all: fresh memory costs
+# a page fault (zeroed pages) per 4 KiB, on a virtual machine more than the read itself, so a
+# scan takes kept buffers and gives them back when it ends (see _Blocks).  They are anonymous
+# memory (``mmap(-1)``: page-aligned, nothing to zero; no file is mapped), and each read lands
+# on a page boundary (_ALIGN): the kernel copies into an aligned buffer about 1.5x as fast.
+_SPARE_BYTES = 128 << 20
+# A borrowing scan reads ahead in a helper thread only reads of at least this many bytes:
+# handing a smaller one over costs more (thread wake-ups) than the read itself.
+_READ_AHEAD_MIN = 16 << 20
+_ALIGN = 4096
+_spare: List[Any] = []
+_spare_lock = threading.Lock()
+# the helper thread of the scans that read ahead (one per process: started once, made anew in
+# a forked child, where the parent's thread does not run)
+_helper: Optional[ThreadPoolExecutor] = None
+_helper_pid = 0
+
+
+def _read_helper() -> ThreadPoolExecutor:
+    global _helper, _helper_pid
+    with _spare_lock:
+        if _helper is None or _helper_pid != os.getpid():
+            _helper = ThreadPoolExecutor(1, thread_name_prefix="kafkalog-read-ahead")
+            _helper_pid = os.getpid()
+        return _helper
+
+
+def _take_buffer(n: int) -> Any:
+    """A buffer of at least ``n`` bytes (contents undefined): the smallest kept one that
+    fits, else a new one."""
+    with _spare_lock:
+        fits = [i for i, b in enumerate(_spare) if len(b) >= n]
+        if fits:
+            return _spare.pop(fits[-1])
+    return mmap.mmap(-1, n)
+
+
+def _give_buffer(buf: Any) -> None:
+    """Keep ``buf`` for a later scan (within _SPARE_BYTES, the largest kept)."""
+    if not buf or len(buf) > _SPARE_BYTES:
+        return
+    with _spare_lock:
+        _spare.append(buf)
+        _spare.sort(key=len, reverse=True)
+        total = 0
+        for i, b in enumerate(_spare):
+            total += len(b)
+            if total > _SPARE_BYTES:
+                del _spare[i:]
+                break
+
+
+class _Read:
+    """One read of a :meth:`LogView.chunks` scan: ``total`` bytes of ``seg`` from ``pos``
+    into buffer ``slot`` from ``lead`` on (planned when the segment was ``size`` bytes and the
+    log ended at ``leo``); ``job`` is its helper-thread future, ``ok`` its result when read in
+    place."""
+
+    __slots__ = ("k", "seg", "pos", "size", "leo", "slot", "lead", "total", "job", "ok")
+
+    def __init__(self, k: int, seg: Segment, pos: int, size: int, leo: int, slot: int,
+                 lead: int, total: int) -> None:
+        self.k, self.seg, self.pos, self.size, self.leo = k, seg, pos, size, leo
+        self.slot, self.lead, self.total = slot, lead, total
+        self.job = None
+        self.ok = True
+
+
+class _Blocks:
+    """The two buffers of a :meth:`LogView.chunks` scan, used in turn: while the caller works
+    on the bytes of one, the next read goes into the other (with ``prefetch``, in a helper
+    thread).  The buffers grow to the largest read and are never replaced while a read into
+    them is under way."""
+
+    def __init__(self, view: "LogView", block: int, prefetch: bool) -> None:
+        self._view = view
+        self._block = block
+        self._bufs = [bytearray(), bytearray()]
+        self._slot = 1
+        self._prefetch = prefetch
+        self._job: Any = None  # the read under way in the helper thread
+        # (k, position): where the scan of segment k stops reading (LogView._stop_position)
+        self.stop_at: Tuple[int, Optional[int]] = (-1, None)
+
+    def _buffer(self, slot: int, n: int, keep: int = 0) -> memoryview:
+        buf = self._bufs[slot]
+        if len(buf) < n:  # another one (the caller is done with the old one)
+            new = _take_buffer(n)
+            new[:keep] = memoryview(buf)[:keep]
+            _give_buffer(buf)
+            buf = self._bufs[slot] = new
+        return memoryview(buf)[:n]
+
+    def _fill(self, seg: Segment, pos: int, buf: memoryview) -> bool:
+        """Read ``buf`` from ``pos`` of ``seg`` under the log's lock (False: ``seg`` was
+        closed meanwhile)."""
+        with self._view._log._lock:
+            if seg.closed:
+                return False
+            self._view._read_into(seg, pos, buf)
+            return True
+
+    def start(self, k: int, seg: Segment, pos: int, carry: Any, size: int, leo: int,
+              ahead: bool = False) -> _Read:
+        """Begin the read of the block at ``pos`` of ``seg`` into the next buffer, ``carry``
+        (the first bytes, already read) copied first; in the helper thread where ``ahead``
+        (the caller has other work meanwhile) and the scan reads ahead."""
+        c = 0 if carry is None else len(carry)
+        want = min(self._block, size - pos) - c
+        total = c + max(want, 0)
+        lead = -c % _ALIGN  # the carry ends, and the read starts, on a page boundary
+        self._slot ^= 1
+        mv = self._buffer(self._slot, lead + total)[lead:]
+        if c:
+            mv[:c] = carry
+        rd = _Read(k, seg, pos, size, leo, self._slot, lead, total)
+        if want > 0:
+            if ahead and self._prefetch and want >= _READ_AHEAD_MIN:
+                rd.job = self._job = _read_helper().submit(self._fill, seg, pos + c, mv[c:])
+            else:
+                rd.ok = self._fill(seg, pos + c, mv[c:])
+        return rd
+
+    def wait(self, rd: _Read) -> Optional[memoryview]:
+        """The bytes of ``rd`` once read (None: its segment was closed meanwhile); a read
+        error is raised here."""
+        if rd.job is not None:
+            job, rd.job, self._job = rd.job, None, None
+            rd.ok = job.result()
+        if not rd.ok:
+            return None
+        return memoryview(self._bufs[rd.slot])[rd.lead:rd.lead + rd.total]
+
+    def extend(self, rd: _Read, need: int) -> Optional[memoryview]:
+        """The ``need`` bytes from ``rd.pos``: ``rd``'s bytes and the rest read after them
+        (one batch larger than the block)."""
+        mv = self._buffer(rd.slot, rd.lead + need, rd.lead + rd.total)[rd.lead:]
+        if not self._fill(rd.seg, rd.pos + rd.total, mv[rd.total:]):
+            return None
+        rd.total = need
+        return mv
+
+    def close(self) -> None:
+        """Wait for a read under way (its buffer and file stay in use until it ends), then
+        give the buffers back."""
+        if self._job is not None:
+            futures_wait([self._job])
+            self._job = None
+        bufs, self._bufs = self._bufs, [bytearray(), bytearray()]
+        for buf in bufs:
+            _give_buffer(buf)
 
 
 class LogView:
@@ -309,13 +466,22 @@ class LogView:
         on_damage: str = RAISE,
         gaps: Optional[list] = None,
         max_size: int = _MAX_SIZE,
-    ) -> Iterator[Tuple[str, int, bytes]]:
+        borrow: bool = False,
+    ) -> Iterator[Tuple[str, int, Any]]:
         """``(.log path, file position, bytes)``: runs of whole batches (about ``block``
         bytes each) from the batch holding ``start_offset`` (default: the log start) up to
         the last batch holding an offset below ``end_offset`` (v2 batches starting at or after
         it are not read; without it: to the end, appends made meanwhile included for the
         segments not passed yet).  Framing damage follows ``on_damage``; CRCs are the
-        caller's to check."""
+        caller's to check.
+
+        The bytes are read into two buffers that the scan reuses (at most two blocks, or one
+        batch larger than a block, are held).  By default each run is handed out as a
+        ``bytes`` copy.  With ``borrow=True`` it is a memoryview into a reused buffer, valid
+        only until the generator is resumed (copy what must outlive that), and the next block
+        is read by a helper thread while the caller works on this one (the read is planned
+        before the run is handed out, so appends made meanwhile are seen a block later);
+        close the generator before the view."""
         _check_on_damage(on_damage)
         log = self._log
         with log._lock:
@@ -325,105 +491,169 @@ class LogView:
             segs = list(log._segments)
         if end is not None and start >= end:
             return
-        for k, seg in enumerate(segs):
-            if k + 1 < len(segs) and segs[k + 1].base_offset <= start:
-                continue
-            if end is not None and seg.base_offset >= end:
-                return
-            with log._lock:
-                if seg.closed:
+        blocks = _Blocks(self, block, borrow)
+        unpack = _ENTRY.unpack_from
+        last_delta = _I.unpack_from
+        try:
+            cur = self._plan(blocks, segs, 0, None, None, start, end)
+            k_seen = -1
+            seen = 0
+            while cur is not None:
+                data = blocks.wait(cur)
+                k, seg, pos, size, leo = cur.k, cur.seg, cur.pos, cur.size, cur.leo
+                if k != k_seen:
+                    k_seen = k
+                    seen = seg.base_offset  # the offset after the last whole batch read
+                if data is None:  # the segment was closed meanwhile
+                    cur = self._plan(blocks, segs, k + 1, None, None, start, end)
                     continue
-                pos = 0
-                if start > seg.base_offset:
-                    try:
-                        found = seg.translate_offset(start)
-                    except _STORAGE_ERRORS as e:
-                        log._io_error(e, "reading")
-                    if found is None:
-                        continue
-                    pos = found.position
-            carry = b""
-            seen = seg.base_offset  # the offset after the last whole batch read
-            while True:
-                with log._lock:
-                    if seg.closed:
-                        break
-                    if log._offline is not None:
-                        log._raise_offline()
-                    size = seg.size
-                    leo = log._log_end_offset
-                    if pos >= size:
-                        break
-                    want = min(block, size - pos) - len(carry)
-                    data = carry
-                    if want > 0:
-                        data += self._read(seg, pos + len(carry), want)
-                carry = b""
-                p = 0
+                path = seg.log_path
                 n = len(data)
+                left = size - pos  # bytes of the segment from the start of ``data``
+                p = 0
                 stop = False
                 damaged = None
                 while p < n:
-                    head = data[p:p + 17]
-                    if n - p < _LOG_OVERHEAD:
-                        if pos + n >= size:  # the end of the segment
+                    r = n - p
+                    if r < 17:  # a header cut by the end of the read
+                        head = bytes(data[p:n])
+                        if r >= _LOG_OVERHEAD or pos + n >= size:
                             damaged = self._framing(seg, pos + p, head, size, max_size)
-                        break
-                    off, length = _ENTRY.unpack_from(data, p)
+                        break  # else the rest of the batch comes with the next read
+                    off, length = unpack(data, p)
+                    magic = data[p + 16]
                     total = length + _LOG_OVERHEAD
-                    damaged = self._framing(seg, pos + p, head, size, max_size)
-                    if damaged is not None:
-                        break
-                    if end is not None and off >= end and n - p > 16 and data[p + 16] == 2:
+                    if (length < _MIN_ENTRY - _LOG_OVERHEAD or magic > 2
+                            or (magic == 2 and total < _V2_MIN_ENTRY) or total > left - p
+                            or length > max_size):
+                        damaged = self._framing(seg, pos + p, bytes(data[p:p + 17]), size,
+                                                max_size)
+                        if damaged is not None:
+                            break
+                    if end is not None and off >= end and magic == 2:
                         stop = True  # a v2 batch wholly at or after the end
                         break
-                    if p + total > n:
+                    if total > r:
                         break  # the rest of the batch comes with the next read
-                    seen = (off + _I.unpack_from(data, p + 23)[0] + 1 if data[p + 16] == 2
-                            else off + 1)
+                    seen = off + last_delta(data, p + 23)[0] + 1 if magic == 2 else off + 1
                     p += total
                     if end is not None and off >= end:  # a legacy entry (offset: its last)
                         stop = True
                         break
-                if p:
-                    yield seg.log_path, pos, (data[:p] if p < n else data)
-                if stop:
-                    return
-                if damaged is not None:
+                if stop or damaged is not None:
+                    if p:
+                        yield path, pos, (data[:p] if borrow else bytes(data[:p]))
+                    if stop:
+                        return
                     if self._is_inside(k, segs, seen, leo):
                         nxt = segs[k + 1].base_offset if k + 1 < len(segs) else leo
-                        self._damage(seg, pos + p, data[p:p + 8], damaged, on_damage, gaps, nxt)
-                    break
-                if p == 0:  # one batch larger than the block: read it whole
-                    need = _ENTRY.unpack_from(data, 0)[1] + _LOG_OVERHEAD
-                    with log._lock:
-                        if seg.closed:
-                            break
-                        data += self._read(seg, pos + n, need - n)
-                    yield seg.log_path, pos, data
-                    seen = _ENTRY.unpack_from(data, 0)[0] + 1 + (
-                        _I.unpack_from(data, 23)[0] if data[16] == 2 else 0)
-                    pos += need
-                    if end is not None and _ENTRY.unpack_from(data, 0)[0] >= end:
-                        return
+                        self._damage(seg, pos + p, bytes(data[p:p + 8]), damaged, on_damage,
+                                     gaps, nxt)
+                    cur = self._plan(blocks, segs, k + 1, None, None, start, end)
                     continue
-                pos += p
-                carry = data[p:]
+                if p == 0:  # one batch larger than the read: read it whole
+                    off, length = unpack(data, 0)
+                    need = length + _LOG_OVERHEAD
+                    data = blocks.extend(cur, need)
+                    if data is None:
+                        cur = self._plan(blocks, segs, k + 1, None, None, start, end)
+                        continue
+                    yield path, pos, (data if borrow else bytes(data))
+                    seen = off + 1 + (last_delta(data, 23)[0] if data[16] == 2 else 0)
+                    if end is not None and off >= end:
+                        return
+                    cur = self._plan(blocks, segs, k, pos + need, None, start, end)
+                    continue
+                carry = data[p:] if p < n else None
+                if borrow:  # read the next block while the caller works on this one
+                    cur = self._plan(blocks, segs, k, pos + p, carry, start, end, ahead=True)
+                    yield path, pos, (data[:p] if p < n else data)
+                else:
+                    yield path, pos, bytes(data[:p])
+                    cur = self._plan(blocks, segs, k, pos + p, carry, start, end)
+        finally:
+            blocks.close()
 
-    def _read(self, seg: Segment, pos: int, n: int) -> bytes:
-        """``n`` bytes at ``pos`` of ``seg`` (under the log's lock); a segment that shrank
-        meanwhile raises KafkaStorageError with errno EAGAIN."""
+    def _plan(self, blocks: "_Blocks", segs: List[Segment], k: int, pos: Optional[int],
+              carry: Any, start: int, end: Optional[int],
+              ahead: bool = False) -> Optional["_Read"]:
+        """Start the next read of a scan: of ``segs[k]`` at ``pos`` (``carry``: its first
+        bytes, already read), else (``pos`` None, or the segment read to its end) of the
+        first later segment that holds offsets in ``[start, end)``; None when none is left.
+        ``ahead``: the caller works on a block meanwhile (the read may go to the helper)."""
+        log = self._log
+        while k < len(segs):
+            seg = segs[k]
+            with log._lock:
+                if seg.closed:
+                    k, pos, carry = k + 1, None, None
+                    continue
+                if pos is None:  # entering the segment
+                    if k + 1 < len(segs) and segs[k + 1].base_offset <= start:
+                        k += 1
+                        continue
+                    if end is not None and seg.base_offset >= end:
+                        return None
+                    pos = 0
+                    if start > seg.base_offset:
+                        try:
+                            found = seg.translate_offset(start)
+                        except _STORAGE_ERRORS as e:
+                            log._io_error(e, "reading")
+                        if found is None:
+                            k, pos = k + 1, None
+                            continue
+                        pos = found.position
+                    blocks.stop_at = (k, self._stop_position(seg, end))
+                if log._offline is not None:
+                    log._raise_offline()
+                size = seg.size
+                leo = log._log_end_offset
+            stop_k, stop_pos = blocks.stop_at
+            if stop_k == k and stop_pos is not None:
+                if pos >= stop_pos:
+                    return None  # the batches below ``end`` are read
+                size = min(size, stop_pos)
+            if pos >= size:
+                k, pos, carry = k + 1, None, None
+                continue
+            return blocks.start(k, seg, pos, carry, size, leo, ahead)
+        return None
+
+    def _stop_position(self, seg: Segment, end: Optional[int]) -> Optional[int]:
+        """Where a scan of ``seg`` up to ``end`` can stop reading (under the log's lock): after
+        the batch holding ``end``, or before it where it is a v2 batch starting at ``end``;
+        None where that is not known from sound bytes (a scan then reads on and stops as its
+        walk finds, damage included)."""
+        if end is None:
+            return None
         try:
-            data = seg._read_at(pos, n)
+            found = seg.translate_offset(end)
+            if found is None:
+                return None
+            head = seg._read_at(found.position, 17)
         except _STORAGE_ERRORS as e:
             self._log._io_error(e, "reading")
-        if len(data) < n:
+        if len(head) < 17 or self._framing(seg, found.position, head, seg.size) is not None:
+            return None
+        off, length = _ENTRY.unpack_from(head, 0)
+        if off >= end and head[16] == 2:
+            return found.position
+        return found.position + length + _LOG_OVERHEAD
+
+    def _read_into(self, seg: Segment, pos: int, buf: memoryview) -> None:
+        """Fill ``buf`` with the bytes at ``pos`` of ``seg`` (under the log's lock); a segment
+        that shrank meanwhile raises KafkaStorageError with errno EAGAIN."""
+        try:
+            got = seg._read_into(pos, buf)
+        except _STORAGE_ERRORS as e:
+            self._log._io_error(e, "reading")
+        if got < len(buf):
             raise KafkaStorageError(
-                f"segment {seg.log_path} shrank while it was read ({n} bytes expected at "
-                f"position {pos}, {len(data)} there): the log was truncated or replaced "
+                f"segment {seg.log_path} shrank while it was read ({len(buf)} bytes expected at "
+                f"position {pos}, {got} there): the log was truncated or replaced "
                 "meanwhile; read again", position=pos, path=seg.log_path,
                 errno=_errno.EAGAIN, operation="reading")
-        return data
 
     def iter_batches(
         self,

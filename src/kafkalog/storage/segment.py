@@ -84,6 +84,8 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _V2_PEEK_STRUCT = struct.Struct(">qiibIhiqq")  # ... through maxTimestamp
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
+# reads into a caller's buffer (Segment._read_into); where the platform lacks it, read and copy
+_PREADV = getattr(os, "preadv", None)
 
 
 class LogOffsetPosition(NamedTuple):
@@ -480,6 +482,30 @@ class Segment:
                 got += len(more)
             data = b"".join(parts)
         return data
+
+    def _read_into(self, position: int, buf: memoryview) -> int:
+        """Read up to ``len(buf)`` bytes from ``position`` into ``buf`` (a writable byte
+        memoryview, reused by the caller: no new object per read); the count read (fewer at
+        the end of the segment)."""
+        size = len(buf)
+        end = self._file_size + self._wlen
+        if position + size > end:
+            size = end - position
+        if size <= 0:
+            return 0
+        if position + size > self._file_size:
+            self._drain()
+        if _PREADV is None:  # no preadv here: read, then copy
+            data = self._read_at(position, size)
+            buf[:len(data)] = data
+            return len(data)
+        got = 0
+        while got < size:
+            n = _PREADV(self._fd, [buf[got:size]], position + got)
+            if not n:
+                break
+            got += n
+        return got
 
     # -- header walking (FileLogInputStream) -------------------------------------------------------
     def iter_headers(
@@ -1518,6 +1544,11 @@ class StoreSegment(Segment):
         if size <= 0:
             return b""
         return self._file.read(position, size)
+
+    def _read_into(self, position: int, buf: memoryview) -> int:
+        data = self._read_at(position, len(buf))
+        buf[:len(data)] = data
+        return len(data)
 
     def sanity_check(self, time_index_file_existed: Optional[bool] = None) -> None:
         if not self.offset_index_existed:
