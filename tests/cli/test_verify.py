@@ -140,6 +140,20 @@ def test_time_index_problems(tmp_path):
     assert any(f"Index timestamp: {ts1 + 7}, log timestamp: {ts1}" in p for p in _problems(r))
 
 
+def test_preallocated_time_index_without_entries_is_a_warning(tmp_path):
+    """A broker killed before index.interval.bytes were appended leaves the active segment's time
+    index preallocated and all zero; Kafka's sanity check passes it and its recovery rebuilds
+    it (seen on a real broker: tests/kafka/test_broker_verify.py). Read as an entry (timestamp
+    0, the base offset), it was reported as an error."""
+    d, _ = _dir(tmp_path)
+    tidx = d / "00000000000000000000.timeindex"
+    tidx.write_bytes(bytes(12 * 341))
+    r = run_cli("verify", str(d))
+    assert r.rc == 0, r.err
+    assert _problems(r) == [f"{tidx}: warning: time index is preallocated and holds no entry (not "
+                            "trimmed: the broker did not shut down cleanly; a broker rebuilds it)"]
+
+
 def test_checkpoints_snapshots_and_txn_index(tmp_path):
     d, _ = _dir(tmp_path)
     (d / "leader-epoch-checkpoint").write_text("0\n2\n5 0\n3 10\n")

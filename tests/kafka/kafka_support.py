@@ -50,19 +50,20 @@ class Unavailable(Exception):
     """Kafka cannot be run here for a reason that is not a fault of the code under test."""
 
 
-def kafka_version() -> str:
-    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
-    assert m, f"no <kafka.version> in {POM}"
+def kafka_version(pom: Path = POM) -> str:
+    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", pom.read_text())
+    assert m, f"no <kafka.version> in {pom}"
     return m.group(1)
 
 
 KAFKA_VERSION = kafka_version()
 
 
-def cache_dir() -> Path:
+def cache_dir(pom: Path = POM) -> Path:
+    """The cache of the Kafka release ``pom`` names (``pom.xml``'s by default)."""
     root = os.environ.get("KAFKALOG_KAFKA_CACHE") or os.path.join(
         os.path.expanduser("~"), ".cache", "kafkalog", "kafka")
-    return Path(root) / KAFKA_VERSION
+    return Path(root) / kafka_version(pom)
 
 
 def _digest(*paths: Path) -> str:
@@ -101,21 +102,23 @@ class _FileLock:
         os.close(self.fd)
 
 
-def fetch_jars() -> Path:
-    """The directory of the broker's jars, fetched with Maven on first use (then reused)."""
-    libs = cache_dir() / "libs"
-    marker = cache_dir() / "libs.complete"
-    digest = _digest(POM)
+def fetch_jars(pom: Path = POM) -> Path:
+    """The directory of the jars ``pom`` names (the broker's of ``pom.xml`` by default), fetched
+    with Maven on first use (then reused)."""
+    cache = cache_dir(pom)
+    libs = cache / "libs"
+    marker = cache / "libs.complete"
+    digest = _digest(pom)
     if marker.is_file() and marker.read_text().strip() == digest and libs.is_dir():
         return libs
     mvn = _which("mvn")
-    with _FileLock(cache_dir() / ".lock"):
+    with _FileLock(cache / ".lock"):
         if marker.is_file() and marker.read_text().strip() == digest and libs.is_dir():
             return libs
-        tmp = cache_dir() / f"libs.tmp-{os.getpid()}"
+        tmp = cache / f"libs.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         proc = subprocess.run(
-            [mvn, "-B", "-q", "-f", str(POM), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+            [mvn, "-B", "-q", "-f", str(pom), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
              "-DincludeScope=runtime", f"-DoutputDirectory={tmp}"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if proc.returncode != 0:
@@ -123,7 +126,7 @@ def fetch_jars() -> Path:
             if not _central_reachable():
                 raise Unavailable(
                     f"Maven Central ({MAVEN_CENTRAL[0]}) is unreachable and the Kafka "
-                    f"{KAFKA_VERSION} jars are not cached in {libs}")
+                    f"{kafka_version(pom)} jars are not cached in {libs}")
             raise RuntimeError(f"mvn could not fetch the Kafka jars:\n{proc.stdout[-4000:]}")
         if marker.exists():
             marker.unlink()
@@ -137,16 +140,18 @@ def classpath(libs: Path) -> str:
     return str(libs / "*")
 
 
-def tool_classes(libs: Path) -> Path:
-    """KafkaTool compiled once (per version of its source) into the cache."""
-    out = cache_dir() / f"tool-{_digest(TOOL_SOURCE, POM)}"
+def tool_classes(libs: Path, pom: Path = POM) -> Path:
+    """KafkaTool compiled once (per version of its source) against ``libs`` (the jars of
+    ``pom``) into that release's cache."""
+    cache = cache_dir(pom)
+    out = cache / f"tool-{_digest(TOOL_SOURCE, pom)}"
     if (out / "KafkaTool.class").is_file():
         return out
     javac = _which("javac")
-    with _FileLock(cache_dir() / ".lock"):
+    with _FileLock(cache / ".lock"):
         if (out / "KafkaTool.class").is_file():
             return out
-        tmp = cache_dir() / f"tool.tmp-{os.getpid()}"
+        tmp = cache / f"tool.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         proc = subprocess.run([javac, "-cp", classpath(libs), "-d", str(tmp), str(TOOL_SOURCE)],
@@ -226,6 +231,8 @@ class Broker:
 
     ``log_dir`` holds the partitions (and ``__cluster_metadata-0``); ``log_path`` is the
     broker's own log.  ``overrides`` replace or add server properties for the next start."""
+
+    started_line = "Kafka Server started"  # the broker's log line that ends its start-up
 
     def __init__(self, env: Dict[str, Path], work: Path, overrides: Optional[Dict[str, Any]] = None):
         self.env = env
@@ -310,7 +317,7 @@ class Broker:
             if self.proc.poll() is not None:
                 rc, self.proc = self.proc.returncode, None
                 raise RuntimeError(f"the broker exited ({rc}) while starting:\n{self.log_tail()}")
-            if "Kafka Server started" in self.log_text(started_at) and self._answers():
+            if self.started_line in self.log_text(started_at) and self._answers():
                 return
             if time.monotonic() > deadline:
                 self.kill()
