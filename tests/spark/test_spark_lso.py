@@ -1,6 +1,6 @@
-"""The last stable offset the Spark source computes from the files (``TopicPartitionLog.
-last_stable``: producer snapshot + header walk, resumed from a cache by streams) against the
-one ``kafkalog.storage.log.Log`` keeps in its producer state, over generated transactional logs
+"""The last stable offset the Spark source plans with (``TopicPartitionLog.last_stable``: the
+storage read model's, ``LogView.last_stable_offset`` of the directory as files) against the
+one a live ``kafkalog.storage.log.Log`` keeps in its producer state, over generated transactional logs
 (several producers, commits, aborts, rolls, reopens that write snapshots); and batch reads
 with read_committed ending there.  Spark-free; runs in both twins."""
 
@@ -89,7 +89,6 @@ ops = st.lists(
 def test_last_stable_offset_matches_the_log(steps):
     tmp = Path(tempfile.mkdtemp(prefix="kafkalog-lso-"))
     t = TxnLog(tmp)
-    cache = {}
     try:
         for op in steps + [("check",)]:
             if op[0] == "plain":
@@ -105,7 +104,6 @@ def test_last_stable_offset_matches_the_log(steps):
             else:
                 want = t.log.last_stable_offset
                 assert t.tp().last_stable() == want  # from the files alone
-                assert t.tp().last_stable(cache) == want  # resumed where the last walk ended
                 assert t.tp().latest(read_committed=True) == want
                 assert t.tp().latest() == t.log.log_end_offset
     finally:

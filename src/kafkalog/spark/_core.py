@@ -22,6 +22,7 @@ skipped, and so are internal topics (``__*``) unless ``includeInternalTopics`` i
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import math
 import os
@@ -34,6 +35,7 @@ from typing import Any, Container, Dict, Iterator, List, Mapping, Optional, Sequ
 from ..storage import files as _files
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
+from ..storage.log_view import LogView as _LogView
 from ._paths import UnsupportedPathError, local_path
 from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError
 
@@ -1004,16 +1006,19 @@ class _Segments(list):
 
 @dataclass
 class TopicPartitionLog:
-    """One partition directory (or bare segment list) found under the paths."""
+    """One partition directory (or bare segment list) found under the paths.  Its offsets
+    (log start, log end, last stable offset) and timestamp lookups are the storage read
+    model's (:class:`kafkalog.storage.log_view.LogView` over the directory), asked once and
+    kept."""
 
     topic: Optional[str]
     partition: Optional[int]
     directory: str
     segments: List[SegmentRef]
-    log_start_checkpoint: Optional[int] = None
-    _leo: Optional[int] = None
-    _lso: Optional[int] = None
     version: Optional[DirVersion] = None
+    fs: Optional["_fs.FileSystem"] = field(default=None, compare=False, repr=False)
+    _offsets: Optional[Tuple[int, int, int]] = field(default=None, compare=False, repr=False)
+    _view: Optional[_LogView] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.version is None:
@@ -1029,134 +1034,47 @@ class TopicPartitionLog:
             return self.directory
         return f"{self.topic}-{self.partition}"
 
+    def open_view(self) -> _LogView:
+        """The storage read model of the directory (close it after use)."""
+        return _LogView.open(self.directory, self.fs)
+
+    @contextlib.contextmanager
+    def viewing(self) -> Iterator[None]:
+        """Keep one view of the directory open meanwhile: the offsets and timestamp lookups
+        asked then share it (one open, one recovery walk, in a store one set of fetches)."""
+        if self._view is not None or not self.segments:
+            yield
+            return
+        self._view = self.open_view()
+        try:
+            yield
+        finally:
+            view, self._view = self._view, None
+            view.close()
+
+    def _bounds(self) -> Tuple[int, int, int]:
+        if self._offsets is None:
+            if not self.segments:
+                # no segment (storage opens no log without one): an empty log, no offsets
+                self._offsets = (0, 0, 0)
+                return self._offsets
+            with self.viewing():
+                v = self._view
+                self._offsets = (v.log_start_offset, v.log_end_offset, v.last_stable_offset)
+        return self._offsets
+
     def earliest(self) -> int:
-        """The log start offset: the first segment's base offset, or the root's
-        ``log-start-offset-checkpoint`` entry when that is larger (records below it were
-        deleted with DeleteRecords and are not served by Kafka)."""
-        if not self.segments:
-            return self.log_start_checkpoint or 0
-        first = self.segments[0].base_offset
-        if self.log_start_checkpoint is not None and self.log_start_checkpoint > first:
-            return min(self.log_start_checkpoint, self.latest())
-        return first
+        """The log start offset (:attr:`LogView.log_start_offset`)."""
+        return self._bounds()[0]
 
     def latest(self, read_committed: bool = False) -> int:
-        """The log end offset: one past the last offset of the last complete entry (the base
-        offset of the last segment when that holds no complete entry).  With
-        ``read_committed``, the last stable offset (:meth:`last_stable`), the end a
-        read_committed consumer sees."""
-        if read_committed:
-            return self.last_stable()
-        if self._leo is not None:
-            return self._leo
-        if not self.segments:
-            leo = self.log_start_checkpoint or 0
-        else:
-            seg = self.segments[-1]
-            idx = offset_index_entries(seg)
-            start = idx[-1][1] if idx and idx[-1][1] < seg.size else 0
-            last = None
-            for h in iter_headers(seg, start):
-                last = h
-            if last is None and start > 0:
-                for h in iter_headers(seg, 0):
-                    last = h
-            leo = last.last_offset + 1 if last is not None else seg.base_offset
-        self._leo = leo
-        return leo
+        """The log end offset; with ``read_committed``, the last stable offset (the end a
+        read_committed consumer sees)."""
+        return self._bounds()[2 if read_committed else 1]
 
-    def last_stable(self, cache: Optional[Dict[str, Any]] = None) -> int:
-        """The last stable offset (LSO): the first offset of the earliest transaction still
-        open (data of a producer's transaction without its COMMIT/ABORT marker yet), else the
-        log end.  Kafka never serves a read_committed consumer past it: records from there on
-        may belong to a transaction that later aborts.
-
-        Found from the log itself: the producers' open transactions in the newest usable
-        ``.snapshot`` (at or below the log end), then a header walk of the entries after it.
-        ``cache`` (a dict kept between calls, e.g. by a stream) lets the next call walk only
-        what was appended since, while the directory is the same version."""
-        if self._lso is not None:
-            return self._lso
-        leo = self.latest()
-        ongoing = _open_transactions(self, leo, cache)
-        lso = min([leo] + list(ongoing.values()))
-        # a transaction whose start was deleted (DeleteRecords, retention) holds it at the
-        # log start, as Kafka's first unstable offset
-        self._lso = min(max(lso, self.earliest()), leo)
-        return self._lso
-
-
-_MAX_SNAPSHOT_BYTES = 256 * 1024 * 1024  # a larger .snapshot is damaged (or hostile): walk instead
-
-
-def _open_transactions(
-    tp: "TopicPartitionLog", leo: int, cache: Optional[Dict[str, Any]] = None
-) -> Dict[int, int]:
-    """``{producer_id: first offset}`` of the transactions still open at the end of ``tp``."""
-    from ..storage.producer_state import decode_snapshot
-
-    segs = tp.segments
-    if not segs:
-        return {}
-    ongoing: Dict[int, int] = {}
-    seg_i, pos = 0, 0
-    state = cache.get(tp.directory) if cache is not None else None
-    bases = [sg.base_offset for sg in segs]
-    if (
-        state is not None
-        and state["version"] == tp.version
-        and tp.version is not None
-        and state["base"] in bases
-        and segs[bases.index(state["base"])].size >= state["pos"]
-    ):
-        ongoing = dict(state["ongoing"])
-        seg_i, pos = bases.index(state["base"]), state["pos"]
-    else:
-        # the newest producer snapshot inside the log: its open transactions, then walk on
-        fs = segs[0].fs or _fs.LOCAL
-        try:
-            snaps = _logdir.snapshot_files(tp.directory, fs)
-        except KafkaStorageError:
-            snaps = []
-        for snap, snap_path in reversed(snaps):
-            if not bases[0] <= snap <= leo:
-                continue
-            try:
-                entries = decode_snapshot(
-                    _logdir.read_file(snap_path, fs, limit=_MAX_SNAPSHOT_BYTES), path=snap_path)
-            except Exception:  # a damaged snapshot only costs a longer walk
-                continue
-            i = bisect.bisect_right(bases, snap) - 1
-            p = position_of_offset(tp, segs[i], snap)
-            if p is None:
-                i, p = i + 1, 0
-            ongoing = {
-                e.producer_id: e.current_txn_first_offset
-                for e in entries
-                if e.current_txn_first_offset >= 0
-            }
-            seg_i, pos = i, p
-            break
-    last_base, last_pos = segs[min(seg_i, len(segs) - 1)].base_offset, pos
-    for i in range(seg_i, len(segs)):
-        start = pos if i == seg_i else 0
-        last_base, last_pos = segs[i].base_offset, start
-        for h in iter_headers(segs[i], start):
-            last_pos = h.position + h.size
-            if h.magic != 2 or not (h.attributes & 0x10) or h.producer_id < 0:
-                continue
-            if h.attributes & 0x20:  # a COMMIT/ABORT marker ends the producer's transaction
-                ongoing.pop(h.producer_id, None)
-            else:
-                ongoing.setdefault(h.producer_id, h.base_offset)
-    if cache is not None and tp.version is not None:
-        cache[tp.directory] = {
-            "version": tp.version,
-            "base": last_base,
-            "pos": last_pos,
-            "ongoing": dict(ongoing),
-        }
-    return ongoing
+    def last_stable(self) -> int:
+        """The last stable offset (:attr:`LogView.last_stable_offset`)."""
+        return self._bounds()[2]
 
 
 def _is_internal(topic: Optional[str]) -> bool:
@@ -1211,26 +1129,6 @@ def _segment_refs(directory: str, fs: "_fs.FileSystem" = _fs.LOCAL) -> List[Segm
     return out
 
 
-def _read_log_start_checkpoints(root: Any, fs: "_fs.FileSystem" = _fs.LOCAL
-                                ) -> Dict[Tuple[str, int], int]:
-    """``log-start-offset-checkpoint`` entries of a root (a :class:`RootView` or a path)."""
-    if not isinstance(root, _logdir.RootView):
-        try:
-            root = _logdir.scan_root(root, fs)
-        except KafkaStorageError:
-            return {}
-    p = root.checkpoints.get(_files.LOG_START_OFFSET_CHECKPOINT_FILE)
-    if p is None:
-        return {}
-    try:
-        return {
-            (tp.topic, tp.partition): off
-            for tp, off in _files.read_offset_checkpoint(p, root.fs).items()
-        }
-    except Exception:  # a damaged checkpoint only costs the DeleteRecords cut
-        return {}
-
-
 def _parse_tp_dir(name: str) -> Optional[Tuple[str, int]]:
     try:
         pd = _files.parse_partition_dir(name)
@@ -1263,6 +1161,7 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
     found: List[TopicPartitionLog] = []
     for raw in opts.paths:
         fs = store_of(raw, opts.storage_options)
+        _fs_arg = None if fs.is_local() else fs
         if not fs.is_local():
             raw = raw.rstrip("/")
         for path in _expand(raw, fs):
@@ -1289,7 +1188,8 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
                 seg = SegmentRef(sf.base_offset, path, fs.size(path), files,
                                  fs=None if fs.is_local() else fs)
                 found.append(
-                    TopicPartitionLog(tp[0] if tp else None, tp[1] if tp else None, d, [seg])
+                    TopicPartitionLog(tp[0] if tp else None, tp[1] if tp else None, d, [seg],
+                                      fs=_fs_arg)
                 )
                 continue
             tp = _parse_tp_dir(_fs.basename(path))
@@ -1299,20 +1199,18 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
                 if not _holds_log_files(view):
                     _no_kafka_log(path, fs, opts)
                 _report_ignored(view)
-                ckpt = _read_log_start_checkpoints(_fs.parent(path), fs).get(tp)
-                found.append(TopicPartitionLog(tp[0], tp[1], path, segs, ckpt))
+                found.append(TopicPartitionLog(tp[0], tp[1], path, segs, fs=_fs_arg))
                 continue
             here = []
             if segs:  # a directory of segments that is not named <topic>-<partition>
-                here.append((view, TopicPartitionLog(None, None, path, segs)))
+                here.append((view, TopicPartitionLog(None, None, path, segs, fs=_fs_arg)))
             # a log-dir root
             root = _logdir.scan_root(path, fs)
-            ckpts = _read_log_start_checkpoints(root)
             for ref in root.live_partitions:
                 tp = (ref.topic_partition.topic, ref.topic_partition.partition)
                 psegs = _segment_refs(ref.path, fs)
                 here.append((getattr(psegs, "view", None),
-                             TopicPartitionLog(tp[0], tp[1], ref.path, psegs, ckpts.get(tp))))
+                             TopicPartitionLog(tp[0], tp[1], ref.path, psegs, fs=_fs_arg)))
             if not (root.checkpoints or root.metadata
                     or len(root.partitions) > len(root.live_partitions)  # -delete, -future
                     or any(_holds_log_files(v) for v, _ in here)):
@@ -1469,38 +1367,13 @@ def end_position_of_offset(tp: TopicPartitionLog, seg: SegmentRef, end: int) -> 
 
 
 def offset_for_timestamp(tp: TopicPartitionLog, ts: int) -> Optional[int]:
-    """Kafka's ``fetchOffsetByTimestamp``: the earliest offset whose record timestamp is >= ts
-    (and >= the log start offset), or None."""
-    from .. import arrow as ka
-
-    start_off = tp.earliest()
-    for si, seg in enumerate(tp.segments):
-        nxt = tp.segments[si + 1].base_offset if si + 1 < len(tp.segments) else None
-        if nxt is not None and nxt <= start_off:
-            continue
-        if _segment_max_timestamp(tp, seg) < ts:
-            continue
-        # time index: the largest entry with timestamp <= ts, then the offset index from there
-        tindex, _trimmed = time_index_entries(seg)
-        k = bisect.bisect_right([t for t, _ in tindex], ts) - 1
-        from_off = max(tindex[k][1] if k >= 0 else seg.base_offset, start_off)
-        pos = position_of_offset(tp, seg, from_off)
-        if pos is None:
-            continue
-        # one open file for the walk and the entries it decodes (in a store, they share the
-        # ranges fetched); a v0 entry has no timestamps (-1: below any ts >= 0)
-        with (seg.fs or _fs.LOCAL).open_read(seg.path) as f:
-            for h in iter_headers(seg, pos, file=f):
-                if h.max_timestamp < ts and (h.magic > 0 or ts >= 0):
-                    continue
-                entry = f.read(h.position, h.size)
-                table = ka.to_arrow(entry, columns=["offset", "timestamp"], timestamp_unit=None)
-                offs = table.column("offset").to_pylist()
-                tss = table.column("timestamp").to_pylist()
-                for o, t in zip(offs, tss):
-                    if t >= ts and o >= start_off:
-                        return o
-    return None
+    """Kafka's ``fetchOffsetByTimestamp`` (:meth:`LogView.offset_for_timestamp`): the earliest
+    offset at or after the log start whose record timestamp is >= ``ts`` (>= 0), or None."""
+    if not tp.segments:
+        return None
+    with tp.viewing():
+        found = tp._view.offset_for_timestamp(ts)
+    return None if found is None else found.offset
 
 
 @dataclass
@@ -1651,8 +1524,9 @@ def resolve_ranges(
         check_specs(tps, opts)
     out = []
     for tp in tps:
-        start = resolve_start(tp, opts)
-        end = resolve_end(tp, opts)
+        with tp.viewing():
+            start = resolve_start(tp, opts)
+            end = resolve_end(tp, opts)
         if start > end:
             msg = f"starting offset {start} of {tp.name} is after its ending offset {end}"
             if opts.fail_on_data_loss and not opts.streaming:
@@ -1680,6 +1554,9 @@ class Piece:
     nbytes: int
     directory: str = ""
     version: Optional[DirVersion] = None  # of ``directory`` when planned (see dir_version)
+    # the piece ends the partition's last segment: bytes after its last whole entry at or past
+    # ``until_offset`` are a torn tail (Kafka's recovery cuts it), not damage
+    tail: bool = False
 
 
 @dataclass
@@ -1821,6 +1698,7 @@ def _pieces_for_range(r: Range, target: int, pruning: Optional[Pruning]) -> List
                     b - a,
                     tp.directory,
                     tp.version,
+                    nxt is None and b == stop and e_pos is None,
                 )
             )
     return pieces
@@ -1917,90 +1795,6 @@ def pack(pieces: Sequence[Piece], target: int, open_cost: int = OPEN_COST_BYTES)
 
 
 # ------------------------------------------------------------------------------------------------
-# read_committed: aborted transactions of a partition
-# ------------------------------------------------------------------------------------------------
-def aborted_transactions(
-    directory: str,
-    segment_paths: Optional[Sequence[str]] = None,
-    dir_handle: Optional["_fs.DirectoryHandle"] = None,
-    fs: "_fs.FileSystem" = _fs.LOCAL,
-) -> List[Tuple[int, int, int]]:
-    """``(producer_id, first_offset, abort_marker_offset)`` of every aborted transaction of a
-    partition, from its ``.txnindex`` files and from the ABORT markers in the data (a header walk
-    plus the control records; for logs written without transaction indexes).  With
-    ``dir_handle`` (the partition directory, held open: :meth:`kafkalog.storage.fs.FileSystem.open_dir`)
-    the files are listed and opened through it, and ``segment_paths`` defaults to every segment
-    in it.  A file that vanishes meanwhile raises FileNotFoundError."""
-    from ..storage.index import _TXN_ENTRY, iter_txn_entries
-    from ..records import RecordBatch
-
-    out = set()
-    try:
-        view = _logdir.scan_partition(directory if dir_handle is None else dir_handle, fs)
-    except KafkaStorageError:
-        if dir_handle is not None:
-            raise
-        view = None
-
-    def open_file(path: str) -> _fs.ReadableFile:
-        if dir_handle is None:
-            return fs.open_read(path)
-        return dir_handle.open_read(os.path.basename(path))
-
-    if segment_paths is None:
-        segment_paths = [sf.log for sf in view.segments] if view is not None else []
-    txn_paths: List[str] = []
-    if view is not None:
-        txn_paths = [sf.txn_index for sf in view.segments if sf.txn_index is not None]
-        txn_paths += [o.path for o in view.orphan_indexes if o.kind == ".txnindex"]
-    for path in sorted(txn_paths):
-        with open_file(path) as f:
-            base = 0
-            while True:
-                data = f.read(base, _TXN_ENTRY.size * 4096)
-                data = data[: len(data) - len(data) % _TXN_ENTRY.size]
-                if not data:
-                    break
-                out.update((t.producer_id, t.first_offset, t.last_offset)
-                           for _, t in iter_txn_entries(data, base, path))
-                base += len(data)
-    open_txn: Dict[int, int] = {}
-    after_marker: Dict[int, int] = {}  # producer -> the offset after its last marker seen
-    scan_start: Optional[int] = None
-    for path in segment_paths:
-        sf = _files.parse_segment_file_name(_fs.basename(path))
-        base_offset = sf.base_offset if sf is not None else 0
-        with open_file(path) as f:
-            seg = SegmentRef(base_offset, path, f.size, fs=None if fs.is_local() else fs)
-            for h in iter_headers(seg, file=f):
-                if scan_start is None:
-                    scan_start = h.base_offset
-                if h.magic != 2 or not (h.attributes & 0x10):
-                    continue
-                if h.attributes & 0x20:  # control batch
-                    data = f.read(h.position, h.size)
-                    try:
-                        recs = RecordBatch(data, 0, check_crc=False).records()
-                    except Exception:
-                        recs = []
-                    key = recs[0].key if recs else None
-                    first = open_txn.pop(h.producer_id, None)
-                    if first is None:
-                        # the transaction began before the segments read here (or was empty)
-                        first = after_marker.get(h.producer_id, scan_start)
-                    after_marker[h.producer_id] = h.base_offset + 1
-                    if (
-                        key is not None
-                        and len(key) >= 4
-                        and struct.unpack_from(">h", key, 2)[0] == 0
-                    ):
-                        out.add((h.producer_id, first, h.base_offset))
-                else:
-                    open_txn.setdefault(h.producer_id, h.base_offset)
-    return sorted(out)
-
-
-# ------------------------------------------------------------------------------------------------
 # Reading a split
 # ------------------------------------------------------------------------------------------------
 _DECODED = ("key", "value", "offset", "timestamp", "timestampType", "headers")
@@ -2066,21 +1860,20 @@ class _SplitFiles:
             self.aborted = self._aborted(piece, d)
 
     def _aborted(self, piece: Piece, d: str) -> List[Tuple[int, int, int]]:
-        for _ in range(3):
-            try:
-                if self.dh is None:
-                    fs = self.fs_of(piece.path)
-                    segs = [x.path for x in _segment_refs(d, fs)] or [piece.path]
-                    return aborted_transactions(d, segs, fs=fs)
-                return aborted_transactions(d, dir_handle=self.dh)
-            except FileNotFoundError:
-                if self.dh is not None and dir_version(d) != piece.version:
-                    raise _replaced(piece, "was replaced") from None
-                # a segment deleted by retention while it was read: read the rest again
-        raise ConcurrentWriteError(
-            f"the transaction data of {d} kept changing while it was read; re-run the query",
-            path=d,
-        )
+        """``(producer_id, first_offset, last_offset)`` of the aborted transactions of the
+        directory (the storage read model's: its transaction indexes), read from the version
+        the split was planned on."""
+        fs = self.fs_of(piece.path)
+        try:
+            with _LogView.open(d, None if fs.is_local() else fs) as view:
+                found = view.collect_aborted_transactions(0, view.log_end_offset)
+        except (KafkaStorageError, FileNotFoundError):
+            if piece.version is not None and dir_version(d) != piece.version:
+                raise _replaced(piece, "was replaced") from None
+            raise
+        if piece.version is not None and dir_version(d) != piece.version:
+            raise _replaced(piece, "was replaced")
+        return sorted((t.producer_id, t.first_offset, t.last_offset) for t in found)
 
     def _open(self, piece: Piece, path: str) -> Optional[_fs.ReadableFile]:
         try:
@@ -2157,8 +1950,9 @@ def read_split(
                 f"column {n!r} is not a column of the kafkalog source ({', '.join(sorted(known))})"
             )
     dec_cols = [c for c in _DECODED if c in names]
-    if "offset" not in dec_cols:
-        dec_cols.append("offset")
+    for c in ("offset", "position"):  # position: where the walk for damage starts
+        if c not in dec_cols:
+            dec_cols.append(c)
     if (
         pruning is not None
         and (pruning.ts_lo_us is not None or pruning.ts_hi_us is not None)
@@ -2201,7 +1995,7 @@ def read_split(
         for pos, win in entry_windows(_Ranged(f, end), start, block):
             try:
                 for rb in _decode_buffer(piece, win, 0, None):
-                    if pos and want_batch:
+                    if pos:
                         i = rb.schema.get_field_index("position")
                         rb = rb.set_column(i, rb.schema.field(i), pc.add(rb.column(i), pos))
                     yield rb
@@ -2244,9 +2038,18 @@ def read_split(
                 raise DataLossError(msg + "; set failOnDataLoss=false to read what is left",
                                     path=piece.path, offset=piece.from_offset)
             _warn(msg + "; reading what is left (failOnDataLoss=false)")
+        def last_position(rb, at: int) -> int:
+            return rb.column("position")[-1].as_py() if rb.num_rows else at
+
         if opts.fail_on_data_loss:
             try:
-                yield from decode(piece, piece.start, piece.end)
+                at = piece.start
+                for rb in decode(piece, piece.start, piece.end):
+                    at = last_position(rb, at)
+                    yield rb
+                damage = _damage_in(piece, files.file(piece), at, files.fs_of(piece.path))
+                if damage is not None:
+                    raise CorruptRecordError(damage[2], damage[0], damage[1], piece.path)
             except KafkaLogError as e:
                 try:
                     err = type(e)(
@@ -2259,46 +2062,58 @@ def read_split(
                     raise e from None
                 raise err from e
             return
-        restart = piece.start
+        restart: Optional[int] = piece.start
         last_yielded = None
-        while True:
+
+        def fresh(rb):
+            nonlocal last_yielded
+            if last_yielded is not None:
+                rb = rb.filter(pc.greater(rb.column("offset"), pa.scalar(last_yielded, pa.int64())))
+            if rb.num_rows:
+                last_yielded = rb.column("offset")[-1].as_py()
+            return rb
+
+        while restart is not None:
+            at = restart
             try:
                 for rb in decode(piece, restart, piece.end):
-                    if last_yielded is not None:
-                        rb = rb.filter(
-                            pc.greater(rb.column("offset"), pa.scalar(last_yielded, pa.int64()))
-                        )
+                    at = last_position(rb, at)
+                    rb = fresh(rb)
                     if rb.num_rows:
-                        last_yielded = rb.column("offset")[-1].as_py()
                         yield rb
-                return
+                f = files.file(piece)
+                damage = _damage_in(piece, f, at, files.fs_of(piece.path))
+                if damage is None:
+                    return
+                bad, why = damage[0], damage[2]
+                size = None
             except KafkaLogError as e:
-                bad = e.position
+                bad, why = e.position, str(e)
                 f = files.file(piece)
                 size = _entry_size(f, bad) if bad is not None and f is not None else None
-                _warn(
-                    f"skipping corrupt data in {piece.path} at position {bad}: {e} (failOnDataLoss=false)"
-                )
-                if bad is None or size is None or bad < restart:
+                if bad is None or bad < restart:
+                    _warn(f"skipping corrupt data in {piece.path} at position {bad}: {why} "
+                          "(failOnDataLoss=false)")
                     return
                 # re-decode the good entries before the bad one, then go on after it
                 if bad > restart:
                     try:
                         for rb in decode(piece, restart, bad):
-                            if last_yielded is not None:
-                                rb = rb.filter(
-                                    pc.greater(
-                                        rb.column("offset"), pa.scalar(last_yielded, pa.int64())
-                                    )
-                                )
+                            rb = fresh(rb)
                             if rb.num_rows:
-                                last_yielded = rb.column("offset")[-1].as_py()
                                 yield rb
                     except KafkaLogError:
                         pass
-                restart = bad + size
-                if piece.end is not None and restart >= piece.end:
-                    return
+            stop = f.size if piece.end is None else min(piece.end, f.size)
+            if size is not None and bad + size <= stop:
+                restart = bad + size  # one whole entry that does not decode: skip it
+            else:  # framing lost: go on at the next offset index entry of the segment
+                restart = _resync(piece, bad, stop, files.fs_of(piece.path))
+            _warn(f"skipping corrupt data in {piece.path} at position {bad}: {why}; reading on "
+                  + ("at the end of the segment" if restart is None else f"at position {restart}")
+                  + " (failOnDataLoss=false)")
+            if restart is not None and restart >= stop:
+                return
 
     ts_lo = ts_hi = None
     if pruning is not None:
@@ -2365,6 +2180,57 @@ def read_split(
                 arrays.append(a)
             yield pa.RecordBatch.from_arrays(arrays, schema=target_schema)
     files.close()
+
+
+def _damage_in(piece: Piece, f: Optional["_fs.ReadableFile"], at: int,
+               fs: "_fs.FileSystem") -> Optional[Tuple[int, Optional[int], str]]:
+    """``(position, offset, why)`` of the first entry of ``piece`` from the entry at ``at`` on
+    that cannot be framed (a size past the piece's end or below the minimum, an unknown
+    magic), None when its entries are whole up to its end; a torn tail of the partition's last
+    segment past the offsets read is not damage (Kafka's recovery cuts it)."""
+    if f is None:
+        return None
+    stop = f.size if piece.end is None else min(piece.end, f.size)
+    if at >= stop:
+        return None
+    sf = _files.parse_segment_file_name(_fs.basename(piece.path))
+    base = sf.base_offset if sf is not None else 0
+    sg = _logdir.open_segment(_logdir.SegmentFiles(base, piece.path, None, None, None), f,
+                              None if fs.is_local() else fs)
+    end = at
+    try:
+        for h in sg.iter_headers(at, stop):
+            end = h.position + h.size
+    except CorruptRecordError as e:
+        return e.position, e.offset, e.message
+    finally:
+        sg.close_handlers()
+    if end >= stop:
+        return None
+    head = f.read(end, 12)
+    offset = _ENTRY.unpack_from(head, 0)[0] if len(head) >= 12 else None
+    if piece.tail and (offset is None or piece.until_offset is None
+                       or offset >= piece.until_offset):
+        return None
+    claim = (f"the entry claims {_ENTRY.unpack_from(head, 0)[1]} bytes"
+             if offset is not None else "a partial entry header")
+    return end, offset, (f"Corrupt batch in {piece.path} at position {end}: {claim} in a "
+                         f"segment of {f.size} bytes, and the log goes on after it, so the read "
+                         "stops here rather than leave out what follows")
+
+
+def _resync(piece: Piece, bad: int, stop: int, fs: "_fs.FileSystem") -> Optional[int]:
+    """The first offset index entry of ``piece``'s segment after ``bad`` and before ``stop``
+    (where a plan of more splits may also start a piece), None when there is none."""
+    try:
+        view = _logdir.scan_partition(piece.directory or _fs.parent(piece.path), fs)
+    except KafkaStorageError:
+        return None
+    sf = next((s for s in view.segments if s.log == piece.path), None)
+    if sf is None:
+        return None
+    ref = SegmentRef(sf.base_offset, sf.log, stop, sf, fs=None if fs.is_local() else fs)
+    return next((p for _o, p in offset_index_entries(ref) if bad < p < stop), None)
 
 
 class _Ranged:

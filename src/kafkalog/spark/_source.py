@@ -361,7 +361,6 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: Optional[Dict] = None
         self._last_end: Optional[Dict] = None
         self._target = None
-        self._txn_cache: Dict[str, Any] = {}  # open-transaction walks, resumed per trigger
 
     def _scan(self) -> Dict[Any, core.TopicPartitionLog]:
         out = {}
@@ -374,7 +373,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _end_of(self, tp: core.TopicPartitionLog) -> int:
         """Where a micro-batch may end: the log end, or the LSO for read_committed."""
         if self.opts.read_committed:
-            return tp.last_stable(self._txn_cache)
+            return tp.last_stable()
         return tp.latest()
 
     def _data_loss(self, msg: str) -> None:
@@ -399,7 +398,10 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         tps = self._scan()
         core.check_specs(list(tps.values()), self.opts)
-        start = {k: core.resolve_start(tp, self.opts) for k, tp in tps.items()}
+        start = {}
+        for k, tp in tps.items():
+            with tp.viewing():
+                start[k] = core.resolve_start(tp, self.opts)
         return core.offsets_json(start)
 
     def _latest(self, tps) -> Dict:

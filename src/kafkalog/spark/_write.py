@@ -57,6 +57,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..storage import files as _files
 from ..storage import fs as _fs
+from ..storage import logdir as _logdir
 from ..errors import CorruptCheckpointError, KafkaStorageError
 from ._paths import local_path
 
@@ -423,15 +424,18 @@ class _TPState:
 
 def existing_log_end(root: str, topic: str, partition: int) -> Optional[int]:
     """The log end offset of ``<root>/<topic>-<partition>`` if it exists (None otherwise)."""
-    from ._core import TopicPartitionLog, _segment_refs
+    from ..storage.log_view import LogView
 
     d = os.path.join(root, _files.partition_dir_name(topic, partition))
     if _fs.LOCAL.kind(d) != _fs.DIRECTORY:
         return None
-    segs = _segment_refs(d)
-    if not segs:
+    try:
+        if not _logdir.scan_partition(d).segments:
+            return None
+    except KafkaStorageError:
         return None
-    return TopicPartitionLog(topic, partition, d, segs).latest()
+    with LogView.open(d) as view:
+        return view.log_end_offset
 
 
 class TaskWriter:
