@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import json
 import math
 import os
@@ -1715,8 +1716,8 @@ def _replanned(fn):
         for _attempt in range(3):
             try:
                 return fn(*args, **kwargs)
-            except FileNotFoundError as e:
-                if e.filename is None:
+            except OSError as e:  # FileNotFoundError, or storage's KafkaStorageError for one
+                if e.errno != errno.ENOENT or e.filename is None:
                     raise
                 last = e
         raise ConcurrentWriteError(
