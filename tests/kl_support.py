@@ -35,3 +35,37 @@ def conformance_vectors() -> Dict[str, dict]:
         return {}
     with (d / "vectors.jsonl").open() as f:
         return {v["id"]: v for v in map(json.loads, filter(str.strip, f))}
+
+
+# -- small logs built through Log (tests/storage/test_read_model.py, tests/spark/...) ------------
+LOG_TS = 1_700_000_000_000
+TXN_PID = 7
+
+
+def append_plain(log, n: int, value: bytes = b"v"):
+    """Append one non-transactional batch of ``n`` records (values ``value`` + their offset)."""
+    from kafkalog import MemoryRecordsBuilder
+
+    b = MemoryRecordsBuilder()
+    for i in range(n):
+        b.append(LOG_TS + log.log_end_offset + i, None, value + b"%d" % (log.log_end_offset + i))
+    return log.append(b.build())
+
+
+def append_txn(log, n: int, seq: int = 0):
+    """Append one transactional batch of ``n`` records of producer ``TXN_PID``."""
+    from kafkalog import MemoryRecordsBuilder
+
+    b = MemoryRecordsBuilder(producer_id=TXN_PID, producer_epoch=0, base_sequence=seq,
+                             is_transactional=True)
+    for i in range(n):
+        b.append(LOG_TS + i, None, b"t%d" % i)
+    return log.append(b.build())
+
+
+def append_marker(log, commit: bool):
+    """Append the COMMIT or ABORT marker of producer ``TXN_PID``, as its coordinator does."""
+    from kafkalog.control import build_end_txn_marker
+
+    return log.append(build_end_txn_marker(commit, TXN_PID, 0, 0, timestamp=LOG_TS),
+                      origin="coordinator")

@@ -226,6 +226,24 @@ _BROKER_JVM = ["-Xmx512m", "-Xms128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLeve
                "-Djava.awt.headless=true"]
 
 
+# what a one-broker test cluster needs whatever its mode (KRaft here, ZooKeeper in zk_broker.py):
+# replication factor 1 for the internal topics, no waiting, few threads on a 2-core machine
+SINGLE_NODE: Dict[str, Any] = {
+    "num.partitions": 1,
+    "auto.create.topics.enable": "false",
+    "offsets.topic.replication.factor": 1,
+    "offsets.topic.num.partitions": 1,
+    "transaction.state.log.replication.factor": 1,
+    "transaction.state.log.min.isr": 1,
+    "transaction.state.log.num.partitions": 1,
+    "group.initial.rebalance.delay.ms": 0,
+    "num.network.threads": 2,
+    "num.io.threads": 2,
+    "background.threads": 2,
+    "num.recovery.threads.per.data.dir": 1,
+}
+
+
 class Broker:
     """A single-node KRaft Kafka (broker + controller in one process) in ``work``.
 
@@ -261,20 +279,9 @@ class Broker:
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "log.dirs": str(self.log_dir),
-            "num.partitions": 1,
-            "auto.create.topics.enable": "false",
-            "offsets.topic.replication.factor": 1,
-            "offsets.topic.num.partitions": 1,
-            "transaction.state.log.replication.factor": 1,
-            "transaction.state.log.min.isr": 1,
-            "transaction.state.log.num.partitions": 1,
+            **SINGLE_NODE,
             "share.coordinator.state.topic.replication.factor": 1,
             "share.coordinator.state.topic.min.isr": 1,
-            "group.initial.rebalance.delay.ms": 0,
-            "num.network.threads": 2,
-            "num.io.threads": 2,
-            "background.threads": 2,
-            "num.recovery.threads.per.data.dir": 1,
             "log.cleaner.threads": 1,
             "log.cleaner.dedupe.buffer.size": 8 << 20,
             "log.cleaner.backoff.ms": 300,

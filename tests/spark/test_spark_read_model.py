@@ -13,30 +13,13 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 import kafkalog.arrow as ka  # noqa: E402
-from kafkalog import MemoryRecordsBuilder  # noqa: E402
-from kafkalog.control import build_end_txn_marker  # noqa: E402
 from kafkalog.spark import _core as core  # noqa: E402
 from kafkalog.storage import files as _files  # noqa: E402
 from kafkalog.storage.log import Log  # noqa: E402
 from kafkalog.storage.log_view import LogView  # noqa: E402
 
-TS = 1_700_000_000_000
-PID = 7
-
-
-def _plain(log, n):
-    b = MemoryRecordsBuilder()
-    for i in range(n):
-        b.append(TS + log.log_end_offset + i, None, b"v%d" % (log.log_end_offset + i))
-    return log.append(b.build())
-
-
-def _txn(log, n, seq=0):
-    b = MemoryRecordsBuilder(producer_id=PID, producer_epoch=0, base_sequence=seq,
-                             is_transactional=True)
-    for i in range(n):
-        b.append(TS + i, None, b"t%d" % i)
-    return log.append(b.build())
+from kl_support import append_marker as _marker  # noqa: E402
+from kl_support import append_plain as _plain, append_txn as _txn  # noqa: E402
 
 
 def _spark(root, committed=False, **extra):
@@ -102,7 +85,7 @@ def test_missing_txnindex_follows_the_index(tmp_path):
         _txn(log, 2)
         log.roll()
         _txn(log, 2, seq=2)
-        log.append(build_end_txn_marker(False, PID, 0, 0, timestamp=TS), origin="coordinator")
+        _marker(log, False)
         _plain(log, 1)
     for n in os.listdir(d):
         if n.endswith(".txnindex"):

@@ -14,36 +14,11 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 import kafkalog.arrow as ka  # noqa: E402
-from kafkalog import MemoryRecordsBuilder  # noqa: E402
-from kafkalog.control import build_end_txn_marker  # noqa: E402
 from kafkalog.errors import CorruptRecordError  # noqa: E402
 from kafkalog.storage import files as _files  # noqa: E402
 from kafkalog.storage.log import Log  # noqa: E402
 from kafkalog.storage.log_view import DamageGap, LogView  # noqa: E402
-
-from .conftest import BASE_TS  # noqa: E402
-
-PID = 7
-
-
-def _plain(log, n, value=b"v"):
-    b = MemoryRecordsBuilder()
-    for i in range(n):
-        b.append(BASE_TS + log.log_end_offset + i, None, value + b"%d" % (log.log_end_offset + i))
-    return log.append(b.build())
-
-
-def _txn(log, n, seq=0):
-    b = MemoryRecordsBuilder(producer_id=PID, producer_epoch=0, base_sequence=seq,
-                             is_transactional=True)
-    for i in range(n):
-        b.append(BASE_TS + i, None, b"t%d" % i)
-    return log.append(b.build())
-
-
-def _marker(log, commit):
-    return log.append(build_end_txn_marker(commit, PID, 0, 0, timestamp=BASE_TS),
-                      origin="coordinator")
+from kl_support import append_marker as _marker, append_plain as _plain, append_txn as _txn  # noqa: E402
 
 
 def _offsets(table):
