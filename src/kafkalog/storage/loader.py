@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import errno
 import os
+import stat as _stat
+import threading
 import warnings
 import uuid as _uuid
 from bisect import bisect_right
@@ -30,9 +32,67 @@ from ._log_common import (
 from .epoch_cache import LeaderEpochCache
 
 
+# The root checkpoints last read, by path: every partition of a root reads the same three
+# files, and a root of N partitions would otherwise parse them N times (quadratic).  An entry
+# is used only while the file's identity, size and times are unchanged; Kafka and kafkalog both
+# replace a checkpoint by renaming a new file over it, which changes the inode.
+_ROOT_CHECKPOINTS: Dict[str, Any] = {}
+_ROOT_CHECKPOINTS_LOCK = threading.Lock()
+_ROOT_CHECKPOINTS_MAX = 64
+
+
+def read_root_checkpoint(path: str, store: Any = None) -> Dict[Any, int]:
+    """``files.read_offset_checkpoint`` of a root checkpoint, reused while the local file is
+    unchanged (a store's file is read each time).  Raises what that function raises."""
+    if store is not None:
+        return _files.read_offset_checkpoint(path, store)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        st = None
+    if st is None or not _stat.S_ISREG(st.st_mode):
+        return _files.read_offset_checkpoint(path)  # raises the error naming what is there
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    with _ROOT_CHECKPOINTS_LOCK:
+        hit = _ROOT_CHECKPOINTS.get(path)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    entries = _files.read_offset_checkpoint(path)
+    with _ROOT_CHECKPOINTS_LOCK:
+        if len(_ROOT_CHECKPOINTS) >= _ROOT_CHECKPOINTS_MAX:
+            _ROOT_CHECKPOINTS.pop(next(iter(_ROOT_CHECKPOINTS)))
+        _ROOT_CHECKPOINTS[path] = (key, entries)
+    return entries
+
+
 class LogLoader:
     """The loading and recovery part of :class:`~kafkalog.storage.log.Log` (a mixin: its
     methods run on the Log being opened)."""
+
+    _producer_state_pending: Optional[Any] = None  # (end offset, clean) of a deferred rebuild
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The producer state at the log end (Kafka's ``ProducerStateManager``)."""
+        pending = self._producer_state_pending
+        if pending is not None:
+            with self._lock:
+                pending = self._producer_state_pending
+                if pending is not None:
+                    self._producer_state_pending = None
+                    try:
+                        self._rebuild_producer_state(pending[0],
+                                                     reload_from_clean_shutdown=pending[1])
+                    except BaseException:
+                        self._producer_state_pending = pending
+                        raise
+        return self._producer_state
+
+    @producer_state.setter
+    def producer_state(self, value: ProducerStateManager) -> None:
+        self._producer_state = value
 
     def _root_checkpoint(self, name: str) -> Optional[int]:
         """This partition's entry in a root checkpoint; None when the file is missing or
@@ -43,7 +103,7 @@ class LogLoader:
             return None
         path = os.path.join(self.root, name)
         try:
-            return _files.read_offset_checkpoint(path, self._store).get(self.topic_partition)
+            return read_root_checkpoint(path, self._store).get(self.topic_partition)
         except FileNotFoundError:
             return None
         except OSError as e:
@@ -62,7 +122,7 @@ class LogLoader:
         name = _files.LOG_START_OFFSET_CHECKPOINT_FILE
         path = os.path.join(self.root, name)
         try:
-            return _files.read_offset_checkpoint(path, self._store).get(self.topic_partition)
+            return read_root_checkpoint(path, self._store).get(self.topic_partition)
         except FileNotFoundError:
             return None
         except OSError as e:  # there but unreachable (an I/O error, a FIFO): refused
@@ -218,8 +278,14 @@ class LogLoader:
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._latest_epoch = self.leader_epoch_cache.latest_epoch
 
-        self._rebuild_producer_state(self._log_end_offset, reload_from_clean_shutdown=had_clean)
-        if not ro:
+        if ro:
+            # Read-only, the producer state is rebuilt when first asked for (the LSO, a
+            # read_committed fetch): most reads never need it, and a root of many partitions
+            # would otherwise list and load every partition's snapshots on open.
+            self._producer_state_pending = (self._log_end_offset, had_clean)
+        else:
+            self._rebuild_producer_state(self._log_end_offset,
+                                         reload_from_clean_shutdown=had_clean)
             self.producer_state.remove_stray_snapshots(self._bases, keep=(self._log_end_offset,))
 
         self._last_flush_ms = self._clock()

@@ -330,6 +330,98 @@ class LogView:
                 log._io_error(e, "reading")
         return None
 
+    # -- planning: where a range of one segment starts, ends and may be cut -----------------------
+    def segments(self) -> List[Tuple[int, str, int]]:
+        """``(base offset, .log path, bytes the log holds in it)`` of every segment, in offset
+        order: the sizes are those recovery left (a torn tail is not counted)."""
+        with self._log._lock:
+            return [(s.base_offset, s.log_path, s.size) for s in self._log._segments]
+
+    def _segment(self, base_offset: int) -> Segment:
+        log = self._log
+        log._check_open()
+        i = _floor_index(log._bases, base_offset)
+        if i < 0 or log._bases[i] != base_offset:
+            raise ValueError(f"no segment with base offset {base_offset} in {log.dir}")
+        return log._segments[i]
+
+    def end_position_of(self, base_offset: int, end: int) -> Optional[int]:
+        """In the segment at ``base_offset``, the position of the first entry whose offsets are
+        all ``>= end`` (the entry after the one holding ``end - 1``): where a range ending
+        before ``end`` stops.  None when the range needs every entry of the segment (or its
+        headers cannot be walked that far: the reader reports the damage)."""
+        log = self._log
+        with log._lock:
+            seg = self._segment(base_offset)
+            try:
+                start = seg.offset_index.lookup(end - 1).position
+                prev_last = None
+                for h in seg.iter_headers(start):
+                    if h.magic == 2 and h.base_offset >= end:
+                        return h.position
+                    if prev_last is not None and prev_last >= end - 1:
+                        return h.position
+                    prev_last = h.last_offset
+            except CorruptRecordError:
+                return None
+            except _STORAGE_ERRORS as e:
+                log._io_error(e, "reading")
+        return None
+
+    def split_positions(self, base_offset: int, start: int, stop: int, target: int) -> List[int]:
+        """Positions strictly inside ``(start, stop)`` of the segment at ``base_offset`` where a
+        read may be cut, about ``target`` bytes apart: offset-index entries (each starts an
+        entry), or with no entry in the range and more than ``target`` bytes, the entries'
+        own positions from a header walk.  None of the pieces is under ``target // 4``."""
+        log = self._log
+        with log._lock:
+            seg = self._segment(base_offset)
+            try:
+                positions = [e.position for e in seg.offset_index if start < e.position < stop]
+                if not positions and stop - start > target:
+                    try:
+                        positions = [h.position for h in seg.iter_headers(start, stop)
+                                     if h.position > start]
+                    except CorruptRecordError:
+                        pass  # cut where it was walkable; the reader reports the damage
+            except _STORAGE_ERRORS as e:
+                log._io_error(e, "reading")
+        cuts: List[int] = []
+        last = start
+        for p in positions:
+            if p - last >= target and stop - p >= target // 4:
+                cuts.append(p)
+                last = p
+        return cuts
+
+    def max_timestamp_of(self, base_offset: int) -> int:
+        """The largest record timestamp (ms) in the segment at ``base_offset``, -1 when none has
+        one: a closed segment's last time-index entry (its index is trimmed to its entries),
+        else that entry and a header walk over what follows it."""
+        log = self._log
+        with log._lock:
+            seg = self._segment(base_offset)
+            try:
+                ti = seg.time_index
+                n = ti.entries
+                best, start = -1, 0
+                if n:
+                    last = ti.last_entry
+                    if not ti.in_memory and ti.length == n * ti.ENTRY_SIZE:
+                        return last.timestamp
+                    best = last.timestamp
+                    start = seg.offset_index.lookup(last.offset).position
+                try:
+                    for h in seg.iter_headers(start):
+                        if h.max_timestamp > best:
+                            best = h.max_timestamp
+                except CorruptRecordError:
+                    pass  # what could be walked; the reader reports the damage
+                return best
+            except _STORAGE_ERRORS as e:
+                log._io_error(e, "reading")
+        return -1  # pragma: no cover - _io_error raises
+
     # -- fetch -----------------------------------------------------------------------------------
     def read(
         self,

@@ -1,0 +1,107 @@
+"""The planning answers of the read model (``LogView.segments``, ``end_position_of``,
+``split_positions``, ``max_timestamp_of``), which the Spark planner cuts its splits with, held
+against a plain walk over every batch of the same files, over generated logs: formats v0, v1
+and v2, compressed wrappers, compaction gaps, sparse and dense offset indexes, clean and
+unclean shutdowns."""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from kafkalog import MemoryRecordsBuilder
+from kafkalog.storage import files as _files
+from kafkalog.storage.log import Log
+from kafkalog.storage.log_view import LogView
+
+FORMATS = {2: "3.0-IV1", 1: "0.10.2", 0: "0.9.0"}
+
+
+def _build(path, rnd: random.Random, magic: int, compact: bool) -> None:
+    config = {
+        "segment.bytes": rnd.choice([600, 1500, 4000]),
+        "index.interval.bytes": rnd.choice([1, 200, 4096]),
+        "message.format.version": FORMATS[magic],
+        "compression.type": rnd.choice(["producer", "uncompressed", "lz4"]),
+    }
+    if compact:
+        config["cleanup.policy"] = "compact"
+    ts = 1_700_000_000_000
+    with Log.open(path, config) as log:
+        for _ in range(rnd.randint(5, 60)):
+            # as a follower appends: offsets assigned, the format kept as it is (v0/v1 too)
+            b = MemoryRecordsBuilder(magic=magic, base_offset=log.log_end_offset,
+                                     compression_type=rnd.choice(["none", "gzip"]))
+            for _ in range(rnd.randint(1, 6)):
+                ts += rnd.randint(-3000, 5000)  # out of order now and then
+                b.append(max(ts, 0), b"k%d" % rnd.randint(0, 3), b"v" * rnd.randint(0, 90))
+            log.append_as_follower(b.build())
+        if compact:
+            log.compact(force=True)
+    if rnd.random() < 0.3:  # as after a crash: recovery point at the start, no marker
+        os.unlink(os.path.join(path, _files.CLEAN_SHUTDOWN_FILE))
+
+
+def _walk(path, base):
+    """Every entry of one segment: (position, size, magic, base offset, last offset, max ts)."""
+    with Log.open(path, read_only=True) as log:
+        seg = next(s for s in log._segments if s.base_offset == base)
+        return [(h.position, h.size, h.magic, h.base_offset, h.last_offset, h.max_timestamp)
+                for h in seg.iter_headers()]
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_planning_answers_match_a_walk(tmp_path, seed):
+    rnd = random.Random(seed)
+    magic = rnd.choice([0, 1, 2, 2])
+    path = tmp_path / "t-0"
+    _build(path, rnd, magic, compact=rnd.random() < 0.4)
+    with LogView.open(str(path)) as view:
+        segs = view.segments()
+        assert [s[0] for s in segs] == sorted(s[0] for s in segs)
+        assert [p for _, p, _ in segs] == [p for _, p in view.segment_paths()]
+        for base, log_path, size in segs:
+            heads = _walk(path, base)
+            assert size == (heads[-1][0] + heads[-1][1] if heads else 0)
+            # the largest timestamp of the segment
+            want_ts = max((h[5] for h in heads), default=-1)
+            assert view.max_timestamp_of(base) == want_ts
+            if not heads:
+                continue
+            # where a range ending before `end` stops, for every end the segment holds
+            first, last = heads[0][3], heads[-1][4]
+            for end in range(max(first, 1), last + 2):
+                got = view.end_position_of(base, end)
+                # the first entry holding an offset >= end - 1 is the last one needed, unless
+                # it is a v2 batch wholly at or past end (a compaction gap before it)
+                i = next((i for i, h in enumerate(heads) if h[4] >= end - 1), None)
+                if i is None:
+                    want = None
+                elif heads[i][2] == 2 and heads[i][3] >= end:
+                    want = heads[i][0]
+                else:
+                    want = heads[i + 1][0] if i + 1 < len(heads) else None
+                assert got == want, (end, got, want)
+            # cut points: entry starts, inside the range, at least target apart
+            starts = {h[0] for h in heads}
+            for target in (1, 100, 700, 10_000):
+                lo = heads[0][0]
+                hi = size
+                cuts = view.split_positions(base, lo, hi, target)
+                assert cuts == sorted(set(cuts))
+                assert all(c in starts and lo < c < hi for c in cuts)
+                prev = lo
+                for c in cuts:
+                    assert c - prev >= target and hi - c >= target // 4
+                    prev = c
+                if target == 1 and len(heads) > 1:
+                    assert cuts, "a dense enough target must cut a segment of several entries"
+
+
+def test_planning_answers_name_the_segment(tmp_path):
+    path = tmp_path / "t-0"
+    _build(path, random.Random(1), 2, compact=False)
+    with LogView.open(str(path)) as view:
+        with pytest.raises(ValueError, match="no segment with base offset 12345"):
+            view.split_positions(12345, 0, 10, 1)
