@@ -277,3 +277,30 @@ def test_iter_batches_survives_truncation(tmp_path):
     out = p.stdout.strip()
     # the old bytes (all of them), or a clear error asking to read again
     assert out == f"ROWS {end}" or out.startswith("RETRY 11 "), out
+
+
+def test_skip_resumes_at_the_next_index_entry(tmp_path):
+    """Skipping damage loses only what no index entry points past: with an entry at every
+    batch, the records after the damaged batch in the same segment are read (the place the
+    Spark source resumes at under failOnDataLoss=false)."""
+    d = str(tmp_path / "t-0")
+    with Log.open(d, {"segment.bytes": 400, "index.interval.bytes": 1}) as log:
+        for _ in range(12):
+            _plain(log, 2)
+        bases = [s.base_offset for s in log._segments]
+        end = log.log_end_offset
+    assert len(bases) >= 3
+    seg = os.path.join(d, "%020d.log" % bases[1])
+    data = bytearray(open(seg, "rb").read())
+    first = 12 + struct.unpack_from(">i", data, 8)[0]  # the second batch of the segment
+    second = first + 12 + struct.unpack_from(">i", data, first + 8)[0]
+    assert second < len(data), "the segment needs a batch after the damaged one"
+    off = struct.unpack_from(">q", data, first)[0]
+    nxt = struct.unpack_from(">q", data, second)[0]
+    struct.pack_into(">i", data, first + 8, 2**31 - 1)
+    open(seg, "wb").write(bytes(data))
+    gaps = []
+    with Log.open(d, read_only=True) as log:
+        got = _log_offsets(log, on_damage="skip", gaps=gaps)
+    assert gaps == [DamageGap(seg, first, off, nxt, gaps[0].reason)]
+    assert got == list(range(off)) + list(range(nxt, end))

@@ -52,8 +52,8 @@ class LocalLog:
         be appended to meanwhile; batches appended after a segment was passed are included
         only for later segments).  A batch inside the log that cannot be framed raises
         CorruptRecordError naming the file, position and offset; ``on_damage="skip"`` appends
-        a :class:`~kafkalog.storage.log_view.DamageGap` to ``gaps`` and goes on with the next
-        segment instead."""
+        a :class:`~kafkalog.storage.log_view.DamageGap` to ``gaps`` and goes on at the next
+        offset-index entry past the damage (else the next segment) instead."""
         return self.view.iter_batches(start_offset, None, on_damage, gaps)
 
     def iter_records(

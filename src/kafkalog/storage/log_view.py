@@ -19,7 +19,9 @@ and the read half of ``UnifiedLog``/``LocalLog``).
   inside the log that cannot be framed (a size field past the end of its segment, below the
   minimum, an unknown magic) raises :class:`~kafkalog.errors.CorruptRecordError` naming the
   file, the position and the offset; a caller that asked to skip damage gets a
-  :class:`DamageGap` reported instead and reading resumes at the next segment.  Reading never
+  :class:`DamageGap` reported instead and reading resumes at the next offset-index entry
+  past the damage (an entry marks where a batch starts), else at the next segment: the Spark
+  source under ``failOnDataLoss=false`` resumes at the same place.  Reading never
   stops silently before the log end offset.  Bytes are read with ``pread`` (never a mapping),
   so a file truncated under a reader cannot kill the process: a segment that shrank while it
   was read raises :class:`~kafkalog.errors.KafkaStorageError` with ``errno`` EAGAIN (read
@@ -73,7 +75,8 @@ _MAX_SIZE = 2**31 - 1
 class DamageGap(NamedTuple):
     """Offsets a read skipped (``on_damage="skip"``): the batch at ``position`` of ``path``
     (``offset`` from its header) could not be read for ``reason``; offsets from ``offset`` up
-    to ``next_offset`` (the next segment's base offset, or the log end offset) were skipped."""
+    to ``next_offset`` (that of the batch at the next offset-index entry of the segment, else
+    the next segment's base offset, or the log end offset) were skipped."""
 
     path: str
     position: int
@@ -521,6 +524,24 @@ class LogView:
             f"{next_offset}, so the read stops here rather than leave out what follows",
             pos, offset, seg.log_path)
 
+    def _resume_after(self, seg: Segment, bad: int, size: int) -> Optional[Tuple[int, int]]:
+        """Where a scan that skips damage goes on after the unreadable entry at ``bad`` of
+        ``seg``: ``(position, offset)`` of the first offset-index entry past it (an index entry
+        marks where a batch starts), or None when the segment has none (the scan goes on with
+        the next segment)."""
+        log = self._log
+        with log._lock:
+            try:
+                for e in seg.offset_index:
+                    if bad < e.position < size:
+                        head = seg._read_at(e.position, 8)
+                        if len(head) == 8:
+                            return e.position, _Q.unpack_from(head, 0)[0]
+                        return None
+            except _STORAGE_ERRORS as err:
+                log._io_error(err, "reading")
+        return None
+
     def _framing(self, seg: Segment, pos: int, head: bytes, end: int,
                  max_size: int = _MAX_SIZE) -> Optional[str]:
         """Why the entry whose first bytes are ``head`` at ``pos`` cannot be a whole batch of
@@ -638,9 +659,17 @@ class LogView:
                     if stop:
                         return
                     if self._is_inside(k, segs, seen, leo):
-                        nxt = segs[k + 1].base_offset if k + 1 < len(segs) else leo
+                        resume = (self._resume_after(seg, pos + p, size)
+                                  if on_damage == SKIP else None)
+                        if resume is not None:
+                            nxt = resume[1]
+                        else:
+                            nxt = segs[k + 1].base_offset if k + 1 < len(segs) else leo
                         self._damage(seg, pos + p, bytes(data[p:p + 8]), damaged, on_damage,
                                      gaps, nxt)
+                        if resume is not None:
+                            cur = self._plan(blocks, segs, k, resume[0], None, start, end)
+                            continue
                     cur = self._plan(blocks, segs, k + 1, None, None, start, end)
                     continue
                 if p == 0:  # one batch larger than the read: read it whole
