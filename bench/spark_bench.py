@@ -20,12 +20,15 @@ the same records as Parquet (snappy), then, for each core count in ``--cores`` (
 
 Best of ``--reps`` after one warm-up; results as a table and as JSON (``--json``).
 
-``--ratio`` measures only the read -> noop ratio against ``spark.read.parquet`` of the same
-data (one Parquet file per partition), for one large partition (``--records``) and for 200
-small ones (the same records spread over 200 partitions), each with the source registered by
-``kafkalog.spark.register(spark)`` and with the source Spark finds by itself
-(``pyspark_kafkalog``, no register() call), in a fresh ``local[N]`` session per case
-(N = the first of ``--cores``).  The goal is <= 1.0x Parquet in every case.
+``--ratio`` measures only reads, ``select(key, value, offset, timestamp)`` -> noop, for three
+layouts of ``--records`` records (one partition, 8 partitions, 200 partitions) and each codec
+of ``--compression`` (a comma list, e.g. ``none,lz4``), in one ``local[N]`` session per core
+count of ``--cores``: kafkalog against ``spark.read.parquet`` of the same rows (goal <= 1.0x),
+and against the plumbing floor (``spark_floor.py``: a Python source yielding the same rows as
+pre-built Arrow batches; it bounds what any Python source can do).  Each pair is timed
+alternately in the same session; with two core counts the scaling of the kafkalog read is
+printed.  Child sessions import the kafkalog this process imports (checked in a Python worker:
+figures from another build are refused).
 """
 
 from __future__ import annotations
@@ -39,7 +42,48 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.join(os.path.dirname(HERE), "src")
+
+
+def child_env() -> dict:
+    """The environment of a child session: the kafkalog this process imports goes first on
+    its PYTHONPATH (and so on its Python workers'), so every process runs the same build.  (A
+    checkout's ``src`` holds the compiled twins only after ``build_ext --inplace``; putting it
+    first regardless made the children of an installed, compiled kafkalog run the pure-Python
+    twins and report figures no plain session reproduces.)"""
+    import kafkalog
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(kafkalog.__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def implementations(spark) -> dict:
+    """Which twins the driver and a Python worker of ``spark`` run (the worker decodes)."""
+    import kafkalog
+
+    def probe(_):
+        import kafkalog as k
+
+        return [(k.IMPLEMENTATION, os.path.dirname(k.__file__))]
+
+    worker = spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect()[0]
+    return {"driver": kafkalog.IMPLEMENTATION, "driver_path": os.path.dirname(kafkalog.__file__),
+            "worker": worker[0], "worker_path": worker[1]}
+
+
+def check_same_build(results) -> None:
+    """Refuse figures from children that ran another build than this process imports."""
+    import kafkalog
+
+    for r in results:
+        impl = r.get("impl") or {}
+        if impl.get("worker") != kafkalog.IMPLEMENTATION or impl.get("driver") != \
+                kafkalog.IMPLEMENTATION:
+            raise SystemExit(
+                f"the child session ran kafkalog {impl} but this process imports "
+                f"{kafkalog.IMPLEMENTATION} ({os.path.dirname(kafkalog.__file__)}): the figures "
+                "would not be this build's")
 
 
 def generate(root: str, parquet: str, records: int, partitions: int, compression: str) -> dict:
@@ -143,7 +187,7 @@ def child(args) -> dict:
     spark.sparkContext.setLogLevel("ERROR")
     ks.register(spark)
     root, parquet, out = args.root, args.parquet, os.path.join(args.dir, "out")
-    res = {"cores": cores, "spark": spark.version}
+    res = {"cores": cores, "spark": spark.version, "impl": implementations(spark)}
 
     def kl():
         return spark.read.format("kafkalog").option("includeHeaders", "true").load(root)
@@ -203,14 +247,21 @@ def child(args) -> dict:
     return res
 
 
-RATIO_LAYOUTS = (("1 large partition", "one", 1), ("200 small partitions", "many", 200))
+RATIO_LAYOUTS = (("1 large partition", "one", 1), ("8 partitions", "eight", 8),
+                 ("200 small partitions", "many", 200))
+RATIO_COLUMNS = ("key", "value", "offset", "timestamp")
 
 
 def ratio_child(args) -> dict:
-    """read -> noop of kafkalog and of Parquet for each layout, in one session, with or
-    without register()."""
+    """read -> select(key, value, offset, timestamp) -> noop, in one ``local[N]`` session, for
+    each layout and codec: kafkalog over the log root, ``spark.read.parquet`` of the same rows,
+    and the plumbing floor (``spark_floor``: the same rows as pre-built Arrow batches from a
+    Python source, as many tasks as kafkalog plans).  Each pair runs alternately."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+
+    import kafkalog.spark as ks
+    from spark_floor import FloorSource
 
     cores = args.ratio_child
     spark = (
@@ -222,76 +273,108 @@ def ratio_child(args) -> dict:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    if args.register:
-        import kafkalog.spark as ks
+    ks.register(spark)
+    spark.dataSource.register(FloorSource)
+    res = {"cores": cores, "impl": implementations(spark), "cases": []}
+    cols = list(RATIO_COLUMNS)
+    for codec in args.compression.split(","):
+        for label, key, _n in RATIO_LAYOUTS:
+            d = os.path.join(args.dir, f"ratio-{key}-{codec}")
+            root, parquet = os.path.join(d, "logs"), os.path.join(d, "parquet")
 
-        ks.register(spark)
-    res = {"cores": cores, "register": bool(args.register)}
-    for _label, key, _n in RATIO_LAYOUTS:
-        root = os.path.join(args.dir, f"ratio-{key}", "logs")
-        parquet = os.path.join(args.dir, f"ratio-{key}", "parquet")
+            def kl(root=root):
+                return spark.read.format("kafkalog").load(root).select(*cols)
 
-        def kl(root=root):
-            return spark.read.format("kafkalog").option("includeHeaders", "true").load(root)
+            def pq(parquet=parquet):
+                return spark.read.parquet(parquet).select(*cols)
 
-        def pq(parquet=parquet):
-            return spark.read.parquet(parquet)
+            tasks = kl().rdd.getNumPartitions()
 
-        res[f"{key}_kafkalog_tasks"] = kl().rdd.getNumPartitions()
-        res[f"{key}_parquet_tasks"] = pq().rdd.getNumPartitions()
-        res[f"{key}_kafkalog_s"] = _best(
-            lambda: kl().write.format("noop").mode("overwrite").save(), args.reps
-        )
-        res[f"{key}_parquet_s"] = _best(
-            lambda: pq().write.format("noop").mode("overwrite").save(), args.reps
-        )
+            def floor(parquet=parquet, tasks=tasks):
+                return (spark.read.format("kafkalog_floor").option("parquet", parquet)
+                        .option("splits", str(tasks)).load().select(*cols))
+
+            def noop(df):
+                return lambda: df().write.format("noop").mode("overwrite").save()
+
+            kl_s, pq_s = _best_pair(noop(kl), noop(pq), args.reps)
+            kl2_s, floor_s = _best_pair(noop(kl), noop(floor), args.reps)
+            res["cases"].append({
+                "layout": label, "codec": codec, "kafkalog_tasks": tasks,
+                "parquet_tasks": pq().rdd.getNumPartitions(),
+                "kafkalog_s": min(kl_s, kl2_s), "parquet_s": pq_s, "floor_s": floor_s,
+                "kafkalog_vs_parquet": kl_s / pq_s, "kafkalog_vs_floor": kl2_s / floor_s,
+            })
     spark.stop()
     return res
+
+
+def _best_pair(a, b, reps: int):
+    """Best of ``reps`` for ``a`` and ``b``, run alternately (which goes first alternates
+    too) after one warm-up of each, so a drift in the machine's load reaches both."""
+    a()
+    b()
+    best = [float("inf"), float("inf")]
+    for rep in range(reps):
+        order = ((0, a), (1, b)) if rep % 2 == 0 else ((1, b), (0, a))
+        for i, fn in order:
+            t = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t)
+    return best[0], best[1]
 
 
 def ratio_main(args, env) -> int:
     import kafkalog
 
+    env = dict(env)
+    env["PYTHONPATH"] = HERE + os.pathsep + env["PYTHONPATH"]  # spark_floor, for the workers
     gens = {}
-    for _label, key, parts in RATIO_LAYOUTS:
-        d = os.path.join(args.dir, f"ratio-{key}")
-        gens[key] = generate(
-            os.path.join(d, "logs"), os.path.join(d, "parquet"), args.records, parts,
-            args.compression,
-        )
-    cores = int(args.cores.split(",")[0])
+    for codec in args.compression.split(","):
+        for _label, key, parts in RATIO_LAYOUTS:
+            d = os.path.join(args.dir, f"ratio-{key}-{codec}")
+            gens[(key, codec)] = generate(
+                os.path.join(d, "logs"), os.path.join(d, "parquet"), args.records, parts, codec)
     print(
-        f"kafkalog {kafkalog.__version__} ({kafkalog.IMPLEMENTATION}), {os.cpu_count()} CPUs, "
-        f"local[{cores}]; load before: {os.getloadavg()[0]:.2f}",
+        f"kafkalog {kafkalog.__version__} ({kafkalog.IMPLEMENTATION}), {os.cpu_count()} CPUs; "
+        f"load before: {os.getloadavg()[0]:.2f}",
         flush=True,
     )
     results = []
-    for register in (True, False):
+    for cores in [int(c) for c in args.cores.split(",")]:
         cmd = [
             sys.executable, os.path.abspath(__file__), "--ratio-child", str(cores),
-            "--dir", args.dir, "--reps", str(args.reps),
-        ] + (["--register"] if register else [])
+            "--dir", args.dir, "--reps", str(args.reps), "--compression", args.compression,
+        ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         if proc.returncode != 0 or not line:
             print(proc.stdout[-3000:], proc.stderr[-5000:], file=sys.stderr)
             return 1
         results.append(json.loads(line[0][7:]))
-    print(f"\n{'read -> noop, best of ' + str(args.reps):42}{'records':>10}{'log MB':>8}"
-          f"{'kafkalog':>10}{'parquet':>10}{'ratio':>8}{'tasks kl/pq':>13}")
+    check_same_build(results)
+    print(f"\nread -> select({', '.join(RATIO_COLUMNS)}) -> noop, best of {args.reps}, "
+          f"pairs run alternately")
+    print(f"{'':26}{'codec':>6}{'cores':>6}{'records':>10}{'log MB':>8}{'kafkalog':>10}"
+          f"{'parquet':>10}{'floor':>10}{'kl/pq':>8}{'kl/floor':>9}{'tasks':>7}")
     for r in results:
-        how = "register()" if r["register"] else "auto (no register)"
-        for label, key, _n in RATIO_LAYOUTS:
-            g = gens[key]
-            kl, pq = r[f"{key}_kafkalog_s"], r[f"{key}_parquet_s"]
-            tasks = f"{r[key + '_kafkalog_tasks']}/{r[key + '_parquet_tasks']}"
-            print(
-                f"{label + ', ' + how:42}{g['records']:>10}{g['log_bytes'] / 1e6:>8.0f}"
-                f"{kl:>9.2f}s{pq:>9.2f}s{kl / pq:>7.2f}x{tasks:>13}"
-            )
+        for c in r["cases"]:
+            key = next(k for lb, k, _ in RATIO_LAYOUTS if lb == c["layout"])
+            g = gens[(key, c["codec"])]
+            print(f"{c['layout']:26}{c['codec']:>6}{r['cores']:>6}{g['records']:>10}"
+                  f"{g['log_bytes'] / 1e6:>8.0f}{c['kafkalog_s']:>9.2f}s{c['parquet_s']:>9.2f}s"
+                  f"{c['floor_s']:>9.2f}s{c['kafkalog_vs_parquet']:>7.2f}x"
+                  f"{c['kafkalog_vs_floor']:>8.2f}x{c['kafkalog_tasks']:>7}")
+    if len(results) > 1:
+        a, b = results[0], results[-1]
+        for ca, cb in zip(a["cases"], b["cases"]):
+            speedup = ca["kafkalog_s"] / cb["kafkalog_s"]
+            print(f"scaling {a['cores']} -> {b['cores']} cores, {ca['layout']}, {ca['codec']}: "
+                  f"{speedup:.2f}x ({speedup / (b['cores'] / a['cores']):.2f} of linear)")
     print(f"load after: {os.getloadavg()[0]:.2f}")
     if args.json:
-        print(json.dumps({"generate": gens, "results": results}, indent=1))
+        print(json.dumps({"generate": {f"{k}-{c}": v for (k, c), v in gens.items()},
+                          "results": results}, indent=1))
     return 0
 
 
@@ -307,7 +390,6 @@ def main(argv=None) -> int:
     p.add_argument("--ratio", action="store_true", help="only the read -> noop ratio vs Parquet")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     p.add_argument("--ratio-child", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--register", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--root", help=argparse.SUPPRESS)
     p.add_argument("--parquet", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -318,11 +400,7 @@ def main(argv=None) -> int:
         print("RESULT " + json.dumps(ratio_child(args)))
         return 0
     if args.ratio:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = SRC + (
-            os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
-        )
-        return ratio_main(args, env)
+        return ratio_main(args, child_env())
     import kafkalog
 
     root = os.path.join(args.dir, "logs")
@@ -335,8 +413,7 @@ def main(argv=None) -> int:
         flush=True,
     )
     results = []
-    env = dict(os.environ)
-    env["PYTHONPATH"] = SRC + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = child_env()
     for cores in [int(c) for c in args.cores.split(",")]:
         cmd = [
             sys.executable,
@@ -362,6 +439,7 @@ def main(argv=None) -> int:
             print(proc.stdout[-3000:], proc.stderr[-5000:], file=sys.stderr)
             return 1
         results.append(json.loads(line[0][7:]))
+    check_same_build(results)
     n = gen["records"]
     print(f"\n{'':34}" + "".join(f"{'local[' + str(r['cores']) + ']':>16}" for r in results))
 
