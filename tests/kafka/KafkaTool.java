@@ -29,6 +29,10 @@
 //                  -> {"op":"dump_log", "stdout": b64, "stderr": b64, "error": message|null}
 //                  (both streams captured as UTF-8, whatever the platform's default charset)
 //   sleep          {"ms"}
+//   alter_topic    {"topic", "configs": {k: v}}   sets the topic's configs (Admin
+//                  incrementalAlterConfigs) -> {"op":"altered", "topic"}
+//   await_stable   {"topic", "partition", "timeout_ms"?}   waits until the last stable offset reaches
+//                  the high watermark (every transaction marker written) -> {"op":"stable", "end"}
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -45,6 +49,8 @@ import java.util.Properties;
 import java.util.Random;
 import java.util.concurrent.Future;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -57,6 +63,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -439,6 +446,51 @@ public class KafkaTool {
             case "sleep":
                 Thread.sleep(step.get("ms").asLong());
                 break;
+            case "alter_topic": {
+                String topic = step.get("topic").asText();
+                List<AlterConfigOp> ops = new ArrayList<>();
+                Iterator<Map.Entry<String, JsonNode>> it = step.get("configs").fields();
+                while (it.hasNext()) {
+                    Map.Entry<String, JsonNode> e = it.next();
+                    ops.add(new AlterConfigOp(new ConfigEntry(e.getKey(), e.getValue().asText()),
+                            AlterConfigOp.OpType.SET));
+                }
+                try (Admin admin = Admin.create(props(null))) {
+                    admin.incrementalAlterConfigs(Map.of(
+                            new ConfigResource(ConfigResource.Type.TOPIC, topic), ops)).all().get();
+                }
+                ObjectNode out = JSON.createObjectNode();
+                out.put("op", "altered");
+                out.put("topic", topic);
+                emit(out);
+                break;
+            }
+            case "await_stable": {
+                TopicPartition tp = new TopicPartition(step.get("topic").asText(), step.get("partition").asInt());
+                long timeout = step.has("timeout_ms") ? step.get("timeout_ms").asLong() : 60_000;
+                long deadline = System.currentTimeMillis() + timeout;
+                try (Admin admin = Admin.create(props(null))) {
+                    while (true) {
+                        long hw = admin.listOffsets(Map.of(tp, OffsetSpec.latest()),
+                                new ListOffsetsOptions(IsolationLevel.READ_UNCOMMITTED)).partitionResult(tp).get().offset();
+                        long lso = admin.listOffsets(Map.of(tp, OffsetSpec.latest()),
+                                new ListOffsetsOptions(IsolationLevel.READ_COMMITTED)).partitionResult(tp).get().offset();
+                        if (lso == hw) {
+                            ObjectNode out = JSON.createObjectNode();
+                            out.put("op", "stable");
+                            out.put("end", hw);
+                            emit(out);
+                            break;
+                        }
+                        if (System.currentTimeMillis() > deadline) {
+                            throw new IllegalStateException(tp + ": last stable offset " + lso
+                                    + " did not reach the high watermark " + hw);
+                        }
+                        Thread.sleep(100);
+                    }
+                }
+                break;
+            }
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }

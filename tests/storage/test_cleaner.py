@@ -459,3 +459,101 @@ def test_small_cleaned_segments_are_grouped(tmpdir_log):
         log.verify_indexes()
         bases = [s.base_offset for s in log.segments]
         assert bases == sorted(bases) and bases[0] == 0
+
+
+# -- what Apache Kafka's cleaner did on the same input (tests/kafka/test_broker_compaction.py) -----
+def _bases_and_sizes(log):
+    return [(s.base_offset, s.size) for s in log.segments]
+
+
+def test_a_group_whose_records_all_go_becomes_an_empty_segment(tmpdir_log):
+    """Kafka writes nothing for a batch whose records all go (unless its producer or the end of
+    the round needs it), so a group of segments holding only superseded records is cleaned into
+    an empty segment.  Kafka 4.4's broker did this in test_broker_compaction (its first segment,
+    all superseded, became an empty segment 0); kafkalog used to add an empty batch there."""
+    clock = FakeClock()
+    with Log.open(tmpdir_log, _cfg(segment_bytes=600), clock=clock) as log:
+        for rnd in (b"old", b"new"):
+            for i in range(5):
+                log.append(_batch([(b"a%d" % i, rnd + b"-" + b"x" * 40)], clock.now))
+            log.roll()
+        log.compact()
+        assert [b.base_offset for b in log.iter_batches()] == [5, 6, 7, 8, 9]
+        bases = _bases_and_sizes(log)
+        assert [b for b, _s in bases] == [0, 5, 10] and bases[0][1] == 0
+        log.verify_indexes()
+    with Log.open(tmpdir_log, _cfg(segment_bytes=600), clock=clock) as log:
+        assert [(k, v[:3]) for _o, k, v in _view(log)] == [(b"a%d" % i, b"new") for i in range(5)]
+
+
+def test_the_last_batch_of_a_round_goes_when_its_records_go(tmpdir_log):
+    """The last batch below a round's upper bound gets no exception: Kafka 4.4's broker, in
+    test_broker_compaction, dropped an aborted batch that was alone in the last segment of the
+    round (its ABORT marker opened the active segment, its producer wrote on) and left an empty
+    segment; kafkalog used to add an empty batch there."""
+    clock = FakeClock()
+    with Log.open(tmpdir_log, _cfg(segment_bytes=100_000), clock=clock) as log:
+        log.append(_batch([(b"a", b"1")], clock.now))
+        log.roll()
+        log.append(_batch([(b"x", b"aborted")], clock.now, pid=2, epoch=0, seq=0, txn=True))
+        log.roll()  # the round stops at offset 2
+        log.append(build_end_txn_marker(False, 2, 0, 0, timestamp=clock.now), origin="coordinator")
+        log.append(_batch([(b"y", b"1")], clock.now, pid=2, epoch=0, seq=1, txn=True))
+        log.append(build_end_txn_marker(True, 2, 0, 0, timestamp=clock.now), origin="coordinator")
+        log.compact()
+        assert log.cleaner_checkpoint() == 2
+        assert [b.base_offset for b in log.iter_batches()] == [0, 2, 3, 4]
+        assert [b for b, _s in _bases_and_sizes(log)] == [0, 2]
+        assert [(k, v) for _o, k, v in _view(log, "read_committed")] == [(b"a", b"1"), (b"y", b"1")]
+
+
+def test_the_batch_ending_at_the_high_watermark_is_kept_empty(tmp_path):
+    """Kafka 4.4 keeps a batch whose next offset is the log's high watermark as an empty header
+    (Cleaner.cleanInto: ``batch.nextOffset() == highWatermark`` -> RETAIN_EMPTY), so the log
+    keeps its last offset: here a tombstone past its horizon, the last batch of the log, cleaned
+    again after the cleaner checkpoint was lost.  Kafka's writeEmptyHeader: base timestamp -1,
+    the batch's max timestamp."""
+    clock = FakeClock()
+    d = tmp_path / "topic-0"
+    with Log.open(d, _cfg(segment_bytes=100_000), clock=clock) as log:
+        log.append(_batch([(b"a", b"1")], clock.now))
+        log.append(_batch([(b"b", None)], clock.now))
+        log.roll()
+        log.compact()
+        assert [b.has_delete_horizon for b in log.iter_batches()] == [False, True]
+    os.unlink(tmp_path / "cleaner-offset-checkpoint")
+    clock.advance(RETENTION + 1)
+    with Log.open(d, _cfg(segment_bytes=100_000), clock=clock) as log:
+        assert log.cleaner_checkpoint() == 0
+        log.compact(force=True)
+        bs = list(log.iter_batches())
+        assert [(b.base_offset, b.last_offset, len(list(b))) for b in bs] == [(0, 0, 1), (1, 1, 0)]
+        assert (bs[1].base_timestamp, bs[1].max_timestamp, bs[1].is_valid()) == (-1, BASE_TS, True)
+        assert log.log_end_offset == 2
+
+
+def test_transaction_state_is_carried_across_the_groups_of_a_round(tmpdir_log):
+    """Kafka's cleaner keeps one CleanedTransactionMetadata for all the groups of a round: a
+    COMMIT marker cleaned in a later group than its transaction's data keeps no horizon and
+    stays.  kafkalog used to start afresh in each group, took the marker for one of an empty
+    transaction, gave it a horizon and then removed it while its data stayed."""
+    clock = FakeClock()
+    with Log.open(tmpdir_log, _cfg(segment_bytes=600), clock=clock) as log:
+        for i in range(4):
+            log.append(_batch([(b"t%d" % i, b"x" * 40)], clock.now, pid=1, epoch=0, seq=i, txn=True))
+        log.roll()  # the marker's segment is grouped apart from the data's
+        log.append(build_end_txn_marker(True, 1, 0, 0, timestamp=clock.now), origin="coordinator")
+        for i in range(4):
+            log.append(_batch([(b"p%d" % i, b"y" * 40)], clock.now))
+        log.roll()
+        log.append(_batch([(b"z", b"1")], clock.now))
+        log.compact()
+        markers = [b for b in log.iter_batches() if b.is_control_batch]
+        assert [(b.base_offset, b.has_delete_horizon) for b in markers] == [(4, False)]
+        clock.advance(RETENTION + 1)
+        log.append(_batch([(b"z", b"2")], clock.now))
+        log.roll()
+        log.compact(force=True)
+        markers = [b for b in log.iter_batches() if b.is_control_batch]
+        assert [(b.base_offset, b.has_delete_horizon) for b in markers] == [(4, False)]
+        assert len(log.segments) > 2  # the data and the marker were still in different groups

@@ -21,9 +21,11 @@ tombstones get a delete horizon (attribute bit 6, ``baseTimestamp = now + delete
 on the first cleaning that retains them and are dropped by a cleaning after the horizon;
 batches of aborted transactions are dropped, their ABORT marker is kept while any of their
 batches were still seen in the cleaned range; COMMIT markers of transactions with no batch left
-and ABORT markers with no batch left get a delete horizon and are then dropped; an emptied
-batch is kept as an empty header when it is the last data batch of an active producer (or a
-marker of the producer's current epoch).
+and ABORT markers with no batch left get a delete horizon and are then dropped (the transaction
+state is carried through all the groups of a round); an emptied batch is kept as an empty header
+when it is the last data batch of an active producer (or a marker of the producer's current
+epoch) or the batch that ends at the high watermark; a group whose records all went becomes an
+empty segment.
 """
 
 from __future__ import annotations
@@ -430,9 +432,9 @@ def _first_batch_timestamp(seg) -> Optional[int]:
 
 # -- batch writing helpers -------------------------------------------------------------------------
 def _empty_batch(batch) -> bytes:
-    """Kafka's ``DefaultRecordBatch.writeEmptyHeader`` for a batch whose records all went."""
+    """Kafka's ``DefaultRecordBatch.writeEmptyHeader`` for a batch whose records all went: no
+    codec, base timestamp -1, the batch's max timestamp, offsets and producer fields kept."""
     attrs = batch.attributes & (_TXN_FLAG | _CONTROL_FLAG | _LOG_APPEND_TIME_FLAG)
-    ts = batch.max_timestamp
     hdr = bytearray(
         _V2_HEADER.pack(
             batch.base_offset,
@@ -442,8 +444,8 @@ def _empty_batch(batch) -> bytes:
             0,
             attrs,
             batch.last_offset - batch.base_offset,
-            ts,
-            ts,
+            -1,  # no first timestamp (NO_TIMESTAMP)
+            batch.max_timestamp,
             batch.producer_id,
             batch.producer_epoch,
             batch.base_sequence,
@@ -563,8 +565,13 @@ class Cleaner:
                     pid: (e.last_offset if e.last_offset >= 0 else None, e.producer_epoch)
                     for pid, e in log.producer_state.producers.items()
                 }
+                # one transaction state for the whole round: a transaction's batches and its
+                # marker may fall in different groups
+                txn = _CleanedTransactionMetadata()
+                hw = log.high_watermark
                 for group in self._group_segments(log, to_clean, upper):
-                    self._clean_segments(log, group, m, now, legacy_horizon, active_producers, stats, end)
+                    self._clean_segments(log, group, m, now, legacy_horizon, active_producers, stats,
+                                         hw, txn)
                 log._set_cleaner_checkpoint(end)
                 stats.passes = 1
             except OSError as e:
@@ -640,7 +647,11 @@ class Cleaner:
             groups.append(g)
         return groups
 
-    def _clean_segments(self, log, group, m, now, legacy_horizon, active_producers, stats, end) -> None:
+    def _clean_segments(self, log, group, m, now, legacy_horizon, active_producers, stats,
+                        high_watermark: int, txn: "_CleanedTransactionMetadata") -> None:
+        """Kafka's ``cleanSegments``: ``group`` into one ``.cleaned`` segment, swapped in.
+        ``high_watermark``: the log's (the batch that ends there is kept, empty if need be);
+        ``txn``: the round's transaction state."""
         base = group[0].base_offset
         d = log.dir
         for fn in (
@@ -655,33 +666,25 @@ class Cleaner:
                 pass
         cleaned = log._open_segment(base, _files.CLEANED_FILE_SUFFIX)
         try:
-            upper = _seg_end(log, group[-1])
-            txn = _CleanedTransactionMetadata(
-                log.collect_aborted_transactions(base, upper), cleaned_index=cleaned.txn_index
-            )
+            txn.cleaned_index = cleaned.txn_index
             retention = log.config.delete_retention_ms
-            last_batch = None
-            for seg in group:
+            for k, seg in enumerate(group):
+                # the aborted transactions of the whole segment (its cleaned index is rebuilt)
+                seg_upper = group[k + 1].base_offset if k + 1 < len(group) else seg.read_next_offset()
+                txn.add_aborted(log.collect_aborted_transactions(seg.base_offset, seg_upper))
                 retain_legacy_deletes = seg.last_modified > legacy_horizon
                 for _pos, batch in seg.iter_batches(0):
-                    last_batch = batch
                     stats.bytes_read += batch.size_in_bytes
                     out = self._filter_batch(
-                        batch, m, now, retention, retain_legacy_deletes, txn, active_producers, stats
+                        batch, m, now, retention, retain_legacy_deletes, txn, active_producers, stats,
+                        high_watermark,
                     )
                     if out is not None:
                         data, last_off, max_ts, max_ts_off = out
                         cleaned._append(data, last_off, max_ts, max_ts_off)
                         stats.bytes_written += len(data)
-            # Crash safety of the swap: the cleaned segment must reach into the last source
-            # segment so that recovery replaces every source segment.
-            last_src = [s for s in group if s.size > 0]
-            if last_batch is not None and last_src and last_batch.magic >= 2:
-                need = last_src[-1].base_offset
-                if cleaned.size == 0 or cleaned.read_next_offset() <= need:
-                    data = _empty_batch(last_batch)
-                    cleaned._append(data, last_batch.last_offset, last_batch.max_timestamp, last_batch.last_offset)
-                    stats.bytes_written += len(data)
+            # A group whose records all went stays an empty segment, as Kafka's does (a swap
+            # segment that holds no batch is never completed by the loader).
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             mtime = group[-1].last_modified / 1000.0
@@ -696,7 +699,8 @@ class Cleaner:
         log.replace_segments([cleaned], group)
         stats.segments_cleaned += len(group)
 
-    def _filter_batch(self, batch, m, now, retention, retain_legacy_deletes, txn, active, stats):
+    def _filter_batch(self, batch, m, now, retention, retain_legacy_deletes, txn, active, stats,
+                      high_watermark: int):
         """Kafka's ``checkBatchRetention`` + ``shouldRetainRecord`` + ``filterTo`` for one batch:
         (bytes, max timestamp, offset of max timestamp) to write, or None."""
         latest = m.latest_offset
@@ -717,6 +721,10 @@ class Cleaner:
                     retain_empty = batch.last_offset == last_data
                 else:
                     retain_empty = batch.is_control_batch and batch.producer_epoch == epoch
+            if batch.last_offset + 1 == high_watermark:
+                # the log's last batch keeps the log's last offset (KAFKA-17076; Kafka 4.4
+                # compares with the high watermark, not with the round's upper bound)
+                retain_empty = True
             if not retain_empty and discard_records:
                 return None  # DELETE
             marker_for_empty_txn = can_discard and batch.is_control_batch
