@@ -26,21 +26,21 @@ import textwrap
 _CHILD = textwrap.dedent(
     """
     import json, sys, time
-    from kafkalog.spark import _core as core
+    from kafkalog.spark import _options, _planning, _tasks
     import pyarrow as pa
 
     root = sys.argv[1]
-    opts = core.ReadOptions.parse({"path": root, "maxPartitionBytes": str(4 << 20)},
-                                  default_parallelism=2)
+    opts = _options.ReadOptions.parse({"path": root, "maxPartitionBytes": str(4 << 20)},
+                                      default_parallelism=2)
     schema = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary()),
                         pa.field("offset", pa.int64()),
                         pa.field("timestamp", pa.timestamp("us", tz="UTC"))])
     t0 = time.perf_counter()
-    splits = core.plan(opts)
+    splits = _planning.plan(opts)
     t1 = time.perf_counter()
     rows = 0
     for s in splits:
-        for rb in core.read_split(s, opts, schema):
+        for rb in _tasks.read_split(s, opts, schema):
             rows += rb.num_rows
     t2 = time.perf_counter()
     print(json.dumps({"plan": t1 - t0, "read": t2 - t1, "rows": rows, "splits": len(splits)}))

@@ -1,4 +1,4 @@
-"""Spark planning time (``kafkalog.spark._core.plan``: discovery, offsets, splits; no Spark)
+"""Spark planning time (``kafkalog.spark._planning.plan``: discovery, offsets, splits; no Spark)
 for a log root of 8 and of 100 partitions, read_uncommitted and read_committed, in each TREE
 given (a checkout whose ``src`` goes first on a child's PYTHONPATH), all in one run on the
 same files.  ``python bench/spark_plan_ab.py [TREE ...]`` from the repository root; each
@@ -14,15 +14,15 @@ import tempfile
 
 CHILD = r"""
 import json, sys, time
-from kafkalog.spark import _core as core
+from kafkalog.spark import _options, _planning
 root, committed = sys.argv[1], sys.argv[2] == "1"
-opts = core.ReadOptions.parse({"path": root, "kafka.isolation.level":
-                               "read_committed" if committed else "read_uncommitted"})
-n = len(core.plan(opts))
+opts = _options.ReadOptions.parse({"path": root, "kafka.isolation.level":
+                                   "read_committed" if committed else "read_uncommitted"})
+n = len(_planning.plan(opts))
 best = None
 for _ in range(7):
     t = time.perf_counter()
-    core.plan(opts)
+    _planning.plan(opts)
     t = time.perf_counter() - t
     best = t if best is None else min(best, t)
 print(json.dumps({"splits": n, "s": best}))

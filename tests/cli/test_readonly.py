@@ -167,7 +167,7 @@ def test_read_only_log_writes_nothing(unclean):
 
 def test_spark_read_path_writes_nothing(unclean):
     pytest.importorskip("pyarrow")
-    from kafkalog.spark import _core as core
+    from kafkalog.spark import _options, _planning, _schema, _tasks
 
     root, d, _ = unclean
     for o in (
@@ -176,11 +176,11 @@ def test_spark_read_path_writes_nothing(unclean):
         {"path": str(d), "startingTimestamp": str(BASE_TS + 10), "maxPartitionBytes": "256",
          "includeBatchMetadata": "true", "includeSegmentMetadata": "true"},
     ):
-        opts = core.ReadOptions.parse(o)
-        schema = core.arrow_schema(opts)
+        opts = _options.ReadOptions.parse(o)
+        schema = _schema.arrow_schema(opts)
         rows = 0
-        for split in core.plan(opts):
-            for rb in core.read_split(split, opts, schema):
+        for split in _planning.plan(opts):
+            for rb in _tasks.read_split(split, opts, schema):
                 rows += rb.num_rows
         assert rows > 0, o
         _assert_untouched(unclean)

@@ -110,12 +110,12 @@ def test_cluster_reads_s3_and_writes_a_copy_back(spark_cluster, s3_root, log_roo
     r = subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", "verify", copy], env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    from kafkalog.spark import _core as core
+    from kafkalog.spark import _options, _planning, _schema, _tasks
 
-    opts = core.ReadOptions.parse({"path": copy})
+    opts = _options.ReadOptions.parse({"path": copy})
     got = []
-    for s in core.plan(opts):
-        for rb in core.read_split(s, opts, core.arrow_schema(opts)):
+    for s in _planning.plan(opts):
+        for rb in _tasks.read_split(s, opts, _schema.arrow_schema(opts)):
             got.extend(rb.select(COLS).to_pylist())
     key = lambda r: (r["topic"], r["partition"], r["offset"])  # noqa: E731
     # the copy is written in the v2 format, where a v0 record's "no timestamp type" (-1)

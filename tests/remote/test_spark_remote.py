@@ -8,12 +8,12 @@ import pytest
 
 pytest.importorskip("pyspark.sql.datasource", reason="pyspark >= 4.0 is not installed")
 
-from kafkalog.spark import _core as core  # noqa: E402
+from kafkalog.spark import _errors, _options, _planning, _schema, _store, _tasks  # noqa: E402
 from kafkalog.spark import _remote  # noqa: E402
 
 
-def _rows(opts, splits, read=core.read_split, sort=True):
-    schema = core.arrow_schema(opts)
+def _rows(opts, splits, read=_tasks.read_split, sort=True):
+    schema = _schema.arrow_schema(opts)
     rows = []
     for s in splits:
         s = pickle.loads(pickle.dumps(s))  # what a task receives
@@ -58,16 +58,16 @@ CASES = [
 @pytest.mark.parametrize("extra", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "plain")
 def test_remote_read_equals_local_read(s3_root, log_root, extra):
     """The same planning and decoding over the store: every option gives the local rows."""
-    local = core.ReadOptions.parse({"path": log_root, **extra})
-    remote = core.ReadOptions.parse({"path": s3_root, **extra})
-    want = _rows(local, core.plan(local))
-    splits = core.plan(remote)
+    local = _options.ReadOptions.parse({"path": log_root, **extra})
+    remote = _options.ReadOptions.parse({"path": s3_root, **extra})
+    want = _rows(local, _planning.plan(local))
+    splits = _planning.plan(remote)
     got = _local_form(_rows(remote, splits), log_root, s3_root)
     assert len(want) > 0
     assert got == want
     for s in splits:
         assert all(p.path.startswith(s3_root + "/") for p in s.pieces)
-    assert [(p.start, p.end, p.from_offset, p.until_offset) for s in core.plan(local)
+    assert [(p.start, p.end, p.from_offset, p.until_offset) for s in _planning.plan(local)
             for p in s.pieces] == [(p.start, p.end, p.from_offset, p.until_offset)
                                    for s in splits for p in s.pieces]
 
@@ -75,14 +75,14 @@ def test_remote_read_equals_local_read(s3_root, log_root, extra):
 def test_remote_pruning_equals_local_pruning(s3_root, log_root):
     """Pushed filters prune the same pieces over the store as locally."""
     def pr():
-        return core.Pruning(topics={"orders"}, partitions={0}, offset_lo=300, offset_hi=420)
+        return _planning.Pruning(topics={"orders"}, partitions={0}, offset_lo=300, offset_hi=420)
 
-    local = core.ReadOptions.parse({"path": log_root})
-    remote = core.ReadOptions.parse({"path": s3_root})
-    store = core.store_of(s3_root, remote.storage_options)
-    ls = core.plan(local, pr())
+    local = _options.ReadOptions.parse({"path": log_root})
+    remote = _options.ReadOptions.parse({"path": s3_root})
+    store = _store.store_of(s3_root, remote.storage_options)
+    ls = _planning.plan(local, pr())
     before = store.bytes_read
-    rs = core.plan(remote, pr())
+    rs = _planning.plan(remote, pr())
     want = [r for r in _rows(local, ls) if 300 <= r["offset"] < 420]
     got = [r for r in _rows(remote, rs) if 300 <= r["offset"] < 420]
     assert want and got == want
@@ -101,19 +101,19 @@ def test_pruned_read_fetches_under_5_percent(s3_env, big_partition, how):
     elif how == "timestamps":
         extra = {"startingTimestamp": str(1_700_000_000_000 + 9000),
                  "endingTimestamp": str(1_700_000_000_000 + 9200)}
-    remote = core.ReadOptions.parse({"path": uri, **extra})
-    local = core.ReadOptions.parse({"path": local_dir, **extra})
+    remote = _options.ReadOptions.parse({"path": uri, **extra})
+    local = _options.ReadOptions.parse({"path": local_dir, **extra})
     if how == "pushed":
-        pruning = core.Pruning(offset_lo=9000, offset_hi=9200)
-    store = core.store_of(uri, remote.storage_options)
+        pruning = _planning.Pruning(offset_lo=9000, offset_hi=9200)
+    store = _store.store_of(uri, remote.storage_options)
     before = store.bytes_read
-    got = _rows(remote, core.plan(remote, pruning))
+    got = _rows(remote, _planning.plan(remote, pruning))
     pruned = store.bytes_read - before
-    want = _rows(local, core.plan(local, pruning))
+    want = _rows(local, _planning.plan(local, pruning))
     assert got == want and {r["offset"] for r in got} >= set(range(9000, 9200))
-    full_opts = core.ReadOptions.parse({"path": uri})
+    full_opts = _options.ReadOptions.parse({"path": uri})
     before = store.bytes_read
-    n = len(_rows(full_opts, core.plan(full_opts)))
+    n = len(_rows(full_opts, _planning.plan(full_opts)))
     full = store.bytes_read - before
     assert n == 20000
     assert 0 < pruned < full * 0.05, (pruned, full)
@@ -124,10 +124,10 @@ def test_remote_windows_decode_like_one_buffer(s3_env, big_partition):
     rows (and batch positions) equal the local read, with windows far smaller than a piece."""
     local_dir, uri = big_partition
     extra = {"includeBatchMetadata": "true", "maxPartitionBytes": str(64 << 20)}
-    local = core.ReadOptions.parse({"path": local_dir, **extra})
-    remote = core.ReadOptions.parse({"path": uri, "storage.block_size": "65536", **extra})
-    want = _rows(local, core.plan(local))
-    got = _rows(remote, core.plan(remote))
+    local = _options.ReadOptions.parse({"path": local_dir, **extra})
+    remote = _options.ReadOptions.parse({"path": uri, "storage.block_size": "65536", **extra})
+    want = _rows(local, _planning.plan(local))
+    got = _rows(remote, _planning.plan(remote))
     assert len(want) > 1000 and got == want
 
 
@@ -137,32 +137,32 @@ def test_storage_options_come_from_spark_options(s3_env, s3_root, log_root):
     opts = {"path": s3_root, "storage.endpoint_url": s3_env, "storage.access_key": "testing-key",
             "storage.secret_key": "testing-secret", "storage.block_size": "65536",
             "storage.retries": "1"}
-    so = _remote.storage_options({k.lower(): v for k, v in opts.items()})
+    so = _store.storage_options({k.lower(): v for k, v in opts.items()})
     assert so == {"endpoint_url": s3_env, "access_key": "testing-key",
                   "secret_key": "testing-secret", "block_size": 65536, "retries": 1}
     saved = {k: os.environ.pop(k, None) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
                                                     "AWS_ENDPOINT_URL")}
     try:  # no AWS_* variables: the options alone reach the store
-        ro = core.ReadOptions.parse(opts)
+        ro = _options.ReadOptions.parse(opts)
         assert ro.storage_options == so
-        core._STORES.clear()  # no client kept from an earlier test
-        got = _rows(ro, core.plan(ro))
+        _store._STORES.clear()  # no client kept from an earlier test
+        got = _rows(ro, _planning.plan(ro))
     finally:
         for k, v in saved.items():
             if v is not None:
                 os.environ[k] = v
-    lo = core.ReadOptions.parse({"path": log_root})
-    assert got == _rows(lo, core.plan(lo))
+    lo = _options.ReadOptions.parse({"path": log_root})
+    assert got == _rows(lo, _planning.plan(lo))
 
 
 def test_missing_prefix_and_bad_option_are_clear(s3_root):
     from kafkalog.errors import KafkaStorageError
 
-    o = core.ReadOptions.parse({"path": s3_root + "-missing"})
+    o = _options.ReadOptions.parse({"path": s3_root + "-missing"})
     with pytest.raises(KafkaStorageError, match="cannot read s3:.*-missing.*no such"):
-        core.plan(o)
-    with pytest.raises(core.OptionError, match="storage.anonymous.*true or false"):
-        core.ReadOptions.parse({"path": s3_root, "storage.anonymous": "maybe"})
+        _planning.plan(o)
+    with pytest.raises(_errors.OptionError, match="storage.anonymous.*true or false"):
+        _options.ReadOptions.parse({"path": s3_root, "storage.anonymous": "maybe"})
 
 
 def _batch(topic, partition, offsets):
@@ -200,8 +200,8 @@ def test_object_store_commit_never_mixes_or_replaces(s3_env, s3_root):
     assert job.existing_partitions() == []
     job.commit([a, job.write_task(iter([_batch("u", 1, [0, 1, 2])]), "t2", 2)])
     assert sorted(job.existing_partitions()) == ["t-0", "u-1"]
-    o = core.ReadOptions.parse({"path": new})
-    rows = _rows(o, core.plan(o))
+    o = _options.ReadOptions.parse({"path": new})
+    rows = _rows(o, _planning.plan(o))
     assert [(r["topic"], r["offset"], r["value"]) for r in rows] == [
         ("t", 0, b"v0"), ("t", 1, b"v1"), ("u", 0, b"v0"), ("u", 1, b"v1"), ("u", 2, b"v2")]
 
@@ -217,8 +217,8 @@ def test_s3a_is_the_same_store_for_writes(s3_env, s3_root):
     job.commit([job.write_task(iter([_batch("t", 0, [0, 1, 2])]), "t0", 0)])
     assert job.existing_partitions() == ["t-0"]
     for uri in (new, new.replace("s3a://", "s3://", 1)):
-        o = core.ReadOptions.parse({"path": uri})
-        assert [(r["offset"], r["value"]) for r in _rows(o, core.plan(o))] == [
+        o = _options.ReadOptions.parse({"path": uri})
+        assert [(r["offset"], r["value"]) for r in _rows(o, _planning.plan(o))] == [
             (0, b"v0"), (1, b"v1"), (2, b"v2")]
 
 
@@ -294,17 +294,17 @@ def test_store_errors_name_the_uri_and_never_return_partial_data(s3_env, big_par
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     uri = f"s3://{BUCKET}/nowhere"
-    o = core.ReadOptions.parse({"path": uri, "storage.endpoint_url": f"http://127.0.0.1:{port}",
-                                "storage.retries": "0", "storage.connect_timeout": "1",
-                                "storage.request_timeout": "2"})
+    o = _options.ReadOptions.parse({"path": uri, "storage.endpoint_url": f"http://127.0.0.1:{port}",
+                                    "storage.retries": "0", "storage.connect_timeout": "1",
+                                    "storage.request_timeout": "2"})
     t = time.monotonic()
     with pytest.raises(KafkaStorageError) as ei:
-        core.plan(o)
+        _planning.plan(o)
     assert time.monotonic() - t < 60 and uri in str(ei.value)
 
     _local_dir, part = big_partition
-    o = core.ReadOptions.parse({"path": part, "storage.retries": "0"})
-    splits = core.plan(o)
+    o = _options.ReadOptions.parse({"path": part, "storage.retries": "0"})
+    splits = _planning.plan(o)
     last = max((p.path for s in splits for p in s.pieces))
     key = last[len(f"s3://{BUCKET}/"):]
     client = s3_client(s3_env)
@@ -313,11 +313,11 @@ def test_store_errors_name_the_uri_and_never_return_partial_data(s3_env, big_par
     whole = _rows(o, mine)
     try:
         client.put_object(Bucket=BUCKET, Key=key, Body=body[: len(body) // 2])
-        core._STORES.clear()  # a task in a fresh worker: no listing kept from planning
-        with pytest.raises(core.DataLossError) as ei:
+        _store._STORES.clear()  # a task in a fresh worker: no listing kept from planning
+        with pytest.raises(_errors.DataLossError) as ei:
             _rows(o, mine)
         assert last in str(ei.value) and "truncated or replaced" in str(ei.value)
-        lenient = core.ReadOptions.parse({"path": part, "failOnDataLoss": "false"})
+        lenient = _options.ReadOptions.parse({"path": part, "failOnDataLoss": "false"})
         with pytest.warns(UserWarning, match="reading what is left"):
             rows = _rows(lenient, mine)
         assert 0 < len(rows) < len(whole) and rows == whole[: len(rows)]
@@ -354,14 +354,14 @@ def test_preallocated_indexes_of_an_active_segment_are_not_fetched_whole(s3_env,
         log.close()
     uri = f"s3://{BUCKET}/{prefix}"
     extra = {"startingTimestamp": str(1_700_000_000_000 + 1500)}
-    remote = core.ReadOptions.parse({"path": uri, **extra})
-    local = core.ReadOptions.parse({"path": str(tmp_path / "root"), **extra})
-    store = core.store_of(uri, remote.storage_options)
+    remote = _options.ReadOptions.parse({"path": uri, **extra})
+    local = _options.ReadOptions.parse({"path": str(tmp_path / "root"), **extra})
+    store = _store.store_of(uri, remote.storage_options)
     before = store.bytes_read
-    splits = core.plan(remote)
+    splits = _planning.plan(remote)
     planned = store.bytes_read - before
     got = _local_form(_rows(remote, splits), str(tmp_path / "root"), uri)
-    assert got == _rows(local, core.plan(local)) and len(got) == 1500
+    assert got == _rows(local, _planning.plan(local)) and len(got) == 1500
     assert planned < 1 << 20, planned
 
 

@@ -20,7 +20,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from kafkalog.spark import _core as core  # noqa: E402
+from kafkalog.spark import _discovery, _errors, _options, _planning, _segments, _tasks  # noqa: E402
 from kafkalog.spark import _write as w  # noqa: E402
 
 TOPIC = "t"
@@ -101,7 +101,7 @@ def _race(root, read_once, seconds: float, min_reads: int = 20, quiet_every: int
                 writer.lock.acquire()  # no commit in flight
             try:
                 rows = read_once()
-            except core.ConcurrentWriteError as e:
+            except _errors.ConcurrentWriteError as e:
                 assert not quiet, e
                 assert e.retryable and "re-run the query" in str(e)
                 retryable += 1
@@ -129,7 +129,7 @@ def _race(root, read_once, seconds: float, min_reads: int = 20, quiet_every: int
 def test_read_split_never_mixes_versions(tmp_path, fail_on_data_loss):
     root = tmp_path / "logs"
     root.mkdir()
-    opts = core.ReadOptions.parse({
+    opts = _options.ReadOptions.parse({
         "path": str(root),
         "maxPartitionBytes": "1500",
         "defaultParallelism": "4",
@@ -140,10 +140,10 @@ def test_read_split_never_mixes_versions(tmp_path, fail_on_data_loss):
 
     def read_once():
         out = {p: [] for p in PARTS}
-        splits = core.plan(opts)
+        splits = _planning.plan(opts)
         for split in splits:
             time.sleep(0.001)  # let commits land between the splits of one read
-            for rb in core.read_split(split, opts, schema):
+            for rb in _tasks.read_split(split, opts, schema):
                 for p, o, v in zip(*(rb.column(i).to_pylist() for i in range(3))):
                     out[p].append((o, v))
         return out
@@ -162,7 +162,7 @@ def test_generation_marker_is_new_in_every_commit(tmp_path):
     for _ in range(6):
         writer.commit()
         for p in PARTS:
-            v = core.dir_version(str(root / f"{TOPIC}-{p}"))
+            v = _segments.dir_version(str(root / f"{TOPIC}-{p}"))
             if v is not None:
                 assert v[2] is not None and v not in seen
                 seen.add(v)
@@ -182,7 +182,7 @@ def test_spark_read_never_mixes_versions(spark, tmp_path):
             )
         except Exception as e:
             if "ConcurrentWriteError" in str(e):
-                raise core.ConcurrentWriteError("re-run the query") from e
+                raise _errors.ConcurrentWriteError("re-run the query") from e
             raise
         out = {p: [] for p in PARTS}
         for r in got:
@@ -212,13 +212,13 @@ def test_segment_deleted_after_planning_is_data_loss(tmp_path, isolation, how):
     schema = pa.schema([pa.field("offset", pa.int64())])
 
     def read(fail):
-        opts = core.ReadOptions.parse({
+        opts = _options.ReadOptions.parse({
             "path": str(tmp_path / "logs"),
             "failOnDataLoss": fail,
             "kafka.isolation.level": isolation,
         })
-        splits = core.plan(opts)
-        (tp,) = core.discover(opts)
+        splits = _planning.plan(opts)
+        (tp,) = _discovery.discover(opts)
         first = tp.segments[0]
         if how == "unlink":
             os.unlink(first.path)
@@ -226,11 +226,11 @@ def test_segment_deleted_after_planning_is_data_loss(tmp_path, isolation, how):
             os.rename(first.path, first.path + ".deleted")
         out = []
         for split in splits:
-            for rb in core.read_split(split, opts, schema):
+            for rb in _tasks.read_split(split, opts, schema):
                 out += rb.column(0).to_pylist()
         return first, tp.segments[1].base_offset, out
 
-    with pytest.raises(core.DataLossError) as err:
+    with pytest.raises(_errors.DataLossError) as err:
         read("true")
     first = err.value.path
     assert first.endswith(".log") and "offset 0" in str(err.value)
@@ -252,16 +252,16 @@ def test_a_split_of_many_segments_holds_few_files_open(tmp_path):
             b = MemoryRecordsBuilder()
             b.append(1_700_000_000_000 + i, None, b"v%04d" % i)
             log.append(b.build())
-    opts = core.ReadOptions.parse({"path": str(tmp_path / "logs"), "minPartitions": "1"})
-    (split,) = core.plan(opts)
-    assert len({p.path for p in split.pieces}) > 2 * core._SplitFiles.EAGER
+    opts = _options.ReadOptions.parse({"path": str(tmp_path / "logs"), "minPartitions": "1"})
+    (split,) = _planning.plan(opts)
+    assert len({p.path for p in split.pieces}) > 2 * _tasks._SplitFiles.EAGER
     schema = pa.schema([pa.field("offset", pa.int64())])
     fd_dir = "/proc/self/fd"
     before = len(os.listdir(fd_dir)) if os.path.isdir(fd_dir) else None
     got, most = [], 0
-    for rb in core.read_split(split, opts, schema):
+    for rb in _tasks.read_split(split, opts, schema):
         got += rb.column(0).to_pylist()
         if before is not None:
             most = max(most, len(os.listdir(fd_dir)) - before)
     assert got == list(range(2000))
-    assert most <= core._SplitFiles.EAGER + 4
+    assert most <= _tasks._SplitFiles.EAGER + 4

@@ -9,18 +9,18 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from kafkalog.spark import _core as core  # noqa: E402
+from kafkalog.spark import _discovery, _errors, _options, _planning, _schema, _tasks  # noqa: E402
 
 
 def _parse(root, **o):
-    return core.ReadOptions.parse({"path": root, **o})
+    return _options.ReadOptions.parse({"path": root, **o})
 
 
 def _offsets(root, **o):
     opts = _parse(root, **o)
     out = []
-    for s in core.plan(opts):
-        for rb in core.read_split(s, opts, core.arrow_schema(opts)):
+    for s in _planning.plan(opts):
+        for rb in _tasks.read_split(s, opts, _schema.arrow_schema(opts)):
             out.extend(
                 zip(rb.column("topic").to_pylist(), rb.column("partition").to_pylist(),
                     rb.column("offset").to_pylist())
@@ -43,7 +43,7 @@ def _offsets(root, **o):
     ],
 )
 def test_unknown_option_is_an_error_with_a_suggestion(sample_root, key, hint):
-    with pytest.raises(core.OptionError, match=hint):
+    with pytest.raises(_errors.OptionError, match=hint):
         _parse(sample_root, **{key: "orders"})
 
 
@@ -58,7 +58,7 @@ def test_unknown_option_is_an_error_with_a_suggestion(sample_root, key, hint):
     ],
 )
 def test_options_the_connector_rejects(sample_root, key, match):
-    with pytest.raises(core.OptionError, match=match):
+    with pytest.raises(_errors.OptionError, match=match):
         _parse(sample_root, **{key: "x"})
 
 
@@ -70,7 +70,7 @@ def test_consumer_settings_are_ignored_with_a_warning(sample_root):
 
 @pytest.mark.filterwarnings("ignore:kafkalog reads files")
 def test_min_offsets_above_max_offsets_per_trigger(sample_root):
-    with pytest.raises(core.OptionError, match="higher than the maxOffsetsPerTrigger"):
+    with pytest.raises(_errors.OptionError, match="higher than the maxOffsetsPerTrigger"):
         _parse(sample_root, minOffsetsPerTrigger="10", maxOffsetsPerTrigger="5")
 
 
@@ -78,10 +78,10 @@ def test_min_offsets_above_max_offsets_per_trigger(sample_root):
 # Offsets
 # ------------------------------------------------------------------------------------------------
 def test_ending_offsets_past_the_log_end(sample_root):
-    leo = {tp.name: tp.latest() for tp in core.discover(_parse(sample_root))}
+    leo = {tp.name: tp.latest() for tp in _discovery.discover(_parse(sample_root))}
     end = '{"orders":{"0":%d}}' % (leo["orders-0"] + 5)
-    with pytest.raises(core.OptionError, match="Cannot fetch offset .* failOnDataLoss"):
-        core.plan(_parse(sample_root, subscribe="orders", endingOffsets=end))
+    with pytest.raises(_errors.OptionError, match="Cannot fetch offset .* failOnDataLoss"):
+        _planning.plan(_parse(sample_root, subscribe="orders", endingOffsets=end))
     with pytest.warns(UserWarning, match="log end"):
         got = _offsets(sample_root, assign='{"orders":[0]}', endingOffsets=end,
                        failOnDataLoss="false")
@@ -92,28 +92,28 @@ def test_ending_offsets_past_the_log_end(sample_root):
 
 
 def test_assign_of_a_missing_partition(sample_root):
-    with pytest.raises(core.OptionError, match="assign names partitions not found.*orders-7"):
-        core.plan(_parse(sample_root, assign='{"orders":[0,7]}'))
-    with pytest.raises(core.OptionError, match="nope-0"):
-        core.plan(_parse(sample_root, assign='{"nope":[0]}'))
+    with pytest.raises(_errors.OptionError, match="assign names partitions not found.*orders-7"):
+        _planning.plan(_parse(sample_root, assign='{"orders":[0,7]}'))
+    with pytest.raises(_errors.OptionError, match="nope-0"):
+        _planning.plan(_parse(sample_root, assign='{"nope":[0]}'))
 
 
 def test_subscribe_of_a_missing_topic(sample_root):
-    with pytest.raises(core.OptionError, match="subscribe names topics not found.*: ordres"):
-        core.plan(_parse(sample_root, subscribe="orders,ordres"))
-    assert len(core.plan(_parse(sample_root, subscribe="orders, events"))) >= 1
+    with pytest.raises(_errors.OptionError, match="subscribe names topics not found.*: ordres"):
+        _planning.plan(_parse(sample_root, subscribe="orders,ordres"))
+    assert len(_planning.plan(_parse(sample_root, subscribe="orders, events"))) >= 1
 
 
 def test_start_and_end_json_over_different_partitions(sample_root):
     with pytest.raises(
-        core.OptionError, match="different partitions.*only in endingOffsets: orders-1"
+        _errors.OptionError, match="different partitions.*only in endingOffsets: orders-1"
     ):
         _parse(
             sample_root,
             startingOffsets='{"orders":{"0":1}}',
             endingOffsets='{"orders":{"0":5,"1":5}}',
         )
-    with pytest.raises(core.OptionError, match=r"orders-0 \(9\) is after its endingOffsets \(5\)"):
+    with pytest.raises(_errors.OptionError, match=r"orders-0 \(9\) is after its endingOffsets \(5\)"):
         _parse(
             sample_root, startingOffsets='{"orders":{"0":9}}', endingOffsets='{"orders":{"0":5}}'
         )
@@ -131,7 +131,7 @@ def test_negative_timestamps_are_kafkas_earliest_and_latest(sample_root):
     got = _offsets(sample_root, subscribe="orders", startingOffsetsByTimestamp=by)
     assert got == [r for r in everything if r[1] != 1]
     for bad in ({"startingTimestamp": "-3"}, {"endingOffsetsByTimestamp": '{"orders":{"0":-5}}'}):
-        with pytest.raises(core.OptionError, match="-2 for the earliest and -1 for the latest"):
+        with pytest.raises(_errors.OptionError, match="-2 for the earliest and -1 for the latest"):
             _parse(sample_root, **bad)
 
 
@@ -151,13 +151,13 @@ def test_negative_timestamps_are_kafkas_earliest_and_latest(sample_root):
     ],
 )
 def test_java_regex_syntax(sample_root, pattern, topics):
-    got = sorted({tp.topic for tp in core.discover(_parse(sample_root, subscribePattern=pattern))})
+    got = sorted({tp.topic for tp in _discovery.discover(_parse(sample_root, subscribePattern=pattern))})
     assert got == topics
 
 
 @pytest.mark.parametrize("pattern", [r"[a-z&&[^e]]+", r"\Gorders", r"\p{InGreek}", r"a\Rb"])
 def test_java_regex_without_a_python_equivalent_fails_clearly(sample_root, pattern):
-    with pytest.raises(core.OptionError, match="Java regex syntax kafkalog cannot reproduce"):
+    with pytest.raises(_errors.OptionError, match="Java regex syntax kafkalog cannot reproduce"):
         _parse(sample_root, subscribePattern=pattern)
 
 
@@ -187,9 +187,9 @@ def test_user_schema_must_keep_the_source_types(sample_root):
         ("partition", T.LongType()),
         ("key", T.StringType()),
     ]:
-        with pytest.raises(core.OptionError, match=f"column '{name}' .* has type"):
+        with pytest.raises(_errors.OptionError, match=f"column '{name}' .* has type"):
             ds.reader(_struct([(name, typ)]))
-    with pytest.raises(core.OptionError, match="not a column"):
+    with pytest.raises(_errors.OptionError, match="not a column"):
         ds.reader(_struct([("value2", T.BinaryType())]))
 
 
@@ -202,7 +202,7 @@ def test_streaming_option_errors_surface_with_their_message(sample_root):
     ds = KafkaLogDataSource({"path": sample_root, "endingOffsets": "latest"})
     r = ds.streamReader(ds_schema())
     r.stop()  # what the runner calls in its finally
-    with pytest.raises(core.OptionError, match="ending offset not valid in streaming queries"):
+    with pytest.raises(_errors.OptionError, match="ending offset not valid in streaming queries"):
         r.initialOffset()
 
 

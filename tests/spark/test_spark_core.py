@@ -11,22 +11,30 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 from kafkalog.errors import KafkaLogError  # noqa: E402
-from kafkalog.spark import _core as core  # noqa: E402
+from kafkalog.spark import (  # noqa: E402
+    _discovery,
+    _errors,
+    _offsets,
+    _options,
+    _planning,
+    _schema,
+    _tasks,
+)
 from kafkalog.spark import _write as wcore  # noqa: E402
 
 
 def _read_all(opts, pruning=None, splits=None):
-    schema = core.arrow_schema(opts)
+    schema = _schema.arrow_schema(opts)
     rows = []
-    for s in splits if splits is not None else core.plan(opts, pruning):
-        for rb in core.read_split(s, opts, schema, pruning):
+    for s in splits if splits is not None else _planning.plan(opts, pruning):
+        for rb in _tasks.read_split(s, opts, schema, pruning):
             assert rb.schema.equals(schema)
             rows.extend(rb.to_pylist())
     return sorted(rows, key=lambda r: (r["topic"] or "", r["partition"] or 0, r["offset"]))
 
 
 def test_read_equals_direct_decode(sample_root, oracle):
-    opts = core.ReadOptions.parse({"path": sample_root, "includeHeaders": "true"})
+    opts = _options.ReadOptions.parse({"path": sample_root, "includeHeaders": "true"})
     assert oracle.norm(_read_all(opts)) == oracle.norm(oracle.rows(sample_root))
 
 
@@ -37,8 +45,8 @@ def test_split_sizes_do_not_change_the_result(sample_root, oracle, max_bytes, mi
         o["maxPartitionBytes"] = str(max_bytes)
     if min_parts:
         o["minPartitions"] = str(min_parts)
-    opts = core.ReadOptions.parse(o, default_parallelism=1)
-    splits = core.plan(opts)
+    opts = _options.ReadOptions.parse(o, default_parallelism=1)
+    splits = _planning.plan(opts)
     if max_bytes == 4096:
         # large segments are cut at .index positions: more splits than segments
         assert len(splits) > 2 * len(oracle.dirs(sample_root))
@@ -53,15 +61,15 @@ def test_split_sizes_do_not_change_the_result(sample_root, oracle, max_bytes, mi
 
 
 def test_default_parallelism_sizes_splits(sample_root):
-    one = core.plan(core.ReadOptions.parse({"path": sample_root}, default_parallelism=1))
-    many = core.plan(core.ReadOptions.parse({"path": sample_root}, default_parallelism=8))
+    one = _planning.plan(_options.ReadOptions.parse({"path": sample_root}, default_parallelism=1))
+    many = _planning.plan(_options.ReadOptions.parse({"path": sample_root}, default_parallelism=8))
     assert len(one) == 1 and len(many) >= 2
 
 
 def test_latest_and_earliest(sample_root, oracle):
     rows = oracle.rows(sample_root, headers=False)
-    opts = core.ReadOptions.parse({"path": sample_root})
-    for tp in core.discover(opts):
+    opts = _options.ReadOptions.parse({"path": sample_root})
+    for tp in _discovery.discover(opts):
         offs = [
             r["offset"] for r in rows if r["topic"] == tp.topic and r["partition"] == tp.partition
         ]
@@ -74,8 +82,8 @@ def test_latest_and_earliest(sample_root, oracle):
 
 def test_offset_for_timestamp_matches_a_scan(sample_root, oracle):
     rows = oracle.rows(sample_root, headers=False)
-    opts = core.ReadOptions.parse({"path": sample_root})
-    for tp in core.discover(opts):
+    opts = _options.ReadOptions.parse({"path": sample_root})
+    for tp in _discovery.discover(opts):
         mine = [r for r in rows if r["topic"] == tp.topic and r["partition"] == tp.partition]
         stamps = sorted({r["timestamp"] for r in mine})
         for ts in (stamps[0], stamps[len(stamps) // 3], stamps[-1]):
@@ -88,8 +96,8 @@ def test_offset_for_timestamp_matches_a_scan(sample_root, oracle):
                 (r["offset"] for r in mine if int(r["timestamp"].timestamp() * 1000) >= ms),
                 default=None,
             )
-            assert core.offset_for_timestamp(tp, ms) == want, (tp.name, ms)
-        assert core.offset_for_timestamp(tp, int(stamps[-1].timestamp() * 1000) + 10**6) is None
+            assert _offsets.offset_for_timestamp(tp, ms) == want, (tp.name, ms)
+        assert _offsets.offset_for_timestamp(tp, int(stamps[-1].timestamp() * 1000) + 10**6) is None
 
 
 def test_topic_selection(sample_root, tmp_path):
@@ -98,7 +106,7 @@ def test_topic_selection(sample_root, tmp_path):
     os.makedirs(root / "__consumer_offsets-0")
     os.makedirs(root / "orders-0.0123456789abcdef0123456789abcdef-delete")
     names = lambda o: [
-        tp.name for tp in core.discover(core.ReadOptions.parse({"path": str(root), **o}))
+        tp.name for tp in _discovery.discover(_options.ReadOptions.parse({"path": str(root), **o}))
     ]  # noqa: E731
     assert "__consumer_offsets-0" not in names({})
     assert not any("delete" in n for n in names({}))
@@ -121,10 +129,10 @@ def test_topic_selection(sample_root, tmp_path):
         "orders-2",
     ]
     # a partition directory and a segment file work as paths too
-    one = core.discover(core.ReadOptions.parse({"path": str(root / "orders-1")}))
+    one = _discovery.discover(_options.ReadOptions.parse({"path": str(root / "orders-1")}))
     assert [tp.name for tp in one] == ["orders-1"]
     seg = sorted(p for p in os.listdir(root / "orders-1") if p.endswith(".log"))[0]
-    f = core.discover(core.ReadOptions.parse({"path": str(root / "orders-1" / seg)}))
+    f = _discovery.discover(_options.ReadOptions.parse({"path": str(root / "orders-1" / seg)}))
     assert [tp.name for tp in f] == ["orders-1"] and len(f[0].segments) == 1
 
 
@@ -135,12 +143,12 @@ def test_replica_policy(sample_root, tmp_path):
     segs = sorted(p for p in os.listdir(b / "orders-0") if p.endswith(".log"))
     os.unlink(b / "orders-0" / segs[-1])  # b is shorter
     both = {"paths": f'["{a}", "{b}"]'}
-    with pytest.raises(core.OptionError, match="replicaPolicy"):
-        core.discover(core.ReadOptions.parse(both))
-    first = core.discover(core.ReadOptions.parse({**both, "replicaPolicy": "first"}))
+    with pytest.raises(_errors.OptionError, match="replicaPolicy"):
+        _discovery.discover(_options.ReadOptions.parse(both))
+    first = _discovery.discover(_options.ReadOptions.parse({**both, "replicaPolicy": "first"}))
     assert first[0].directory == str(a / "orders-0")
-    longest = core.discover(
-        core.ReadOptions.parse({"paths": f'["{b}", "{a}"]', "replicaPolicy": "longest"})
+    longest = _discovery.discover(
+        _options.ReadOptions.parse({"paths": f'["{b}", "{a}"]', "replicaPolicy": "longest"})
     )
     assert longest[0].directory == str(a / "orders-0")
 
@@ -163,38 +171,38 @@ def test_replica_policy(sample_root, tmp_path):
     ],
 )
 def test_bad_options(sample_root, options, match):
-    with pytest.raises(core.OptionError, match=match):
-        core.ReadOptions.parse({"path": sample_root, **options})
+    with pytest.raises(_errors.OptionError, match=match):
+        _options.ReadOptions.parse({"path": sample_root, **options})
 
 
 def test_streaming_rejects_ending_options(sample_root):
-    with pytest.raises(core.OptionError, match="streaming"):
-        core.ReadOptions.parse({"path": sample_root, "endingOffsets": "latest"}, streaming=True)
-    o = core.ReadOptions.parse({"path": sample_root, "startingOffsets": "latest"}, streaming=True)
+    with pytest.raises(_errors.OptionError, match="streaming"):
+        _options.ReadOptions.parse({"path": sample_root, "endingOffsets": "latest"}, streaming=True)
+    o = _options.ReadOptions.parse({"path": sample_root, "startingOffsets": "latest"}, streaming=True)
     assert o.starting == "latest"
 
 
 def test_broker_options_are_ignored_with_a_warning(sample_root):
     with pytest.warns(UserWarning, match="kafka.bootstrap.servers"):
-        o = core.ReadOptions.parse(
+        o = _options.ReadOptions.parse(
             {"path": sample_root, "kafka.bootstrap.servers": "b:9092", "groupIdPrefix": "x"}
         )
     assert o.ignored == ["groupidprefix", "kafka.bootstrap.servers"]
 
 
 def test_missing_path():
-    with pytest.raises(core.OptionError, match="no path"):
-        core.ReadOptions.parse({})
-    with pytest.raises(core.OptionError, match="cannot mix local paths"):
-        core.ReadOptions.parse({"paths": '["/data/logs", "s3://bucket/logs"]'})
+    with pytest.raises(_errors.OptionError, match="no path"):
+        _options.ReadOptions.parse({})
+    with pytest.raises(_errors.OptionError, match="cannot mix local paths"):
+        _options.ReadOptions.parse({"paths": '["/data/logs", "s3://bucket/logs"]'})
     with pytest.raises(FileNotFoundError):
-        core.discover(core.ReadOptions.parse({"path": "/nonexistent/kafka-logs"}))
+        _discovery.discover(_options.ReadOptions.parse({"path": "/nonexistent/kafka-logs"}))
 
 
 def test_pruning_offsets_and_timestamps(sample_root, oracle):
     rows = oracle.rows(sample_root, headers=False)
-    opts = core.ReadOptions.parse({"path": sample_root})
-    pr = core.Pruning(topics={"orders"}, partitions={1}, offset_lo=100, offset_hi=250)
+    opts = _options.ReadOptions.parse({"path": sample_root})
+    pr = _planning.Pruning(topics={"orders"}, partitions={1}, offset_lo=100, offset_hi=250)
     got = _read_all(opts, pr)
     want = [
         r
@@ -203,10 +211,10 @@ def test_pruning_offsets_and_timestamps(sample_root, oracle):
     ]
     assert oracle.norm(got) == oracle.norm(want)
     # seeks: only the pieces holding those offsets are read
-    assert sum(s.nbytes for s in core.plan(opts, pr)) < 30_000
+    assert sum(s.nbytes for s in _planning.plan(opts, pr)) < 30_000
     ts = sorted(r["timestamp"] for r in rows)[len(rows) // 2]
     us = int(ts.timestamp() * 1_000_000)
-    pr = core.Pruning(ts_lo_us=us)
+    pr = _planning.Pruning(ts_lo_us=us)
     got = _read_all(opts, pr)
     want = [r for r in rows if r["timestamp"] >= ts]
     assert oracle.norm(got) == oracle.norm(want)
@@ -215,20 +223,20 @@ def test_pruning_offsets_and_timestamps(sample_root, oracle):
 def test_rate_limit_is_the_connectors():
     start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 100}
     end = {("t", 0): 1000, ("t", 1): 10, ("t", 2): 100}
-    got = core.rate_limit(start, end, 101)
+    got = _offsets.rate_limit(start, end, 101)
     assert got == {("t", 0): 100, ("t", 1): 1, ("t", 2): 100}
-    assert core.rate_limit(start, end, 10**6) == end
+    assert _offsets.rate_limit(start, end, 10**6) == end
 
 
 def test_offsets_json_round_trip():
     offs = {("a", 0): 5, ("a", 10): 7, ("b-c", 1): 0}
-    js = core.offsets_json(offs)
+    js = _offsets.offsets_json(offs)
     assert js == {"a": {"0": 5, "10": 7}, "b-c": {"1": 0}}
-    assert core.offsets_from_json(js) == offs
+    assert _offsets.offsets_from_json(js) == offs
 
 
 def test_read_committed_matches_arrow(sample_root, oracle):
-    opts = core.ReadOptions.parse(
+    opts = _options.ReadOptions.parse(
         {
             "path": sample_root,
             "subscribe": "payments",
@@ -315,7 +323,7 @@ def test_ending_offsets_by_timestamp_and_batch_size(sample_root, oracle):
     rows = [r for r in oracle.rows(sample_root, headers=False) if r["topic"] == "orders"]
     p1 = [r for r in rows if r["partition"] == 1]
     t = int(p1[len(p1) // 2]["timestamp"].timestamp() * 1000)
-    opts = core.ReadOptions.parse(
+    opts = _options.ReadOptions.parse(
         {
             "path": sample_root,
             "assign": '{"orders":[1]}',
@@ -323,10 +331,10 @@ def test_ending_offsets_by_timestamp_and_batch_size(sample_root, oracle):
             "maxRecordsPerBatch": "100",
         }
     )
-    schema = core.arrow_schema(opts)
+    schema = _schema.arrow_schema(opts)
     got = []
-    for s in core.plan(opts):
-        for rb in core.read_split(s, opts, schema):
+    for s in _planning.plan(opts):
+        for rb in _tasks.read_split(s, opts, schema):
             assert rb.num_rows <= 100
             got.extend(rb.column("offset").to_pylist())
     end = min(r["offset"] for r in p1 if r["timestamp"].timestamp() * 1000 >= t)
@@ -344,12 +352,12 @@ def test_check_crcs_false_reads_a_damaged_batch(sample_root, tmp_path):
         b = f.read(1)
         f.seek(size + 12 - 3)
         f.write(bytes([b[0] ^ 0x01]))
-    strict = core.ReadOptions.parse({"path": str(d)})
+    strict = _options.ReadOptions.parse({"path": str(d)})
     with pytest.raises(Exception, match="(?i)crc|corrupt"):
         _read_all(strict)
-    lax = core.ReadOptions.parse({"path": str(d), "checkCrcs": "false"})
+    lax = _options.ReadOptions.parse({"path": str(d), "checkCrcs": "false"})
     n = len(_read_all(lax))
-    skipped = core.ReadOptions.parse({"path": str(d), "failOnDataLoss": "false"})
+    skipped = _options.ReadOptions.parse({"path": str(d), "failOnDataLoss": "false"})
     with pytest.warns(UserWarning, match="skipping corrupt data"):
         assert len(_read_all(skipped)) < n
 
@@ -382,18 +390,18 @@ def test_a_path_without_any_kafka_log_is_an_error(sample_root, tmp_path, streami
         cases.append(str(tmp_path / "empty"))
     for path in cases:
         key = "paths" if path.startswith("[") else "path"
-        opts = core.ReadOptions.parse({key: path}, streaming=streaming)
+        opts = _options.ReadOptions.parse({key: path}, streaming=streaming)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with pytest.raises(core.NoKafkaLogError, match="no Kafka log") as ei:
-                core.discover(opts)
+            with pytest.raises(_errors.NoKafkaLogError, match="no Kafka log") as ei:
+                _discovery.discover(opts)
         assert str(junk if "empty" not in path else tmp_path / "empty") in str(ei.value), path
-        assert isinstance(ei.value, KafkaLogError) and isinstance(ei.value, core.OptionError)
+        assert isinstance(ei.value, KafkaLogError) and isinstance(ei.value, _errors.OptionError)
         assert not caught, [str(w.message) for w in caught]
     # a stream may start on an empty directory (a mirror that is not synced yet) and waits
     if streaming:
-        assert core.discover(core.ReadOptions.parse({"path": str(tmp_path / "empty")},
-                                                    streaming=True)) == []
+        assert _discovery.discover(_options.ReadOptions.parse({"path": str(tmp_path / "empty")},
+                                                              streaming=True)) == []
     # what Kafka leaves is a log even without records: a root with only its checkpoints, a
     # partition directory with only its leader-epoch checkpoint
     root = tmp_path / "broker"
@@ -401,7 +409,7 @@ def test_a_path_without_any_kafka_log_is_an_error(sample_root, tmp_path, streami
     (root / "recovery-point-offset-checkpoint").write_text("0\n0\n")
     (root / "t-0" / "leader-epoch-checkpoint").write_text("0\n0\n")
     for path in (root, root / "t-0"):
-        tps = core.discover(core.ReadOptions.parse({"path": str(path)}, streaming=streaming))
+        tps = _discovery.discover(_options.ReadOptions.parse({"path": str(path)}, streaming=streaming))
         assert [(tp.name, tp.segments) for tp in tps] == [("t-0", [])]
 
 
@@ -415,9 +423,9 @@ def test_each_warning_is_printed_once(sample_root, tmp_path):
     shutil.copytree(os.path.join(sample_root, "orders-0"), root / "orders-0")
     (root / "orders-0" / "00000000000099999999.index").mkdir()  # a log file name, not a file
     code = (
-        "import sys; from kafkalog.spark import _core as core; "
-        "core.discover(core.ReadOptions.parse({'path': sys.argv[1]})); "
-        "core.ReadOptions.parse({'path': sys.argv[1], 'kafka.bootstrap.servers': 'b:9092'})"
+        "import sys; from kafkalog.spark import _discovery, _options; "
+        "_discovery.discover(_options.ReadOptions.parse({'path': sys.argv[1]})); "
+        "_options.ReadOptions.parse({'path': sys.argv[1], 'kafka.bootstrap.servers': 'b:9092'})"
     )
     import kafkalog
 

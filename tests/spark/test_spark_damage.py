@@ -16,7 +16,7 @@ pa = pytest.importorskip("pyarrow")
 
 from kafkalog import MemoryRecordsBuilder  # noqa: E402
 from kafkalog.errors import CorruptRecordError  # noqa: E402
-from kafkalog.spark import _core as core  # noqa: E402
+from kafkalog.spark import _options, _planning, _schema, _tasks  # noqa: E402
 from kafkalog.storage.log import Log  # noqa: E402
 
 PLANS = ({"defaultParallelism": "1", "minPartitions": "1"}, {}, {"minPartitions": "5"})
@@ -44,9 +44,9 @@ def _damaged_root(root):
 
 
 def _read(root, fail_on_data_loss, extra):
-    o = core.ReadOptions.parse({"path": root, "failOnDataLoss": fail_on_data_loss, **extra})
-    splits = core.plan(o)
-    offsets = [x for s in splits for rb in core.read_split(s, o, core.arrow_schema(o))
+    o = _options.ReadOptions.parse({"path": root, "failOnDataLoss": fail_on_data_loss, **extra})
+    splits = _planning.plan(o)
+    offsets = [x for s in splits for rb in _tasks.read_split(s, o, _schema.arrow_schema(o))
                for x in rb.column("offset").to_pylist()]
     return len(splits), offsets
 
@@ -59,8 +59,8 @@ def test_fail_on_data_loss_raises_in_every_plan(tmp_path):
             counts.add(_read(str(tmp_path), "true", extra)[0])
         assert (e.value.path, e.value.position, e.value.offset) == (mid, pos, off), (extra, e.value)
     assert counts == set()  # nothing was returned
-    o = core.ReadOptions.parse({"path": str(tmp_path), **PLANS[2]})
-    assert len(core.plan(o)) == 5  # the plans differ; the answer does not
+    o = _options.ReadOptions.parse({"path": str(tmp_path), **PLANS[2]})
+    assert len(_planning.plan(o)) == 5  # the plans differ; the answer does not
 
 
 def test_skipping_damage_gives_the_same_rows_in_every_plan(tmp_path):

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 from kafkalog.control import build_end_txn_marker  # noqa: E402
 from kafkalog.storage.log import Log  # noqa: E402
 from kafkalog.records import MemoryRecordsBuilder  # noqa: E402
-from kafkalog.spark import _core as core  # noqa: E402
+from kafkalog.spark import _discovery, _errors, _options, _planning, _tasks  # noqa: E402
 
 # Recent timestamps: a producer whose last batch is older than producer.id.expiration.ms (a day)
 # is forgotten when a reopened log loads its snapshot, as Kafka does; a fixed old timestamp
@@ -64,10 +64,10 @@ class TxnLog:
         self.log.close()  # a clean close writes a producer snapshot at the log end
         self.log = Log.open(self.dir, self.config)
 
-    def tp(self) -> core.TopicPartitionLog:
+    def tp(self) -> _discovery.TopicPartitionLog:
         self.log.flush()
-        opts = core.ReadOptions.parse({"path": str(self.dir.parent)})
-        (tp,) = core.discover(opts)
+        opts = _options.ReadOptions.parse({"path": str(self.dir.parent)})
+        (tp,) = _discovery.discover(opts)
         return tp
 
 
@@ -112,13 +112,13 @@ def test_last_stable_offset_matches_the_log(steps):
 
 
 def _offsets(root, **options):
-    opts = core.ReadOptions.parse(
+    opts = _options.ReadOptions.parse(
         {"path": str(root), "kafka.isolation.level": "read_committed", **options}
     )
     schema = pa.schema([pa.field("offset", pa.int64()), pa.field("value", pa.binary())])
     out = []
-    for split in core.plan(opts):
-        for rb in core.read_split(split, opts, schema):
+    for split in _planning.plan(opts):
+        for rb in _tasks.read_split(split, opts, schema):
             out += list(zip(rb.column(0).to_pylist(), rb.column(1).to_pylist()))
     return out
 
@@ -138,7 +138,7 @@ def test_batch_read_committed_ends_at_the_last_stable_offset(tmp_path):
     assert t.log.last_stable_offset == 5
     got = _offsets(tmp_path)
     assert [o for o, _ in got] == [0, 1, 2, 3]
-    with pytest.raises(core.OptionError, match=r"endingOffsets asks for offsets up to 9 but the last stable offset \(read_committed\) is 5\."):
+    with pytest.raises(_errors.OptionError, match=r"endingOffsets asks for offsets up to 9 but the last stable offset \(read_committed\) is 5\."):
         _offsets(tmp_path, endingOffsets='{"t":{"0":9}}')
     got = _offsets(tmp_path, endingOffsets='{"t":{"0":9}}', failOnDataLoss="false")
     assert [o for o, _ in got] == [0, 1, 2, 3]

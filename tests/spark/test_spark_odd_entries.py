@@ -29,23 +29,23 @@ _READ = textwrap.dedent(
     """
     import json, sys, warnings
     from kafkalog.errors import KafkaLogError
-    from kafkalog.spark import _core as core
+    from kafkalog.spark import _options, _planning, _schema, _tasks
 
     out = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for name, root in (("clean", sys.argv[1]), ("odd", sys.argv[2])):
             for committed in ("false", "true"):
-                opts = core.ReadOptions.parse({
+                opts = _options.ReadOptions.parse({
                     "path": root, "kafka.isolation.level":
                     "read_committed" if committed == "true" else "read_uncommitted",
                     "maxPartitionBytes": "8192",
                 })
-                schema = core.arrow_schema(opts)
+                schema = _schema.arrow_schema(opts)
                 rows = []
                 try:
-                    for split in core.plan(opts):
-                        for rb in core.read_split(split, opts, schema):
+                    for split in _planning.plan(opts):
+                        for rb in _tasks.read_split(split, opts, schema):
                             d = rb.to_pydict()
                             rows += zip(d["topic"], d["partition"], d["offset"], d["value"])
                 except KafkaLogError as e:
@@ -118,17 +118,17 @@ def test_odd_entries_neither_hang_nor_crash_nor_change_a_read(sample_root, tmp_p
 
 
 def test_plan_rejects_a_fifo_given_as_the_path(tmp_path):
-    from kafkalog.spark import _core as core
+    from kafkalog.spark import _planning
 
     fifo = tmp_path / "00000000000000000000.log"
     os.mkfifo(fifo)
     code = textwrap.dedent(
         """
         import sys
-        from kafkalog.spark import _core as core
+        from kafkalog.spark import _errors, _options, _planning
         try:
-            core.plan(core.ReadOptions.parse({"path": sys.argv[1]}))
-        except core.OptionError as e:
+            _planning.plan(_options.ReadOptions.parse({"path": sys.argv[1]}))
+        except _errors.OptionError as e:
             print("OptionError:", e)
         """
     )
@@ -141,22 +141,22 @@ def test_plan_rejects_a_fifo_given_as_the_path(tmp_path):
         pytest.fail("planning a FIFO given as the path hung")
     assert res.returncode == 0, res.stderr[-3000:]
     assert "OptionError:" in res.stdout and "fifo" in res.stdout
-    assert core is not None
+    assert _planning is not None
 
 
 def test_header_walk_matches_the_decoded_batches(sample_root):
     """The planner's header walk (segment.py's iter_headers, through the storage model) gives
     each entry's attributes and producer id as a full decode of the entry does."""
     from kafkalog.records import RecordBatch
-    from kafkalog.spark import _core as core
+    from kafkalog.spark import _discovery, _options, _segments
 
-    tps = core.discover(core.ReadOptions.parse({"path": sample_root}))
+    tps = _discovery.discover(_options.ReadOptions.parse({"path": sample_root}))
     seen_v2 = seen_legacy = seen_txn = 0
     for tp in tps:
         for seg in tp.segments:
             with open(seg.path, "rb") as f:
                 data = f.read()
-            headers = list(core.iter_headers(seg))
+            headers = list(_segments.iter_headers(seg))
             assert headers and headers[-1].position + headers[-1].size == len(data)
             for h in headers:
                 assert h.magic == data[h.position + 16]

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog.errors import KafkaLogError
-from kafkalog.spark import _core as core
+from kafkalog.spark import _errors, _options
 from kafkalog.spark._paths import UnsupportedPathError, local_path
 from kafkalog.spark._write import WriteOptions
 
@@ -54,7 +54,7 @@ REFUSED = [
 def test_local_forms(uri, want):
     assert local_path(uri) == want
     assert WriteOptions.parse({"path": uri}).path == os.path.abspath(want)
-    assert core.ReadOptions.parse({"path": uri}).paths == [want]
+    assert _options.ReadOptions.parse({"path": uri}).paths == [want]
 
 
 @pytest.mark.parametrize("uri", REFUSED)
@@ -66,8 +66,8 @@ def test_other_storage_is_refused(uri):
     if uri:
         with pytest.raises(UnsupportedPathError, match="local"):
             WriteOptions.parse({"path": uri})
-        with pytest.raises(core.OptionError, match="local"):
-            core.ReadOptions.parse({"paths": f'["/ok", "{uri}"]'})
+        with pytest.raises(_errors.OptionError, match="local"):
+            _options.ReadOptions.parse({"paths": f'["/ok", "{uri}"]'})
 
 
 def test_error_survives_pickling():

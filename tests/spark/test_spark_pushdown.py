@@ -221,13 +221,13 @@ class _Universe:
 
     def __init__(self, paths):
         import kafkalog.arrow as ka
-        from kafkalog.spark import _core as core
+        from kafkalog.spark import _discovery, _options, _segments
 
         self.options = {"paths": json.dumps(paths)}
-        opts = core.ReadOptions.parse(self.options)
+        opts = _options.ReadOptions.parse(self.options)
         rows = []
         offsets, stamps = {0, -1, 10**12}, set()
-        for tp in core.discover(opts):
+        for tp in _discovery.discover(opts):
             t = ka.to_arrow(tp.directory, columns=["offset", "timestamp"], timestamp_unit="us")
             offs = t.column("offset").to_pylist()
             tss = t.column("timestamp").cast(pa.int64()).to_pylist()
@@ -235,7 +235,7 @@ class _Universe:
             stamps.update(tss)
             for s in tp.segments:
                 offsets.update((s.base_offset - 1, s.base_offset, s.base_offset + 1))
-                for o, _p in core.offset_index_entries(s):
+                for o, _p in _segments.offset_index_entries(s):
                     offsets.update((o - 1, o, o + 1))
             offsets.update((tp.earliest(), tp.latest() - 1, tp.latest(), tp.latest() + 1))
         self.rows = rows

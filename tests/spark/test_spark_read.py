@@ -293,7 +293,7 @@ def test_conformance_directories(spark, corpus, oracle):
     import kafkalog.arrow as ka
     from pyspark.sql import functions as F
 
-    from kafkalog.spark import _core as core
+    from kafkalog.spark import _discovery, _options
 
     roots = sorted(str(p) for p in (corpus / "files").iterdir() if p.is_dir())
     dfs = [
@@ -307,8 +307,8 @@ def test_conformance_directories(spark, corpus, oracle):
     got = reduce(lambda a, b: a.unionByName(b), dfs).toArrow().to_pylist()
     want = []
     for p in roots:
-        for tp in core.discover(
-            core.ReadOptions.parse({"path": p, "includeInternalTopics": "true"})
+        for tp in _discovery.discover(
+            _options.ReadOptions.parse({"path": p, "includeInternalTopics": "true"})
         ):
             src = tp.directory if tp.topic is not None else [s.path for s in tp.segments]
             t = ka.to_arrow(

@@ -13,7 +13,7 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 import kafkalog.arrow as ka  # noqa: E402
-from kafkalog.spark import _core as core  # noqa: E402
+from kafkalog.spark import _discovery, _options, _planning, _tasks  # noqa: E402
 from kafkalog.storage import files as _files  # noqa: E402
 from kafkalog.storage.log import Log  # noqa: E402
 from kafkalog.storage.log_view import LogView  # noqa: E402
@@ -23,12 +23,12 @@ from kl_support import append_plain as _plain, append_txn as _txn  # noqa: E402
 
 
 def _spark(root, committed=False, **extra):
-    opts = core.ReadOptions.parse({
+    opts = _options.ReadOptions.parse({
         "path": root, "kafka.isolation.level": "read_committed" if committed else
         "read_uncommitted", **extra})
     schema = pa.schema([pa.field("offset", pa.int64())])
-    (tp,) = core.discover(opts)
-    offsets = [o for s in core.plan(opts) for rb in core.read_split(s, opts, schema)
+    (tp,) = _discovery.discover(opts)
+    offsets = [o for s in _planning.plan(opts) for rb in _tasks.read_split(s, opts, schema)
                for o in rb.column(0).to_pylist()]
     return tp, offsets
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from kafkalog.storage import files, fs, logdir
 from kafkalog.errors import KafkaStorageError
 from kafkalog.storage.log import Log
+from kafkalog.storage.segment import open_segment
 
 from .conftest import values_batch
 
@@ -391,7 +392,7 @@ def test_read_only_segment_access(tmp_path):
     assert len(v.segments) > 2
     seen = []
     for s in v.segments:
-        seg = logdir.open_segment(s)
+        seg = open_segment(s)
         try:
             heads = list(seg.iter_headers())
         finally:

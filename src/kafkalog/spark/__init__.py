@@ -16,8 +16,13 @@
     stream = spark.readStream.format("kafkalog").option("startingOffsets", "earliest").load(path)
 
 ``kafkalog.spark`` imports pyspark only when one of its Spark names is used; the Spark-free
-planning and decoding live in :mod:`kafkalog.spark._core` (and the writer's in
-:mod:`kafkalog.spark._write`).  See docs/spark.md for options, schema and cluster use.
+parts live in modules of their own: options (:mod:`kafkalog.spark._options`), schema
+(:mod:`~kafkalog.spark._schema`), discovery (:mod:`~kafkalog.spark._discovery`,
+:mod:`~kafkalog.spark._segments`), offsets (:mod:`~kafkalog.spark._offsets`), planning
+(:mod:`~kafkalog.spark._planning`), a task's read (:mod:`~kafkalog.spark._tasks`), errors
+(:mod:`~kafkalog.spark._errors`), stores (:mod:`~kafkalog.spark._store`), and the writer
+(:mod:`~kafkalog.spark._write`, :mod:`~kafkalog.spark._remote`).  See docs/spark.md for
+options, schema and cluster use.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ __all__ = [
     "schema",
 ]
 
-from ._core import HEADERS_DDL, KAFKA_DDL as KAFKA_SCHEMA_DDL, schema_ddl as schema  # noqa: E402
+from ._schema import HEADERS_DDL, KAFKA_DDL as KAFKA_SCHEMA_DDL, schema_ddl as schema  # noqa: E402
 
 _SPARK_NAMES = {
     "KafkaLogDataSource",
@@ -195,7 +200,8 @@ def write(
             "or ignore"
         )
     check_option_keys(options)  # a misspelled option fails here, before any job runs
-    from ._remote import check_writable, is_remote
+    from ._remote import check_writable
+    from ._store import is_remote
 
     remote = is_remote(str(path))
     if remote:

@@ -1,13 +1,13 @@
 """The Spark source and sink over object stores and HDFS (``s3://``, ``gs://``, ``hdfs://``,
-``abfs://``): the ``storage.*`` options, and the sink's object-store commit.
+``abfs://``): the sink's object-store commit (the ``storage.*`` options: :mod:`._store`).
 
-Reading goes through the same planning and decoding as local paths (:mod:`._core`, over the
-store's :class:`kafkalog.storage.fs.ArrowFileSystem`): planning lists the store once on the
-driver (one listing of each root, one of each ``<topic>-<partition>`` prefix, which also gives
-every object's size: no per-file HEAD request), reads only the index objects and the batch
-headers the offset/timestamp options and pushed filters need, and a task reads its byte ranges
-straight from the store (windows of ``storage.block_size`` bytes, the next fetched while one
-decodes, retried with backoff); no local path is shared or assumed.
+Reading goes through the same planning and decoding as local paths (:mod:`._planning` and
+:mod:`._tasks`, over the store's :class:`kafkalog.storage.fs.ArrowFileSystem`): planning lists
+the store once on the driver (one listing of each root, one of each ``<topic>-<partition>``
+prefix, which also gives every object's size: no per-file HEAD request), reads only the index
+objects and the batch headers the offset/timestamp options and pushed filters need, and a task
+reads its byte ranges straight from the store (windows of ``storage.block_size`` bytes, the
+next fetched while one decodes, retried with backoff); no local path is shared or assumed.
 
 Storage options come from Spark options prefixed ``storage.`` (``storage.endpoint_url``,
 ``storage.region``, ``storage.access_key``, ``storage.secret_key``, ``storage.anonymous``,
@@ -22,12 +22,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..storage import files as _files
 from ..storage import fs as _fs
-
-STORAGE_PREFIX = "storage."
-_INT_KEYS = ("block_size", "retries")
-_FLOAT_KEYS = ("backoff", "connect_timeout", "request_timeout")
-_BOOL_KEYS = ("anonymous", "allow_bucket_creation", "allow_bucket_deletion")
-
+from . import _write
+from ._paths import UnsupportedPathError
+from ._store import storage_options
 
 #: the stores the sink writes to: S3 (``s3a://`` is Hadoop's name for the same store), with the
 #: object-store commit below, and HDFS, whose commit renames (see below)
@@ -37,8 +34,6 @@ WRITABLE_SCHEMES = ("s3", "s3a", "hdfs", "viewfs")
 def check_writable(uri: str) -> None:
     """:class:`~kafkalog.spark._paths.UnsupportedPathError` for a write to a store the sink has
     no commit for (``gs://``, ``abfs://``, ...), before any request is made."""
-    from ._paths import UnsupportedPathError
-
     scheme = uri.split("://", 1)[0].lower()
     if scheme not in WRITABLE_SCHEMES:
         raise UnsupportedPathError(
@@ -48,34 +43,6 @@ def check_writable(uri: str) -> None:
             "path or to S3, then copy)",
             uri,
         )
-
-
-def is_remote(path: str) -> bool:
-    """Whether a path given to the source names a store other than the local file system."""
-    return _fs.is_uri(path) and path.split("://", 1)[0].lower() != "file"
-
-
-def storage_options(opts: Mapping[str, Any]) -> Dict[str, Any]:
-    """The ``storage.*`` Spark options as ``storage_options`` (strings typed as the store's
-    file system expects them)."""
-    out: Dict[str, Any] = {}
-    for k, v in opts.items():
-        k = str(k).lower()
-        if not k.startswith(STORAGE_PREFIX):
-            continue
-        name = k[len(STORAGE_PREFIX):]
-        if isinstance(v, str):
-            s = v.strip()
-            if name in _INT_KEYS:
-                v = int(s)
-            elif name in _FLOAT_KEYS:
-                v = float(s)
-            elif name in _BOOL_KEYS:
-                if s.lower() not in ("true", "false"):
-                    raise ValueError(f"option {k!r} must be true or false, not {v!r}")
-                v = s.lower() == "true"
-        out[name] = v
-    return out
 
 
 def _partition_dir(name: str):
@@ -120,9 +87,7 @@ class RemoteStaged:
 
 
 def _remote_error(uri: str, why: str):
-    from ._write import WriteError
-
-    return WriteError(f"cannot write {uri}: {why}")
+    return _write.WriteError(f"cannot write {uri}: {why}")
 
 
 class RemoteWriteJob:
@@ -166,14 +131,12 @@ class RemoteWriteJob:
 
         import pyarrow.fs as pafs
 
-        from . import _write as w
-
         tmp = tempfile.mkdtemp(prefix="kafkalog-task-")
         try:
             local_root = _fs.join(tmp, "root")
-            lopts = w.WriteOptions.parse({**self.options, "path": local_root}, warn=False)
-            w.prepare_job(lopts, self.job_id)
-            tw = w.TaskWriter(lopts, self.job_id, task_name, False, task_index=task_index)
+            lopts = _write.WriteOptions.parse({**self.options, "path": local_root}, warn=False)
+            _write.prepare_job(lopts, self.job_id)
+            tw = _write.TaskWriter(lopts, self.job_id, task_name, False, task_index=task_index)
             try:
                 for rb in batches:
                     tw.write_batch(rb)
@@ -181,7 +144,7 @@ class RemoteWriteJob:
             except BaseException:
                 tw.cleanup()
                 raise
-            w.commit_job(lopts, self.job_id, staged, False, "append")
+            _write.commit_job(lopts, self.job_id, staged, False, "append")
             fs = self._fs()
             prefix = f"{self.staging}/{task_name}"
             parts = []

@@ -20,8 +20,17 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from . import _core as core
-from . import _remote
+from . import (
+    _discovery,
+    _errors,
+    _offsets,
+    _options,
+    _planning,
+    _remote,
+    _schema,
+    _store,
+    _tasks,
+)
 from . import _write as wcore
 
 try:  # PySpark >= 4.1: filter pushdown
@@ -60,9 +69,9 @@ except ImportError:  # pragma: no cover - PySpark 4.0/4.1
 def _option_flags(options) -> Dict[str, bool]:
     o = {str(k).lower(): v for k, v in dict(options).items()}
     return {
-        "include_headers": core._bool(o, "includeheaders", False),
-        "batch_metadata": core._bool(o, "includebatchmetadata", False),
-        "segment_metadata": core._bool(o, "includesegmentmetadata", False),
+        "include_headers": _options.parse_bool(o, "includeheaders", False),
+        "batch_metadata": _options.parse_bool(o, "includebatchmetadata", False),
+        "segment_metadata": _options.parse_bool(o, "includesegmentmetadata", False),
     }
 
 
@@ -105,11 +114,11 @@ def _for_spark(batches: Iterator[Any]) -> Iterator[Any]:
 
 
 class KafkaLogSplit(InputPartition):
-    """One Spark task's share of the log: a :class:`kafkalog.spark._core.Split`, with the
+    """One Spark task's share of the log: a :class:`kafkalog.spark._planning.Split`, with the
     pruning of the scan that planned it (pushed filters travel with the split they were planned
     for, never on an object a later scan could reuse)."""
 
-    def __init__(self, split: core.Split, pruning: Optional[core.Pruning] = None) -> None:
+    def __init__(self, split: _planning.Split, pruning: Optional[_planning.Pruning] = None) -> None:
         super().__init__(split.index)
         self.split = split
         self.pruning = pruning
@@ -131,17 +140,17 @@ class KafkaLogDataSource(DataSource):
 
     def schema(self) -> str:
         f = _option_flags(self.options)
-        return core.schema_ddl(f["include_headers"], f["batch_metadata"], f["segment_metadata"])
+        return _schema.schema_ddl(f["include_headers"], f["batch_metadata"], f["segment_metadata"])
 
     def reader(self, schema) -> "KafkaLogReader":
         r = KafkaLogReader(self.options, schema, self.default_parallelism)
-        core.check_schema(_arrow_target(schema), r.opts)
+        _schema.check_schema(_arrow_target(schema), r.opts)
         return r
 
     def streamReader(self, schema) -> "KafkaLogStreamReader":
         try:
             r = KafkaLogStreamReader(self.options, schema, self.default_parallelism)
-            core.check_schema(_arrow_target(schema), r.opts)
+            _schema.check_schema(_arrow_target(schema), r.opts)
         except Exception as e:
             # PySpark 4.3's stream runner calls stop() on the reader in a ``finally`` and hides
             # an error raised here behind an UnboundLocalError: hand it a reader that raises
@@ -158,15 +167,15 @@ class KafkaLogReader(DataSourceReader):
     are discovered and planned in :meth:`partitions`, on the driver."""
 
     def __init__(self, options, schema, default_parallelism: Optional[int] = None) -> None:
-        self.opts = core.ReadOptions.parse(options, default_parallelism=default_parallelism)
+        self.opts = _options.ReadOptions.parse(options, default_parallelism=default_parallelism)
         self.schema = schema
         #: set by ``pushFilters`` for the scan being planned; only ``partitions()`` reads it
-        self.pruning: Optional[core.Pruning] = None
+        self.pruning: Optional[_planning.Pruning] = None
         self._target = None
 
     def partitions(self) -> List[InputPartition]:
         pruning = self.pruning
-        splits = core.plan(self.opts, pruning)
+        splits = _planning.plan(self.opts, pruning)
         return [KafkaLogSplit(s, pruning) for s in splits]
 
     def read(self, partition: KafkaLogSplit) -> Iterator[Any]:
@@ -177,7 +186,7 @@ class KafkaLogReader(DataSourceReader):
             return iter(())
         # only the split's own pruning: the reader may be the one of an earlier scan
         return _for_spark(
-            core.read_split(split, self.opts, self._target, getattr(partition, "pruning", None))
+            _tasks.read_split(split, self.opts, self._target, getattr(partition, "pruning", None))
         )
 
 
@@ -203,7 +212,7 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def apply_filters(filters: Sequence[Any], pruning: core.Pruning) -> List[Any]:
+def apply_filters(filters: Sequence[Any], pruning: _planning.Pruning) -> List[Any]:
     """Fold pushed filters into ``pruning``; return those Spark must still evaluate."""
     rest = []
     for f in filters:
@@ -212,7 +221,7 @@ def apply_filters(filters: Sequence[Any], pruning: core.Pruning) -> List[Any]:
     return rest
 
 
-def _apply_filter(f, pr: core.Pruning) -> bool:  # noqa: C901 - one case per filter
+def _apply_filter(f, pr: _planning.Pruning) -> bool:  # noqa: C901 - one case per filter
     """True when the filter is applied exactly (Spark can drop it)."""
     col = _col(f)
     if col is None:
@@ -331,7 +340,7 @@ if HAS_PUSHDOWN:
 
         def pushFilters(self, filters: List["Filter"]):
             # a fresh pruning per call: nothing of an earlier scan's filters may remain
-            pr = core.Pruning()
+            pr = _planning.Pruning()
             rest = apply_filters(filters, pr)
             self.pruning = pr
             return iter(rest)
@@ -354,7 +363,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     as the connector reports it (see ``failOnDataLoss``)."""
 
     def __init__(self, options, schema, default_parallelism: Optional[int] = None) -> None:
-        self.opts = core.ReadOptions.parse(
+        self.opts = _options.ReadOptions.parse(
             options, streaming=True, default_parallelism=default_parallelism
         )
         self.schema = schema
@@ -362,15 +371,15 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_end: Optional[Dict] = None
         self._target = None
 
-    def _scan(self) -> Dict[Any, core.TopicPartitionLog]:
+    def _scan(self) -> Dict[Any, _discovery.TopicPartitionLog]:
         out = {}
-        for tp in core.discover(self.opts):
+        for tp in _discovery.discover(self.opts):
             if tp.topic is None:
                 continue
             out[(tp.topic, tp.partition)] = tp
         return out
 
-    def _end_of(self, tp: core.TopicPartitionLog) -> int:
+    def _end_of(self, tp: _discovery.TopicPartitionLog) -> int:
         """Where a micro-batch may end: the log end, or the LSO for read_committed."""
         if self.opts.read_committed:
             return tp.last_stable()
@@ -379,14 +388,14 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _data_loss(self, msg: str) -> None:
         """The connector's ``reportDataLoss``: fail, or warn when failOnDataLoss is false."""
         if self.opts.fail_on_data_loss:
-            raise core.DataLossError(
+            raise _errors.DataLossError(
                 msg + ". Some data may have been lost because they are not available in the "
                 "log directories any more; either the data was aged out (retention) or the "
                 "topic may have been deleted (or rewritten) before all the data in it was "
                 "processed. If you don't want your streaming query to fail on such cases, set "
                 'the source option "failOnDataLoss" to "false".'
             )
-        core._warn(
+        _errors.warn(
             msg + ". Some data may have been lost because they are not available in the log "
             "directories any more; either the data was aged out (retention) or the topic may "
             "have been deleted (or rewritten) before all the data in it was processed. If you "
@@ -394,15 +403,15 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             '"failOnDataLoss" to "true".'
         )
 
-    @core._replanned
+    @_planning.replanned
     def initialOffset(self) -> dict:
         tps = self._scan()
-        core.check_specs(list(tps.values()), self.opts)
+        _offsets.check_specs(list(tps.values()), self.opts)
         start = {}
         for k, tp in tps.items():
             with tp.viewing():
-                start[k] = core.resolve_start(tp, self.opts)
-        return core.offsets_json(start)
+                start[k] = _offsets.resolve_start(tp, self.opts)
+        return _offsets.offsets_json(start)
 
     def _latest(self, tps) -> Dict:
         latest = {k: self._end_of(tp) for k, tp in tps.items()}
@@ -414,12 +423,12 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             }
         return latest
 
-    @core._replanned
+    @_planning.replanned
     def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
         tps = self._scan()
         latest = self._latest(tps)
         if start is not None:
-            s = core.offsets_from_json(start)
+            s = _offsets.offsets_from_json(start)
         else:
             s = dict(self._last_end or {})
         for k, tp in tps.items():
@@ -443,12 +452,12 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # micro-batch reads it from its new beginning (see partitions)
         end = {k: (v if k in shrunk else max(v, s.get(k, v))) for k, v in latest.items()}
         if max_rows is not None:
-            end = core.rate_limit(s, end, max_rows)
+            end = _offsets.rate_limit(s, end, max_rows)
         # a partition gone from the directories leaves the offsets (partitions() reports it)
         result = {k: v for k, v in s.items() if k in tps}
         result.update(end)
         self._last_end = result
-        return core.offsets_json(result)
+        return _offsets.offsets_json(result)
 
     if HAS_ADMISSION_CONTROL:
 
@@ -457,18 +466,18 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return ReadMaxRows(self.opts.max_offsets_per_trigger)
             return ReadAllAvailable()
 
-        @core._replanned
+        @_planning.replanned
         def reportLatestOffset(self) -> Optional[dict]:
-            return core.offsets_json(self._latest(self._scan()))
+            return _offsets.offsets_json(self._latest(self._scan()))
 
-    @core._replanned
+    @_planning.replanned
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = {k: self._end_of(tp) for k, tp in self._scan().items()}
 
-    @core._replanned
+    @_planning.replanned
     def partitions(self, start: dict, end: dict) -> List[InputPartition]:
-        s = core.offsets_from_json(start)
-        e = core.offsets_from_json(end)
+        s = _offsets.offsets_from_json(start)
+        e = _offsets.offsets_from_json(end)
         tps = self._scan()
         ranges = []
         gone = sorted(k for k in s if k not in e) + sorted(k for k in e if k not in tps)
@@ -498,13 +507,13 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
                 soff = earliest
             if eoff > soff:
-                ranges.append(core.Range(tp, soff, eoff))
-        return [KafkaLogSplit(sp) for sp in core.plan(self.opts, ranges=ranges)]
+                ranges.append(_offsets.Range(tp, soff, eoff))
+        return [KafkaLogSplit(sp) for sp in _planning.plan(self.opts, ranges=ranges)]
 
     def read(self, partition: KafkaLogSplit) -> Iterator[Any]:
         if self._target is None:
             self._target = _arrow_target(self.schema)
-        return _for_spark(core.read_split(partition.split, self.opts, self._target))
+        return _for_spark(_tasks.read_split(partition.split, self.opts, self._target))
 
     def commit(self, end: dict) -> None:
         pass
@@ -544,7 +553,7 @@ class KafkaLogArrowWriter(DataSourceArrowWriter):
         path = str(dict((str(k).lower(), v) for k, v in dict(options).items()).get("path", ""))
         #: the object-store side of the job (None for a local or mounted path)
         self.remote: Optional[_remote.RemoteWriteJob] = None
-        if _remote.is_remote(path):
+        if _store.is_remote(path):
             _remote.check_writable(path)
             opts = wcore.WriteOptions.parse({**dict(options), "path": "/nonexistent"})
             wcore.check_columns(schema.fieldNames(), opts)

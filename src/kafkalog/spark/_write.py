@@ -59,7 +59,9 @@ from ..storage import files as _files
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
 from ..errors import CorruptCheckpointError, KafkaStorageError
+from . import _errors, _options
 from ._paths import local_path
+from ._segments import write_generation
 
 STAGING_DIR = ".kafkalog-staging"
 GiB = 1024 * 1024 * 1024
@@ -111,7 +113,7 @@ def _opt_bool(o: Mapping[str, Any], key: str, default: Optional[bool]) -> Option
 
 
 # The sink's options as documented (keys arrive lower-cased); unknown ones are refused with
-# the read side's check (kafkalog.spark._core.check_option_keys), so a misspelled
+# the read side's check (kafkalog.spark._options.check_option_keys), so a misspelled
 # ``compresion`` is an error, not an uncompressed write.
 _OPTION_SPELLING = {
     k.lower(): k
@@ -128,10 +130,9 @@ def check_option_keys(options: Mapping[str, Any]) -> List[str]:
     (``unknown option 'compresion' ...; did you mean 'compression'?``); return the producer
     options (``kafka.*``) that are accepted and ignored.  ``storage.*`` options are the
     store's (:mod:`kafkalog.spark._remote`)."""
-    from ._core import check_option_keys as check
-
-    return check(_lower(options), spelling=_OPTION_SPELLING, known=_OPTION_SPELLING,
-                 ignored_names=(), rejected={}, what="sink", error=WriteError)
+    return _options.check_option_keys(
+        _lower(options), spelling=_OPTION_SPELLING, known=_OPTION_SPELLING, ignored_names=(),
+        rejected={}, what="sink", error=WriteError)
 
 
 SAVE_MODES = {
@@ -233,9 +234,8 @@ class WriteOptions:
         o = _lower(options)
         ignored = check_option_keys(o)
         if warn and ignored:
-            from ._core import _warn
-
-            _warn("kafkalog writes files, not to brokers: ignoring option(s) " + ", ".join(ignored))
+            _errors.warn("kafkalog writes files, not to brokers: ignoring option(s) "
+                         + ", ".join(ignored))
         path = o.get("path")
         if not path:
             raise WriteError(
@@ -811,7 +811,6 @@ def commit_job(
     """Move the staged partitions of a job into ``opts.path`` (see the module doc).  Returns a
     summary ``{"partitions": n, "records": n, "bytes": n}``."""
     from ..storage.log import Log
-    from ._core import write_generation
 
     root = opts.path
     job_dir = os.path.join(root, STAGING_DIR, job_id)

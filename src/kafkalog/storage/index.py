@@ -43,6 +43,8 @@ __all__ = [
     "TimeIndex",
     "TransactionIndex",
     "iter_txn_entries",
+    "read_store_index",
+    "STORE_INDEX_LIMIT",
 ]
 
 _INT32_MAX = 2**31 - 1
@@ -161,6 +163,55 @@ def _count_entries(slots: int, zero) -> int:
         else:
             lo = mid + 1
     return lo
+
+
+# Index files of a segment in a store larger than this (and than the configured
+# segment.index.bytes) are refused rather than read.
+STORE_INDEX_LIMIT = 10 * 1024 * 1024
+# An offset or time index up to this size is read in one request; a larger one is searched for
+# its end in pages of this size (a multiple of both entry sizes) first.
+_INDEX_PAGE = 12 * 1024
+
+
+def read_store_index(fs: "_fs.FileSystem", path: str, entry_size: int,
+                     limit: int = STORE_INDEX_LIMIT) -> Tuple[bytes, int]:
+    """``(entries, file size)`` of an offset (``entry_size`` 8) or time (12) index in a
+    store, counted as a local read-only open counts them (every slot up to the first all-zero
+    one, found with the same search), reading only what that needs: a trimmed index whole, an
+    index preallocated with zeros (a broker's active segment) its entries and the few pages
+    the search probes, not its zero tail.  A file over ``limit`` bytes is a KafkaStorageError."""
+    with fs.open_read(path) as f:
+        size = f.size
+        if size > limit:
+            raise KafkaStorageError(
+                f"{path} is {size} bytes, more than the {limit} an index may have here (raise "
+                "segment.index.bytes in the Log's config to read it)",
+                path=path, operation="reading an index")
+        get = getattr(f, "fetch", f.read)  # exact ranges where the file can (no read-ahead)
+        slots = size // entry_size
+        if size <= _INDEX_PAGE:
+            data = get(0, size)
+            return data[: _count_entries(slots, lambda n: not any(
+                data[n * entry_size: (n + 1) * entry_size])) * entry_size], size
+        pages: dict = {}
+
+        def zero(n: int) -> bool:
+            pos = n * entry_size
+            page = pos // _INDEX_PAGE
+            got = pages.get(page)
+            if got is None:
+                got = pages[page] = get(page * _INDEX_PAGE, _INDEX_PAGE)
+            rel = pos - page * _INDEX_PAGE
+            return not any(got[rel: rel + entry_size])
+
+        n = _count_entries(slots, zero)
+        want = n * entry_size
+        last = -(-want // _INDEX_PAGE)
+        if all(p in pages for p in range(last)):
+            data = b"".join(pages[p] for p in range(last))[:want]
+        else:
+            data = get(0, want)
+        return data, size
 
 
 class _Index:

@@ -171,7 +171,7 @@ class LogLoader:
         from concurrent.futures import ThreadPoolExecutor
 
         from .index import OffsetIndex, TimeIndex
-        from .segment import _STORE_INDEX_LIMIT, read_store_index
+        from .index import STORE_INDEX_LIMIT as _STORE_INDEX_LIMIT, read_store_index
 
         store = self._store
         limit = max(self.config.segment_index_bytes, _STORE_INDEX_LIMIT)

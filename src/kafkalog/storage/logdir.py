@@ -33,6 +33,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 from . import files as _files
 from . import fs as _fs
 from ..errors import KafkaStorageError
+from .index import OffsetIndex, TimeIndex, read_store_index
 
 __all__ = [
     "Ignored",
@@ -50,7 +51,6 @@ __all__ = [
     "file_kind",
     "offset_index",
     "time_index",
-    "open_segment",
     "ROOT_CHECKPOINT_FILES",
     "ROOT_LOCK_FILE",
 ]
@@ -402,16 +402,14 @@ def read_file(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL,
         return f.read(0, f.size)
 
 
-# -- read-only access to one segment's files (index.py and segment.py, never writable) -----------
+# -- read-only access to one segment's indexes (index.py, never writable) ----------------------
 def _store_index(cls, path: Optional[str], base_offset: int, fs: Optional[_fs.FileSystem]):
     """``cls`` (OffsetIndex or TimeIndex) read-only over ``path``: opened locally, or in a
-    store read as far as its entries go (:func:`kafkalog.storage.segment.read_store_index`: a
+    store read as far as its entries go (:func:`kafkalog.storage.index.read_store_index`: a
     preallocated zero tail is not fetched); empty when the file is missing."""
     if path is not None:
         fs, path = _fs.for_path(path, fs)
         if not fs.is_local():
-            from .segment import read_store_index
-
             data, size = read_store_index(fs, path, cls.ENTRY_SIZE)
             return cls.from_bytes(path, base_offset, data, length=size)
     return cls(path, base_offset, writable=False)
@@ -421,8 +419,6 @@ def offset_index(seg: SegmentFiles, fs: Optional[_fs.FileSystem] = None):
     """The segment's offset index, read-only (:class:`kafkalog.storage.index.OffsetIndex`: iterate it
     for ``(offset, position)`` entries, ``lookup(offset)``); empty when the file is missing.
     In a store (a URI, or ``fs`` not local) only its entries are fetched.  Close it after use."""
-    from .index import OffsetIndex
-
     return _store_index(OffsetIndex, seg.offset_index, seg.base_offset, fs)
 
 
@@ -430,30 +426,4 @@ def time_index(seg: SegmentFiles, fs: Optional[_fs.FileSystem] = None):
     """The segment's time index, read-only (:class:`kafkalog.storage.index.TimeIndex`: iterate it for
     ``(timestamp, offset)`` entries, ``last_entry``, ``lookup(timestamp)``); empty when the
     file is missing.  In a store only its entries are fetched.  Close it after use."""
-    from .index import TimeIndex
-
     return _store_index(TimeIndex, seg.time_index, seg.base_offset, fs)
-
-
-def open_segment(seg: SegmentFiles, file: Optional[_fs.ReadableFile] = None,
-                 fs: Optional[_fs.FileSystem] = None):
-    """The segment read-only (:class:`kafkalog.storage.segment.Segment`: ``iter_headers()`` walks the
-    batch headers without decoding, ``read``/``iter_batches`` read).  Release it with
-    ``close_handlers()``.  ``file``: its ``.log`` already open (e.g. relative to a directory
-    held open); the segment reads a duplicate of it and ``file`` stays the caller's.  A segment
-    in a store (a URI, or ``fs`` not local) is read with ranged reads through ``file`` (or a
-    file opened here)."""
-    from .segment import Segment
-
-    fs, log = _fs.for_path(seg.log, fs)
-    if not fs.is_local():
-        from .segment import StoreSegment
-
-        return StoreSegment(_fs.parent(log), seg.base_offset, fs=fs, listed=seg, file=file)
-    fd = None
-    if file is not None:
-        try:
-            fd = os.dup(file.fileno())  # type: ignore[attr-defined]
-        except OSError as e:
-            raise KafkaStorageError.from_os_error(e, "opening for reading", path=file.path) from e
-    return Segment.open(os.path.dirname(seg.log), seg.base_offset, read_only=True, fd=fd)

@@ -44,13 +44,16 @@ from ..errors import (
     KafkaStorageError,
     LogClosedError,
 )
+from . import logdir as _logdir
 from .index import (
+    STORE_INDEX_LIMIT,
     AbortedTxn,
     OffsetIndex,
     TimeIndex,
     TimestampOffset,
     TransactionIndex,
     TxnIndexSearchResult,
+    read_store_index,
 )
 from ..records import MemoryRecords
 
@@ -62,6 +65,7 @@ __all__ = [
     "TimestampAndOffset",
     "BatchHeader",
     "WRITE_BUFFER_BYTES",
+    "open_segment",
 ]
 
 WRITE_BUFFER_BYTES = 512 * 1024
@@ -1358,57 +1362,6 @@ class Segment:
         )
 
 
-# Index files of a segment in a store larger than this (and than the configured
-# segment.index.bytes) are refused rather than read.
-_STORE_INDEX_LIMIT = 10 * 1024 * 1024
-# An offset or time index up to this size is read in one request; a larger one is searched for
-# its end in pages of this size (a multiple of both entry sizes) first.
-_INDEX_PAGE = 12 * 1024
-
-
-def read_store_index(fs: "_fs.FileSystem", path: str, entry_size: int,
-                     limit: int = _STORE_INDEX_LIMIT) -> Tuple[bytes, int]:
-    """``(entries, file size)`` of an offset (``entry_size`` 8) or time (12) index in a
-    store, counted as a local read-only open counts them (every slot up to the first all-zero
-    one, found with the same search), reading only what that needs: a trimmed index whole, an
-    index preallocated with zeros (a broker's active segment) its entries and the few pages
-    the search probes, not its zero tail.  A file over ``limit`` bytes is a KafkaStorageError."""
-    from .index import _count_entries
-
-    with fs.open_read(path) as f:
-        size = f.size
-        if size > limit:
-            raise KafkaStorageError(
-                f"{path} is {size} bytes, more than the {limit} an index may have here (raise "
-                "segment.index.bytes in the Log's config to read it)",
-                path=path, operation="reading an index")
-        get = getattr(f, "fetch", f.read)  # exact ranges where the file can (no read-ahead)
-        slots = size // entry_size
-        if size <= _INDEX_PAGE:
-            data = get(0, size)
-            return data[: _count_entries(slots, lambda n: not any(
-                data[n * entry_size: (n + 1) * entry_size])) * entry_size], size
-        pages: dict = {}
-
-        def zero(n: int) -> bool:
-            pos = n * entry_size
-            page = pos // _INDEX_PAGE
-            got = pages.get(page)
-            if got is None:
-                got = pages[page] = get(page * _INDEX_PAGE, _INDEX_PAGE)
-            rel = pos - page * _INDEX_PAGE
-            return not any(got[rel: rel + entry_size])
-
-        n = _count_entries(slots, zero)
-        want = n * entry_size
-        last = -(-want // _INDEX_PAGE)
-        if all(p in pages for p in range(last)):
-            data = b"".join(pages[p] for p in range(last))[:want]
-        else:
-            data = get(0, want)
-        return data, size
-
-
 class StoreSegment(Segment):
     """A read-only segment of a log in an object store or HDFS (a
     :class:`~kafkalog.storage.fs.FileSystem` without local pages).  It answers what a
@@ -1488,11 +1441,9 @@ class StoreSegment(Segment):
         index (:func:`read_store_index`)."""
         data = self._index_data.pop(path, None)
         if data is None:
-            limit = max(self.max_index_size, _STORE_INDEX_LIMIT)
+            limit = max(self.max_index_size, STORE_INDEX_LIMIT)
             if entry_size is not None:
                 return read_store_index(self._fs, path, entry_size, limit)
-            from . import logdir as _logdir
-
             data = _logdir.read_file(path, self._fs, limit=limit)
         return data
 
@@ -1600,14 +1551,32 @@ class EmptySegment(StoreSegment):
 
     def __init__(self, directory: str, base_offset: int, *, index_interval_bytes: int = 4096,
                  max_index_size: int = 10 * 1024 * 1024, clock=None) -> None:
-        from .logdir import SegmentFiles
-
         log = _files.log_file(os.fspath(directory), base_offset)
         super().__init__(directory, base_offset, fs=None,
-                         listed=SegmentFiles(base_offset, log, None, None, None), file=_NoFile(),
+                         listed=_logdir.SegmentFiles(base_offset, log, None, None, None),
+                         file=_NoFile(),
                          index_interval_bytes=index_interval_bytes,
                          max_index_size=max_index_size, clock=clock)
 
     @property
     def last_modified(self) -> int:
         return self.created_ms
+
+
+def open_segment(seg: "_logdir.SegmentFiles", file: Optional[_fs.ReadableFile] = None,
+                 fs: Optional[_fs.FileSystem] = None):
+    """The segment read-only (:class:`Segment`: ``iter_headers()`` walks the batch headers
+    without decoding, ``read``/``iter_batches`` read).  Release it with ``close_handlers()``.
+    ``file``: its ``.log`` already open (e.g. relative to a directory held open); the segment
+    reads a duplicate of it and ``file`` stays the caller's.  A segment in a store (a URI, or
+    ``fs`` not local) is read with ranged reads through ``file`` (or a file opened here)."""
+    fs, log = _fs.for_path(seg.log, fs)
+    if not fs.is_local():
+        return StoreSegment(_fs.parent(log), seg.base_offset, fs=fs, listed=seg, file=file)
+    fd = None
+    if file is not None:
+        try:
+            fd = os.dup(file.fileno())  # type: ignore[attr-defined]
+        except OSError as e:
+            raise KafkaStorageError.from_os_error(e, "opening for reading", path=file.path) from e
+    return Segment.open(os.path.dirname(seg.log), seg.base_offset, read_only=True, fd=fd)

@@ -1,0 +1,311 @@
+"""Discovery: every partition log under the paths given to the Spark source (Kafka's
+``LogManager`` layout), that the topic options select.
+
+Layout understood: every path is a log-dir root holding ``<topic>-<partition>`` directories,
+one such partition directory, a directory of segments whose name is not
+``<topic>-<partition>`` (topic and partition are then null), or one ``<20 digits>.log``
+segment file.  ``-delete``, ``-future`` and ``-stray`` directories are skipped, and so are
+internal topics (``__*``) unless ``includeInternalTopics`` is set or a ``subscribe``/``assign``
+option names them."""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from ..errors import KafkaStorageError
+from ..storage import files as _files
+from ..storage import fs as _fs
+from ..storage import logdir as _logdir
+from ..storage.log_view import LogView as _LogView
+from ._errors import NoKafkaLogError, OptionError, warn
+from ._options import ReadOptions
+from ._segments import DirVersion, SegmentRef, segment_refs
+from ._store import store_of
+
+
+@dataclass
+class TopicPartitionLog:
+    """One partition directory (or bare segment list) found under the paths.  Its offsets
+    (log start, log end, last stable offset) and timestamp lookups are the storage read
+    model's (:class:`kafkalog.storage.log_view.LogView` over the directory), asked once and
+    kept."""
+
+    topic: Optional[str]
+    partition: Optional[int]
+    directory: str
+    segments: List[SegmentRef]
+    version: Optional[DirVersion] = None
+    fs: Optional["_fs.FileSystem"] = field(default=None, compare=False, repr=False)
+    _offsets: Optional[Tuple[int, int, int]] = field(default=None, compare=False, repr=False)
+    _view: Optional[_LogView] = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.version is None:
+            self.version = getattr(self.segments, "version", None)
+
+    @property
+    def key(self) -> Tuple[Optional[str], Optional[int]]:
+        return (self.topic, self.partition)
+
+    @property
+    def name(self) -> str:
+        if self.topic is None:
+            return self.directory
+        return f"{self.topic}-{self.partition}"
+
+    def open_view(self) -> _LogView:
+        """The storage read model of the directory (close it after use)."""
+        return _LogView.open(self.directory, self.fs)
+
+    @contextlib.contextmanager
+    def viewing(self) -> Iterator[None]:
+        """Keep one view of the directory open meanwhile: the offsets and timestamp lookups
+        asked then share it (one open, one recovery walk, in a store one set of fetches)."""
+        if self._view is not None or not self.segments:
+            yield
+            return
+        self._view = self.open_view()
+        try:
+            yield
+        finally:
+            view, self._view = self._view, None
+            view.close()
+
+    def _bounds(self) -> Tuple[int, int, int]:
+        if self._offsets is None:
+            if not self.segments:
+                # no segment (storage opens no log without one): an empty log, no offsets
+                self._offsets = (0, 0, 0)
+                return self._offsets
+            with self.viewing():
+                v = self._view
+                self._offsets = (v.log_start_offset, v.log_end_offset, v.last_stable_offset)
+        return self._offsets
+
+    def earliest(self) -> int:
+        """The log start offset (:attr:`LogView.log_start_offset`)."""
+        return self._bounds()[0]
+
+    def latest(self, read_committed: bool = False) -> int:
+        """The log end offset; with ``read_committed``, the last stable offset (the end a
+        read_committed consumer sees)."""
+        return self._bounds()[2 if read_committed else 1]
+
+    def last_stable(self) -> int:
+        """The last stable offset (:attr:`LogView.last_stable_offset`)."""
+        return self._bounds()[2]
+
+
+def _is_internal(topic: Optional[str]) -> bool:
+    return topic is not None and topic.startswith("__")
+
+
+_REPORTED: set = set()  # ignored names already warned about (once per process)
+
+
+def _report_ignored(view: Any) -> None:
+    """Report the names of a partition directory (a PartitionView; None: nothing) that the
+    storage model did not use, as the CLI's ``verify`` reports them: a name of the log's
+    grammar that is not a regular file (never opened, never waited on), or one that is almost
+    a log file name.  Other unknown names are left alone, as Kafka does."""
+    if view is None:
+        return
+    for ig in view.ignored:
+        if ig.kind != _fs.FILE and ig.kind != _fs.MISSING:
+            msg = f"{ig.path}: {ig.reason}: not read"
+        elif ig.reason != "not a Kafka log file name":
+            msg = f"{ig.path}: ignored: {ig.reason}"
+        else:
+            continue
+        if msg not in _REPORTED:
+            _REPORTED.add(msg)
+            warn(msg)
+
+
+def _parse_tp_dir(name: str) -> Optional[Tuple[str, int]]:
+    try:
+        pd = _files.parse_partition_dir(name)
+    except ValueError:
+        return None
+    if pd.kind:
+        return None  # -delete / -future / -stray
+    return pd.topic_partition.topic, pd.topic_partition.partition
+
+
+def _expand(path: str, fs: "_fs.FileSystem" = _fs.LOCAL) -> List[str]:
+    if any(c in path for c in "*?["):
+        found = fs.glob(path)
+        if not found:
+            raise FileNotFoundError(f"path {path!r} matches nothing")
+        return found
+    if fs.kind(path) in (_fs.MISSING, _fs.DANGLING_LINK):
+        if not fs.is_local():
+            raise KafkaStorageError(
+                f"cannot read {path}: no such object, directory or prefix in the store; give "
+                "a log root (a broker's log.dirs entry), a <topic>-<partition> directory or a "
+                "segment file", path=path, operation="listing")
+        raise FileNotFoundError(f"path {path!r} does not exist")
+    return [path]
+
+
+def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
+    """Every partition log under ``opts.paths`` that the topic options select, sorted by topic
+    and partition."""
+    found: List[TopicPartitionLog] = []
+    for raw in opts.paths:
+        fs = store_of(raw, opts.storage_options)
+        _fs_arg = None if fs.is_local() else fs
+        if not fs.is_local():
+            raw = raw.rstrip("/")
+        for path in _expand(raw, fs):
+            if fs.is_local():
+                path = os.path.abspath(path)
+            kind = fs.kind(path)
+            if kind != _fs.DIRECTORY:
+                sf = _files.parse_segment_file_name(_fs.basename(path))
+                if kind != _fs.FILE or sf is None or sf.kind != ".log" or sf.suffix:
+                    raise OptionError(
+                        f"{path} is neither a directory nor a <20 digits>.log segment file"
+                        + ("" if kind == _fs.FILE else f" (it is a {kind})")
+                    )
+                d = _fs.parent(path)
+                tp = _parse_tp_dir(_fs.basename(d))
+                files = None
+                try:
+                    files = next(
+                        (s for s in _logdir.scan_partition(d, fs).segments if s.log == path),
+                        None,
+                    )
+                except KafkaStorageError:
+                    pass
+                seg = SegmentRef(sf.base_offset, path, fs.size(path), files,
+                                 fs=None if fs.is_local() else fs)
+                found.append(
+                    TopicPartitionLog(tp[0] if tp else None, tp[1] if tp else None, d, [seg],
+                                      fs=_fs_arg)
+                )
+                continue
+            tp = _parse_tp_dir(_fs.basename(path))
+            segs = segment_refs(path, fs)
+            view = getattr(segs, "view", None)
+            if tp is not None and (segs or not _has_tp_children(path, fs)):
+                if not _holds_log_files(view):
+                    _no_kafka_log(path, fs, opts)
+                _report_ignored(view)
+                found.append(TopicPartitionLog(tp[0], tp[1], path, segs, fs=_fs_arg))
+                continue
+            here = []
+            if segs:  # a directory of segments that is not named <topic>-<partition>
+                here.append((view, TopicPartitionLog(None, None, path, segs, fs=_fs_arg)))
+            # a log-dir root
+            root = _logdir.scan_root(path, fs)
+            for ref in root.live_partitions:
+                tp = (ref.topic_partition.topic, ref.topic_partition.partition)
+                psegs = segment_refs(ref.path, fs)
+                here.append((getattr(psegs, "view", None),
+                             TopicPartitionLog(tp[0], tp[1], ref.path, psegs, fs=_fs_arg)))
+            if not (root.checkpoints or root.metadata
+                    or len(root.partitions) > len(root.live_partitions)  # -delete, -future
+                    or any(_holds_log_files(v) for v, _ in here)):
+                _no_kafka_log(path, fs, opts)
+            for v, t in here:
+                _report_ignored(v)
+                found.append(t)
+    found = [tp for tp in found if _selected(tp, opts)]
+    return _dedupe(found, opts.replica_policy)
+
+
+def _holds_log_files(view: Any) -> bool:
+    """Whether a directory's listing (a PartitionView; None: it could not be listed) holds a
+    file of Kafka's log: a segment or index, a producer snapshot, a partition checkpoint, or
+    a name of the log's grammar (even one that is not a regular file)."""
+    if view is None:
+        return False
+    return bool(
+        view.segments or view.orphan_indexes or view.snapshots or view.state_files
+        or view.metadata or view.kraft_snapshots
+        or any(ig.reason != "not a Kafka log file name" for ig in view.ignored)
+    )
+
+
+def _no_kafka_log(path: str, fs: "_fs.FileSystem", opts: ReadOptions) -> None:
+    """Refuse a path under which nothing looks like a Kafka log, as a missing path is refused
+    (a stream may start on an empty directory, a mirror that is not synced yet)."""
+    if opts.streaming:
+        try:
+            if not fs.list_dir(path):
+                return
+        except KafkaStorageError:
+            pass
+    raise NoKafkaLogError(
+        f"no Kafka log under {path}: it holds no <20 digits>.log segment, no "
+        "<topic>-<partition> directory with log files and no log-dir checkpoint; give a "
+        "log-dir root (a broker's log.dirs entry), a <topic>-<partition> directory or a "
+        "segment file"
+    )
+
+
+def _has_tp_children(path: str, fs: "_fs.FileSystem" = _fs.LOCAL) -> bool:
+    try:
+        return bool(_logdir.scan_root(path, fs).live_partitions)
+    except KafkaStorageError:
+        return False
+
+
+def _selected(tp: TopicPartitionLog, opts: ReadOptions) -> bool:
+    if opts.subscribe is not None:
+        return tp.topic in opts.subscribe
+    if opts.assign is not None:
+        return tp.topic in opts.assign and tp.partition in opts.assign[tp.topic]
+    if tp.topic is not None and _is_internal(tp.topic) and not opts.include_internal_topics:
+        return False
+    if opts.subscribe_pattern is not None:
+        # anywhere in the name, as spark-sql-kafka's SubscribePatternStrategy filters the
+        # topic list (Scala Regex.findFirstIn; tests/kafka/test_spark_connector.py)
+        return tp.topic is not None and re.search(opts.subscribe_pattern, tp.topic) is not None
+    return True
+
+
+def _real(path: str) -> str:
+    return path if _fs.is_uri(path) else os.path.realpath(path)
+
+
+def _dedupe(found: List[TopicPartitionLog], policy: str) -> List[TopicPartitionLog]:
+    by_key: Dict[Any, List[TopicPartitionLog]] = {}
+    order = []
+    for tp in found:
+        k = tp.key if tp.topic is not None else ("\0dir", tp.directory)
+        if k not in by_key:
+            order.append(k)
+            by_key[k] = []
+        if all(
+            _real(x.directory) != _real(tp.directory)
+            or x.segments != tp.segments
+            for x in by_key[k]
+        ):
+            by_key[k].append(tp)
+    out = []
+    for k in order:
+        cands = by_key[k]
+        if len(cands) > 1:
+            if policy == "error":
+                raise OptionError(
+                    f"partition {cands[0].name} is present under several paths "
+                    f"({', '.join(c.directory for c in cands)}): set option replicaPolicy to "
+                    "'first' or 'longest' to pick one"
+                )
+            if policy == "longest":
+                cands = sorted(cands, key=lambda c: (-(c.latest() - c.earliest()), -c.latest()))
+        out.append(cands[0])
+    out.sort(
+        key=lambda t: (
+            t.topic is None,
+            t.topic or "",
+            t.partition if t.partition is not None else -1,
+            t.directory,
+        )
+    )
+    return out

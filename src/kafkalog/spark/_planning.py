@@ -1,0 +1,295 @@
+"""Planning a read: the splits of a batch read (or of one micro-batch), each a run of
+segment pieces cut at offset index entries and packed as Spark packs file splits; pushed
+filters prune partitions, offsets and segments."""
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+from ._discovery import TopicPartitionLog, discover
+from ._errors import ConcurrentWriteError, OptionError
+from ._offsets import Range, check_specs, end_position_of_offset, position_of_offset, resolve_ranges
+from ._options import OPEN_COST_BYTES, ReadOptions
+from ._segments import (
+    DirVersion,
+    SegmentRef,
+    iter_headers,
+    offset_index_entries,
+    time_index_entries,
+)
+
+
+@dataclass
+class Piece:
+    """Entries of one segment starting in ``[start, end)`` (``end`` None: to the end of the
+    file); rows are kept when ``from_offset <= offset < until_offset``."""
+
+    topic: Optional[str]
+    partition: Optional[int]
+    path: str
+    start: int
+    end: Optional[int]
+    from_offset: int
+    until_offset: Optional[int]
+    nbytes: int
+    directory: str = ""
+    version: Optional[DirVersion] = None  # of ``directory`` when planned (see dir_version)
+    # the piece ends the partition's last segment: bytes after its last whole entry at or past
+    # ``until_offset`` are a torn tail (Kafka's recovery cuts it), not damage
+    tail: bool = False
+
+
+@dataclass
+class Split:
+    """What one Spark task reads: pieces in (topic, partition, offset) order."""
+
+    index: int
+    pieces: List[Piece]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.pieces)
+
+
+@dataclass
+class Pruning:
+    """Restrictions from pushed filters (all optional; exact unless noted)."""
+
+    topics: Optional[set] = None  # allowed topic names
+    topic_prefixes: Optional[List[str]] = None
+    partitions: Optional[set] = None
+    partition_lo: Optional[int] = None  # inclusive
+    partition_hi: Optional[int] = None  # inclusive
+    offset_lo: Optional[int] = None  # inclusive
+    offset_hi: Optional[int] = None  # exclusive
+    ts_lo_us: Optional[int] = None  # inclusive (row filter + segment pruning)
+    ts_hi_us: Optional[int] = None  # inclusive (row filter only)
+    exclude_unknown_tp: bool = False
+    empty: bool = False
+
+    def keeps_tp(self, tp: TopicPartitionLog) -> bool:
+        if self.empty:
+            return False
+        if tp.topic is None:
+            return (
+                not self.exclude_unknown_tp
+                and self.topics is None
+                and self.topic_prefixes is None
+                and self.partitions is None
+                and self.partition_lo is None
+                and self.partition_hi is None
+            )
+        if self.topics is not None and tp.topic not in self.topics:
+            return False
+        if self.topic_prefixes is not None and not all(
+            tp.topic.startswith(p) for p in self.topic_prefixes
+        ):
+            return False
+        if self.partitions is not None and tp.partition not in self.partitions:
+            return False
+        if self.partition_lo is not None and tp.partition < self.partition_lo:
+            return False
+        if self.partition_hi is not None and tp.partition > self.partition_hi:
+            return False
+        return True
+
+
+def _segment_max_timestamp(tp: TopicPartitionLog, seg: SegmentRef) -> int:
+    """The largest record timestamp of a segment (ms): the last ``.timeindex`` entry of a closed
+    segment (a trimmed index), else a header walk from the last indexed position."""
+    entries, trimmed = time_index_entries(seg)
+    if entries and trimmed:
+        return entries[-1][0]
+    best = -1
+    start = 0
+    if entries:
+        best = entries[-1][0]
+        idx = offset_index_entries(seg)
+        pos = [p for o, p in idx if o <= entries[-1][1]]
+        start = pos[-1] if pos else 0
+    for h in iter_headers(seg, start):
+        if h.max_timestamp > best:
+            best = h.max_timestamp
+    return best
+
+
+def _target_bytes(total: int, opts: ReadOptions, pieces: int = 0) -> int:
+    """Split size as Spark's file sources pick it: ``min(maxPartitionBytes, max(openCost,
+    (bytes + pieces * openCost) / parallelism))``, lowered to ``bytes / minPartitions``.  The
+    parallelism is the cluster's when :func:`kafkalog.spark.register` passed it, else the
+    number of cores of the planning process (a source found by Spark itself cannot read the
+    session's settings)."""
+    target = opts.max_partition_bytes
+    par = opts.default_parallelism or os.cpu_count() or 1
+    with_cost = total + pieces * OPEN_COST_BYTES
+    if par > 1:
+        target = min(target, max(OPEN_COST_BYTES, -(-with_cost // par)))
+    if opts.min_partitions:
+        target = min(target, max(1, -(-total // opts.min_partitions)))
+    return max(1, target)
+
+
+def _cut_points(
+    tp: TopicPartitionLog, seg: SegmentRef, start: int, end: int, target: int
+) -> List[int]:
+    """Entry positions in (start, end) about ``target`` bytes apart, from the ``.index`` (or a
+    header walk when the segment has no usable index)."""
+    idx = offset_index_entries(seg)
+    positions = [p for _, p in idx if start < p < end]
+    if not positions and end - start > target:
+        positions = [h.position for h in iter_headers(seg, start, end) if h.position > start]
+    cuts = []
+    last = start
+    for p in positions:
+        if p - last >= target and end - p >= target // 4:
+            cuts.append(p)
+            last = p
+    return cuts
+
+
+def _pieces_for_range(r: Range, target: int, pruning: Optional[Pruning]) -> List[Piece]:
+    tp = r.tp
+    start, end = r.start, r.end
+    if pruning is not None:
+        if pruning.offset_lo is not None:
+            start = max(start, pruning.offset_lo)
+        if pruning.offset_hi is not None:
+            end = min(end, pruning.offset_hi)
+    if start >= end:
+        return []
+    pieces = []
+    segs = tp.segments
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if nxt is not None and nxt <= start:
+            continue
+        if seg.base_offset >= end:
+            break
+        if seg.size == 0:
+            continue
+        if pruning is not None and pruning.ts_lo_us is not None:
+            mx = _segment_max_timestamp(tp, seg)
+            if mx >= 0 and mx * 1000 < pruning.ts_lo_us:
+                continue
+        s_pos = 0
+        if start > seg.base_offset:
+            p = position_of_offset(tp, seg, start)
+            if p is None:
+                continue
+            s_pos = p
+        e_pos = None
+        if nxt is None or end < nxt:
+            e_pos = end_position_of_offset(tp, seg, end)
+        stop = seg.size if e_pos is None else e_pos
+        if stop <= s_pos:
+            continue
+        bounds = [s_pos] + _cut_points(tp, seg, s_pos, stop, target) + [stop]
+        for a, b in zip(bounds, bounds[1:]):
+            pieces.append(
+                Piece(
+                    tp.topic,
+                    tp.partition,
+                    seg.path,
+                    a,
+                    None if (b == stop and e_pos is None) else b,
+                    start,
+                    end,
+                    b - a,
+                    tp.directory,
+                    tp.version,
+                    nxt is None and b == stop and e_pos is None,
+                )
+            )
+    return pieces
+
+
+def replanned(fn):
+    """Run a planning step again when a file it read vanished under it (a concurrent write
+    swapped a partition directory, retention deleted a segment); after three tries, a
+    :class:`ConcurrentWriteError`.  A path the user gave that does not exist is not retried."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        for _attempt in range(3):
+            try:
+                return fn(*args, **kwargs)
+            except OSError as e:  # FileNotFoundError, or storage's KafkaStorageError for one
+                if e.errno != errno.ENOENT or e.filename is None:
+                    raise
+                last = e
+        raise ConcurrentWriteError(
+            f"the log directories kept changing while this query was planned ({last.filename} "
+            "vanished); re-run the query",
+            path=last.filename,
+        ) from last
+
+    return run
+
+
+@replanned
+def plan(
+    opts: ReadOptions,
+    pruning: Optional[Pruning] = None,
+    tps: Optional[Sequence[TopicPartitionLog]] = None,
+    ranges: Optional[Sequence[Range]] = None,
+) -> List[Split]:
+    """The splits of a batch read (or of one micro-batch when ``ranges`` is given)."""
+    if ranges is None:
+        if tps is None:
+            tps = discover(opts)
+        check_specs(tps, opts)
+        if opts.subscribe is not None:
+            found = {tp.topic for tp in tps}
+            missing = [t for t in opts.subscribe if t not in found]
+            if missing:
+                # the connector fails too: its admin client cannot describe such a topic
+                raise OptionError(
+                    f"subscribe names topics not found under the path(s): {', '.join(missing)}"
+                )
+        if pruning is not None:
+            tps = [tp for tp in tps if pruning.keeps_tp(tp)]
+        ranges = resolve_ranges(tps, opts, check=False)
+    elif pruning is not None:
+        ranges = [r for r in ranges if pruning.keeps_tp(r.tp)]
+    est = sum(_range_bytes_estimate(r) for r in ranges)
+    cut_target = _target_bytes(est, opts)
+    pieces: List[Piece] = []
+    for r in ranges:
+        pieces.extend(_pieces_for_range(r, cut_target, pruning))
+    total = sum(p.nbytes for p in pieces)
+    target = _target_bytes(total, opts, len(pieces))
+    return pack(pieces, target, OPEN_COST_BYTES if not opts.min_partitions else 0)
+
+
+def _range_bytes_estimate(r: Range) -> int:
+    n = 0
+    segs = r.tp.segments
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if nxt is not None and nxt <= r.start:
+            continue
+        if seg.base_offset >= r.end:
+            break
+        n += seg.size
+    return n
+
+
+def pack(pieces: Sequence[Piece], target: int, open_cost: int = OPEN_COST_BYTES) -> List[Split]:
+    """Group consecutive pieces into splits of about ``target`` bytes, each piece costing its
+    size plus ``open_cost`` (Spark's ``openCostInBytes``), as file splits are packed."""
+    splits: List[Split] = []
+    cur: List[Piece] = []
+    cost = 0
+    for p in pieces:
+        c = p.nbytes + open_cost
+        if cur and cost + c > target:
+            splits.append(Split(len(splits), cur))
+            cur, cost = [], 0
+        cur.append(p)
+        cost += c
+    if cur:
+        splits.append(Split(len(splits), cur))
+    return splits

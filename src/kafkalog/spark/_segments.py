@@ -1,0 +1,188 @@
+"""The segments of one partition directory as the Spark source plans and reads them, through
+the storage model (:mod:`kafkalog.storage.logdir`, ``index.py``, ``segment.py``): their index
+entries and batch headers, and the directory's version (its identity and the generation
+marker a kafkalog write's commit gives it), which tells a directory from any other that takes
+its name later."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator, List, Optional, Tuple
+
+from ..errors import CorruptRecordError, KafkaStorageError
+from ..storage import files as _files
+from ..storage import fs as _fs
+from ..storage import logdir as _logdir
+from ..storage.segment import open_segment
+
+
+@dataclass
+class SegmentRef:
+    base_offset: int
+    path: str
+    size: int
+    # its files as the storage model found them (index paths); not part of equality
+    files: Optional["_logdir.SegmentFiles"] = field(default=None, compare=False, repr=False)
+    # its offset index entries once read (they only grow: older entries stay valid)
+    index_entries: Optional[List[Tuple[int, int]]] = field(
+        default=None, compare=False, repr=False
+    )
+    # the file system holding it (None: the local one)
+    fs: Optional["_fs.FileSystem"] = field(default=None, compare=False, repr=False)
+
+
+def _seg_files(seg: "SegmentRef") -> "_logdir.SegmentFiles":
+    if seg.files is not None:
+        return seg.files
+    return _logdir.SegmentFiles(seg.base_offset, seg.path, None, None, None)
+
+
+def offset_index_entries(seg: "SegmentRef") -> List[Tuple[int, int]]:
+    """``(offset, position)`` entries of the segment's offset index (read with
+    :class:`kafkalog.storage.index.OffsetIndex`), up to the first non-increasing one (a damaged or
+    missing index only costs seeks).  Read once per :class:`SegmentRef`."""
+    if seg.index_entries is not None:
+        return seg.index_entries
+    sf = _seg_files(seg)
+    if sf.offset_index is None:
+        seg.index_entries = []
+        return []
+    try:
+        idx = _logdir.offset_index(sf, seg.fs)
+    except KafkaStorageError:
+        return []
+    out: List[Tuple[int, int]] = []
+    try:
+        last_off = seg.base_offset - 1
+        last_pos = -1
+        for off, pos in idx:
+            if off <= last_off or pos <= last_pos or pos < 0:
+                break
+            out.append((off, pos))
+            last_off, last_pos = off, pos
+    finally:
+        idx.close()
+    seg.index_entries = out
+    return out
+
+
+def time_index_entries(seg: "SegmentRef") -> Tuple[List[Tuple[int, int]], bool]:
+    """``(timestamp, offset)`` entries of the segment's time index (read with
+    :class:`kafkalog.storage.index.TimeIndex`), up to the first non-increasing one, and whether the
+    file holds exactly those (a closed segment's trimmed index)."""
+    sf = _seg_files(seg)
+    if sf.time_index is None:
+        return [], False
+    try:
+        ti = _logdir.time_index(sf, seg.fs)
+    except KafkaStorageError:
+        return [], False
+    out: List[Tuple[int, int]] = []
+    try:
+        for ts, off in ti:
+            if out and ts <= out[-1][0]:
+                break
+            out.append((ts, off))
+        trimmed = ti.length == 12 * len(out)
+    finally:
+        ti.close()
+    return out, trimmed
+
+
+def iter_headers(
+    seg: "SegmentRef", start: int = 0, end: Optional[int] = None,
+    file: Optional[_fs.ReadableFile] = None,
+) -> Iterator[Any]:
+    """The batch headers of a segment from ``start`` (:meth:`kafkalog.storage.segment.Segment.
+    iter_headers`: no CRC check, no decompression), stopping quietly at a partial entry or a
+    header no entry can have.  ``file``: the ``.log`` already open (read through it)."""
+    sg = open_segment(_seg_files(seg), file, seg.fs)
+    try:
+        yield from sg.iter_headers(start, end)
+    except CorruptRecordError:
+        return
+    finally:
+        sg.close_handlers()
+
+
+# A kafkalog write's commit puts a fresh one in every partition directory it swaps in (an
+# identity no directory shares, unlike an inode number, which the filesystem reuses).  Kafka
+# ignores files it does not know in a partition directory.
+GENERATION_FILE = ".kafkalog-generation"
+
+DirVersion = Tuple[int, int, Optional[str]]
+
+
+def write_generation(directory: str) -> str:
+    """Give ``directory`` a new generation marker (replacing a linked or copied one); returns
+    it.  Called by the writer on a partition directory before it is swapped into place."""
+    import uuid
+
+    gen = uuid.uuid4().hex
+    # a new file: a hard link to the previous directory's marker is unlinked, never written
+    fd = _files.create_new_file(os.path.join(directory, GENERATION_FILE))
+    try:
+        _files.write_all(fd, (gen + "\n").encode("ascii"))
+    finally:
+        os.close(fd)
+    return gen
+
+
+def version_of(handle: "_fs.DirectoryHandle") -> DirVersion:
+    """The version of a directory held open: its identity and its generation marker."""
+    gen = None
+    try:
+        with handle.open_read(GENERATION_FILE) as f:
+            gen = f.read(0, 64).decode("ascii", "replace").strip()
+    except KafkaStorageError:  # no marker (or not a regular file): identity only
+        pass
+    dev, ino = handle.identity[:2]
+    return (dev, ino, gen)
+
+
+def dir_version(directory: str) -> Optional[DirVersion]:
+    """What tells this partition directory from any other that takes its name later: its
+    device and inode and its generation marker (None where the directory is missing or
+    the system cannot open a directory)."""
+    try:
+        handle = _fs.LOCAL.open_dir(directory)
+    except KafkaStorageError:
+        return None
+    if handle is None:
+        return None
+    with handle:
+        return version_of(handle)
+
+
+class _Segments(list):
+    """The segments of a partition directory, with the directory's version taken *before*
+    they were listed (the read checks the directory is still that one)."""
+
+    version: Optional[DirVersion] = None
+    view: Any = None  # the PartitionView they came from
+
+
+def _refs_of_view(view: Any) -> List[SegmentRef]:
+    out = _Segments()
+    for sf in view.segments:
+        try:
+            size = view.fs.size(sf.log)
+        except _fs.MissingFileError:
+            continue  # deleted since listed (retention)
+        out.append(SegmentRef(sf.base_offset, sf.log, size, sf,
+                              fs=None if view.fs.is_local() else view.fs))
+    return out
+
+
+def segment_refs(directory: str, fs: "_fs.FileSystem" = _fs.LOCAL) -> List[SegmentRef]:
+    # a store without directories to hold open has no version: nothing replaces a prefix
+    # atomically there, and the writer never rewrites a partition in a store
+    version = dir_version(directory) if fs.is_local() else None
+    try:
+        view = _logdir.scan_partition(directory, fs)
+    except KafkaStorageError:
+        return []
+    out = _refs_of_view(view)
+    out.version = version
+    out.view = view
+    return out

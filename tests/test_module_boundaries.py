@@ -1,0 +1,216 @@
+"""The package's modules form a layered graph: no import circle (a function-level import that only
+dodges a circle is still one), and no module reaches into another module's private names
+(``from .x import _name`` or ``x._name``).  A private *module* (``_batch``, ``_format``, ...) is
+meant for the package and may be imported; a private *name* inside a module belongs to its owner:
+make it public there, or move the code that needs it to its owner."""
+from __future__ import annotations
+
+import ast
+import os
+
+PKG_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "src", "kafkalog"))
+PKG = "kafkalog"
+
+
+def _modules() -> dict[str, str]:
+    """Dotted module name -> source path, for every .py file in the package."""
+    found = {}
+    for dirpath, _dirs, names in os.walk(PKG_DIR):
+        for n in sorted(names):
+            if not n.endswith(".py"):
+                continue
+            rel = os.path.relpath(os.path.join(dirpath, n), PKG_DIR)[:-3].split(os.sep)
+            if rel[-1] == "__init__":
+                rel = rel[:-1]
+            found[".".join([PKG] + rel)] = os.path.join(dirpath, n)
+    return found
+
+
+MODULES = _modules()
+# a module only exists as compiled code (a .pyx twin) too: its name is a module all the same
+COMPILED = {
+    ".".join([PKG] + os.path.relpath(os.path.join(d, n), PKG_DIR).split(os.sep)[:-1]
+             + [n.split(".", 1)[0]])
+    for d, _s, ns in os.walk(PKG_DIR) for n in ns if n.endswith(".pyx")
+}
+
+
+def _is_package(mod: str) -> bool:
+    return MODULES[mod].endswith("__init__.py")
+
+
+def _base(mod: str, level: int, name: str | None) -> str:
+    """Resolve a (possibly relative) ``from`` target as seen from module ``mod``."""
+    if level == 0:
+        return name or ""
+    parts = mod.split(".")
+    if not _is_package(mod):
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    return ".".join(parts + ([name] if name else []))
+
+
+def _is_module(name: str) -> bool:
+    return name in MODULES or name in COMPILED
+
+
+def _imports(mod: str):
+    """(imported module, imported name or None, line) for every import in ``mod``, at any depth,
+    plus (module, attribute, line) for ``alias._attr`` access through an imported module alias."""
+    with open(MODULES[mod], encoding="utf-8") as f:
+        tree = ast.parse(f.read(), MODULES[mod])
+    aliases: dict[str, str] = {}  # local name -> module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] != PKG:
+                    continue
+                yield a.name, None, node.lineno
+                if a.asname:
+                    aliases[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom):
+            base = _base(mod, node.level, node.module)
+            if base.split(".")[0] != PKG:
+                continue
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                if _is_module(sub):
+                    yield sub, None, node.lineno
+                    aliases[a.asname or a.name] = sub
+                else:
+                    yield base, a.name, node.lineno
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in aliases):
+            yield aliases[node.value.id], node.attr, node.lineno
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for mod in MODULES:
+        for target, _name, _line in _imports(mod):
+            # importing a.b.c runs a and a.b first; a package's own __init__ is not an edge to itself
+            parts = target.split(".")
+            for i in range(2, len(parts) + 1):
+                t = ".".join(parts[:i])
+                if t in MODULES and t != mod and not mod.startswith(t + "."):
+                    graph[mod].add(t)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each as a cycle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(_one_cycle(graph, set(comp)))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _one_cycle(graph: dict[str, set[str]], comp: set[str]) -> list[str]:
+    """A concrete cycle through the component, for the message."""
+    start = min(comp)
+    path = [start]
+    seen = {start}
+    v = start
+    while True:
+        nxt = sorted(w for w in graph[v] if w in comp)
+        back = [w for w in nxt if w in seen]
+        if back:
+            return path[path.index(back[0]):] + [back[0]]
+        v = nxt[0]
+        path.append(v)
+        seen.add(v)
+
+
+def _private_reaches():
+    for mod in sorted(MODULES):
+        for target, name, line in _imports(mod):
+            if name is None or not name.startswith("_") or name.startswith("__"):
+                continue
+            if _is_module(f"{target}.{name}"):
+                continue  # a private module: meant for the package
+            if target == mod:
+                continue
+            yield os.path.relpath(MODULES[mod], PKG_DIR).replace(os.sep, "/"), line, target, name
+
+
+# What is still to be done, in modules other owners are changing (issue 27): each entry names
+# who has to change what; the tests fail when an entry is no longer needed, so the lists only
+# shrink.  Keep them empty in new code.
+PENDING_CYCLES = {
+    frozenset({"kafkalog.storage.local_log", "kafkalog.storage.log_view", "kafkalog.storage.log"}):
+        "LogView.open imports Log inside the function (storage/log_view.py)",
+}
+PENDING_PRIVATE = {  # (importing file, owner module): why it is still here
+    ("_batch_py.py", "kafkalog._varint_py"): "the pure twins share _scan/_fault_message",
+    ("_dump_py.py", "kafkalog._batch_py"): "the pure twins share _decode_records",
+    ("storage/cleaner.py", "kafkalog.storage._log_common"): "_log_common's names are private",
+    ("storage/config.py", "kafkalog.storage._log_common"): "_log_common's names are private",
+    ("storage/loader.py", "kafkalog.storage._log_common"): "_log_common's names are private",
+    ("storage/local_log.py", "kafkalog.storage._log_common"): "_log_common's names are private",
+    ("storage/log.py", "kafkalog.storage._log_common"): "_log_common's names are private",
+    ("storage/log_view.py", "kafkalog.storage._log_common"): "_log_common's names are private",
+    ("storage/retention.py", "kafkalog.storage._log_common"): "_log_common's names are private",
+    ("tools/demo.py", "kafkalog.tools.cli"): "_silence_stdout",
+    ("tools/salvage.py", "kafkalog.tools.dump"): "_NoProgress, _partition_dirs, _segment_files",
+    ("tools/stats.py", "kafkalog.tools.dump"): "_NoProgress, _partition_dirs, _segment_files",
+    ("tools/verify.py", "kafkalog.tools.dump"): "_NoProgress, _partition_dirs",
+}
+
+
+def test_no_import_cycle():
+    cycles = _cycles(_graph())
+    new = [c for c in cycles if frozenset(c) not in PENDING_CYCLES]
+    assert new == [], "import circles:\n" + "\n".join(" -> ".join(c) for c in new)
+    gone = set(PENDING_CYCLES) - {frozenset(c) for c in cycles}
+    assert gone == set(), f"PENDING_CYCLES entries no longer needed: {gone}"
+
+
+def test_no_private_name_from_another_module():
+    found = sorted(set(_private_reaches()))
+    new = [f"{rel}:{line}: {owner}.{name}" for rel, line, owner, name in found
+           if (rel, owner) not in PENDING_PRIVATE]
+    assert new == [], ("private names used outside their module (make them public in their "
+                       "owner, or move the code there):\n" + "\n".join(new))
+    gone = set(PENDING_PRIVATE) - {(rel, owner) for rel, _line, owner, _name in found}
+    assert gone == set(), f"PENDING_PRIVATE entries no longer needed: {sorted(gone)}"
+
+
+def test_the_checks_see_imports():
+    """The scans themselves work: known edges are found, and a made-up circle is reported."""
+    graph = _graph()
+    assert "kafkalog.storage.segment" in graph["kafkalog.storage.log"]
+    assert "kafkalog.records" in graph["kafkalog.arrow"]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert _base("kafkalog.storage.log", 2, "records") == "kafkalog.records"
+    assert _base("kafkalog.spark", 1, "_source") == "kafkalog.spark._source"
