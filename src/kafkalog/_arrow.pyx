@@ -1285,7 +1285,7 @@ cdef inline int set_err(Err* e, int code, int64_t position, int64_t offset, int6
 cdef int parse_records(Out* o, Err* e, const uint8_t* d, Py_ssize_t n, Batch* bt,
                        int64_t scale) noexcept nogil:
     """Decode exactly ``bt.count`` records from the records section ``d[0:n]`` and append
-    them.  0, or -1 with ``e`` set.  Mirrors ``_batch_py._decode_records``: the length varint is
+    them.  0, or -1 with ``e`` set.  Mirrors ``_batch_py.decode_records``: the length varint is
     bounded by the section, every other field by the record body."""
     cdef int cols = o.cols
     cdef int64_t r0 = o.rows

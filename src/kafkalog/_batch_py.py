@@ -48,8 +48,8 @@ from ._format import (
     TimestampType,
 )
 from ._varint_py import (
-    _fault_message,
-    _scan,
+    fault_message,
+    scan_raw,
     size_of_varint,
     size_of_varlong,
     write_varint,
@@ -155,7 +155,7 @@ def _corrupt(msg: str, position: int, offset: Optional[int] = None) -> CorruptRe
     return CorruptRecordError(msg, position, offset)
 
 
-def _decode_records(
+def decode_records(
     data, count: int, base_offset: int, base_ts: int, append_ts: Optional[int], where: int
 ) -> List[Record]:
     """Decode exactly ``count`` records from ``data`` (the whole records section).
@@ -172,16 +172,16 @@ def _decode_records(
         return _corrupt(msg, where, base_offset)
 
     def varint(pos, lim):
-        raw, nxt = _scan(data, pos, lim, 5)
+        raw, nxt = scan_raw(data, pos, lim, 5)
         if nxt < 0:
-            raise fail("Found invalid record structure: " + _fault_message(nxt, "varint", 5))
+            raise fail("Found invalid record structure: " + fault_message(nxt, "varint", 5))
         raw &= 0xFFFFFFFF
         return (raw >> 1) ^ -(raw & 1), nxt
 
     def varlong(pos, lim):
-        raw, nxt = _scan(data, pos, lim, 10)
+        raw, nxt = scan_raw(data, pos, lim, 10)
         if nxt < 0:
-            raise fail("Found invalid record structure: " + _fault_message(nxt, "varlong", 10))
+            raise fail("Found invalid record structure: " + fault_message(nxt, "varlong", 10))
         raw &= 0xFFFFFFFFFFFFFFFF
         return (raw >> 1) ^ -(raw & 1), nxt
 
@@ -520,7 +520,7 @@ class RecordBatch:
                 self.base_offset,
             )
         append_ts = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
-        return _decode_records(
+        return decode_records(
             data, count, self.base_offset, self.base_timestamp, append_ts, self.position
         )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from typing import Callable, List, Optional, Tuple
 
-from ._batch_py import _decode_records
+from ._batch_py import decode_records
 from ._crc_py import crc32c
 from ._format import INT32_MAX, INT64_MAX
 from .errors import KafkaLogError
@@ -43,7 +43,7 @@ def v2_record_lines(
     if count > len(section):
         return None
     try:
-        recs = _decode_records(section, count, base_offset, base_ts, append_ts, 0)
+        recs = decode_records(section, count, base_offset, base_ts, append_ts, 0)
     except KafkaLogError:
         return None
     out: List[bytes] = []
@@ -159,7 +159,7 @@ def v2_record_summary(section, count: int, base_ts: int, append_ts: Optional[int
     if count > len(section):
         return None
     try:
-        recs = _decode_records(section, count, 0, base_ts, append_ts, 0)
+        recs = decode_records(section, count, 0, base_ts, append_ts, 0)
     except KafkaLogError:
         return None
     keys = [r.key for r in recs if r.key is not None]

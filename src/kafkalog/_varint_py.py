@@ -25,12 +25,12 @@ _M32 = 0xFFFFFFFF
 _M64 = 0xFFFFFFFFFFFFFFFF
 
 
-# Status codes of _scan (mirrors KL_VARINT_TRUNCATED / KL_VARINT_TOO_LONG in _varint.pxd).
+# Status codes of scan_raw (mirrors KL_VARINT_TRUNCATED / KL_VARINT_TOO_LONG in _varint.pxd).
 _TRUNCATED = -1
 _TOO_LONG = -2
 
 
-def _scan(buf, pos: int, end: int, max_bytes: int):
+def scan_raw(buf, pos: int, end: int, max_bytes: int):
     """Raw (unsigned, unmasked) varint at ``buf[pos]``, reading no byte at or after ``end``.
 
     Returns ``(raw, next_pos)``, or ``(0, _TRUNCATED)`` / ``(0, _TOO_LONG)``: the caller raises
@@ -55,7 +55,8 @@ def _scan(buf, pos: int, end: int, max_bytes: int):
     return 0, _TOO_LONG
 
 
-def _fault_message(code: int, what: str, max_bytes: int) -> str:
+def fault_message(code: int, what: str, max_bytes: int) -> str:
+    """The error message for a :func:`scan_raw` status ``code`` (``what``: "varint"/"varlong")."""
     if code == _TRUNCATED:
         return f"{what} is truncated: the buffer ends inside it"
     return f"{what} is too long: the most significant bit of byte {max_bytes} is set"
@@ -66,9 +67,9 @@ def _read_raw(buf, pos: int, max_bytes: int, what: str):
         raise TypeError(f"pos must be an int, not {type(pos).__name__}")
     if pos < 0:
         raise ValueError(f"pos must be >= 0, not {pos}")
-    raw, nxt = _scan(buf, pos, len(buf), max_bytes)
+    raw, nxt = scan_raw(buf, pos, len(buf), max_bytes)
     if nxt < 0:
-        raise CorruptRecordError(_fault_message(nxt, what, max_bytes), pos)
+        raise CorruptRecordError(fault_message(nxt, what, max_bytes), pos)
     return raw, nxt
 
 

@@ -400,12 +400,12 @@ def test_crash_hook_steps_recover(tmp_path):
                 raise Crash(s)
 
         log = Log.open(d, _cfg(segment_bytes=600), clock=clock)
-        _log_mod._CRASH_HOOK = hook
+        _log_mod.CRASH_HOOK = hook
         try:
             with pytest.raises(Crash):
                 log.compact()
         finally:
-            _log_mod._CRASH_HOOK = None
+            _log_mod.CRASH_HOOK = None
             log.close_handlers()
             log._release_dir_lock()
         got = _snapshot_view(d)

@@ -15,16 +15,15 @@ from ..records import MemoryRecords, MemoryRecordsBuilder
 
 # What takes a Log offline: an operating-system failure, or a write refused because it would go
 # through a planted link (either may leave the in-memory state ahead of the files).
-_STORAGE_ERRORS = (OSError, UnsafePathError)
+STORAGE_ERRORS = (OSError, UnsafePathError)
 
 try:  # POSIX only: a writable open locks the partition directory.
-    import fcntl as _fcntl
+    import fcntl
 except ImportError:  # pragma: no cover
-    _fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]
 
 
 LONG_MAX = 2**63 - 1
-_INT32_MAX = 2**31 - 1
 
 # ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1
@@ -33,11 +32,10 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
-_V2 = struct.Struct(">qiibIhiqqqhii")
-_SCAN_CHUNK = 4 * 1024 * 1024
-_U32 = struct.Struct(">I")
-_H = struct.Struct(">h")
-_Q = struct.Struct(">q")
+SCAN_CHUNK = 4 * 1024 * 1024
+UINT32 = struct.Struct(">I")
+INT16 = struct.Struct(">h")
+INT64 = struct.Struct(">q")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -58,7 +56,7 @@ class LogAppendInfo(NamedTuple):
     records_count: int
 
 
-class _BatchFacts:
+class BatchFacts:
     """The header facts producer-state tracking needs, for a batch being appended."""
 
     __slots__ = (
@@ -90,7 +88,7 @@ class _BatchFacts:
         return iter(self._batch)
 
 
-class _Prepared(NamedTuple):
+class Prepared(NamedTuple):
     data: Any
     first_offset: int
     last_offset: int
@@ -104,7 +102,7 @@ class _Prepared(NamedTuple):
     magic: int
 
 
-def _check_int_arg(name: str, value: Any, lo: int, hi: int) -> None:
+def check_int_arg(name: str, value: Any, lo: int, hi: int) -> None:
     """TypeError for a non-integer argument, ValueError for one outside ``[lo, hi]``."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
@@ -112,11 +110,11 @@ def _check_int_arg(name: str, value: Any, lo: int, hi: int) -> None:
         raise ValueError(f"{name} must be in [{lo}, {hi}], not {value}")
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _as_buffer(records) -> memoryview:
+def as_buffer(records) -> memoryview:
     if isinstance(records, MemoryRecordsBuilder):
         records = records.build()
     if isinstance(records, MemoryRecords):
@@ -136,19 +134,19 @@ def _as_buffer(records) -> memoryview:
     return mv
 
 
-_tuple_new = tuple.__new__
+tuple_new = tuple.__new__
 
 
-_CRASH_HOOK: Optional[Callable[[str], None]] = None
+CRASH_HOOK: Optional[Callable[[str], None]] = None
 
 
-def _hook(step: str) -> None:
-    """Test seam: crash-injection tests set ``_CRASH_HOOK`` to kill the process at a step."""
-    if _CRASH_HOOK is not None:
-        _CRASH_HOOK(step)
+def hook(step: str) -> None:
+    """Test seam: crash-injection tests set ``CRASH_HOOK`` to kill the process at a step."""
+    if CRASH_HOOK is not None:
+        CRASH_HOOK(step)
 
 
-def _update_root_checkpoint(
+def update_root_checkpoint(
     path: str, updates: Mapping[Any, Optional[int]], fsync: bool = True
 ) -> None:
     """``files.update_offset_checkpoint`` with an I/O error raised as KafkaStorageError naming
@@ -159,35 +157,33 @@ def _update_root_checkpoint(
         raise KafkaStorageError.from_os_error(e, "writing a checkpoint", path=path)
 
 
-def _floor_index(bases: List[int], offset: int) -> int:
+def floor_index(bases: List[int], offset: int) -> int:
     """Index of the segment with the largest base offset <= offset, or -1."""
     return bisect_right(bases, offset) - 1
 
 
 __all__ = [  # what the other Log modules import from here
-    "_STORAGE_ERRORS",
-    "_fcntl",
+    "STORAGE_ERRORS",
+    "fcntl",
     "LONG_MAX",
-    "_INT32_MAX",
     "LATEST_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "EARLIEST_LOCAL_TIMESTAMP",
     "LATEST_TIERED_TIMESTAMP",
-    "_V2",
-    "_SCAN_CHUNK",
-    "_U32",
-    "_H",
-    "_Q",
+    "SCAN_CHUNK",
+    "UINT32",
+    "INT16",
+    "INT64",
     "LogAppendInfo",
-    "_BatchFacts",
-    "_Prepared",
-    "_check_int_arg",
-    "_now_ms",
-    "_as_buffer",
-    "_tuple_new",
-    "_CRASH_HOOK",
-    "_hook",
-    "_update_root_checkpoint",
-    "_floor_index",
+    "BatchFacts",
+    "Prepared",
+    "check_int_arg",
+    "now_ms",
+    "as_buffer",
+    "tuple_new",
+    "CRASH_HOOK",
+    "hook",
+    "update_root_checkpoint",
+    "floor_index",
 ]

@@ -40,7 +40,7 @@ from . import files as _files
 from .._format import TimestampType
 from .._speedups import crc as _crc
 from ..errors import KafkaLogError
-from ._log_common import _hook
+from ._log_common import hook
 from .index import AbortedTxn
 from ..records import MemoryRecordsBuilder
 
@@ -695,7 +695,7 @@ class Cleaner:
             except OSError:
                 pass  # the loader deletes a .cleaned file that stays
             raise
-        _hook("cleaned")
+        hook("cleaned")
         log.replace_segments([cleaned], group)
         stats.segments_cleaned += len(group)
 

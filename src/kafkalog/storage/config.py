@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from .._format import CompressionType, TimestampType
+from .._format import INT32_MAX, CompressionType, TimestampType
 from ._log_common import (
     LONG_MAX,
-    _INT32_MAX,
 )
 
 
@@ -101,7 +100,7 @@ def _long(lo: int = -(2**63), hi: int = LONG_MAX):
     return lambda k, v: _parse_long(k, v, lo, hi)
 
 
-def _int(lo: int = -(2**31), hi: int = _INT32_MAX):
+def _int(lo: int = -(2**31), hi: int = INT32_MAX):
     return lambda k, v: _parse_long(k, v, lo, hi)
 
 

@@ -10,8 +10,8 @@ from ..records import MemoryRecords
 from .log_view import LogView
 from .segment import TimestampAndOffset
 from ._log_common import (
-    _STORAGE_ERRORS,
-    _floor_index,
+    STORAGE_ERRORS,
+    floor_index,
 )
 
 
@@ -105,7 +105,7 @@ class LocalLog:
                 if self._recovery_point > target_offset:
                     self._recovery_point = target_offset
                     self._write_checkpoints()
-                i = _floor_index(self._bases, target_offset)
+                i = floor_index(self._bases, target_offset)
                 doomed = self._segments[i + 1 :]
                 del self._segments[i + 1 :]
                 del self._bases[i + 1 :]
@@ -124,7 +124,7 @@ class LocalLog:
                 _files.fsync_dir(self.dir)
                 self._write_checkpoints()
                 return True
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 self._io_error(e, "truncating")
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -135,7 +135,7 @@ class LocalLog:
             self._check_writable()
             try:
                 self._truncate_fully_and_start_at(new_offset)
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 self._io_error(e, "truncating")
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:

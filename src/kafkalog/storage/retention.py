@@ -9,9 +9,9 @@ from . import files as _files
 from ..errors import InvalidOffsetError, OffsetOutOfRangeError
 from .segment import Segment
 from ._log_common import (
-    _STORAGE_ERRORS,
+    STORAGE_ERRORS,
     LONG_MAX,
-    _check_int_arg,
+    check_int_arg,
 )
 
 
@@ -33,7 +33,7 @@ class LogRetention:
                     n += self._delete_retention_size_breached()
                     n += self._delete_retention_ms_breached()
                 return n
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 self._io_error(e, "deleting old segments of")
 
     def _deletable_segments(self, predicate) -> List[Segment]:
@@ -115,7 +115,7 @@ class LogRetention:
         it go at the next :meth:`delete_retention`.  Raises OffsetOutOfRangeError beyond the
         high watermark.  Returns whether it moved."""
         if type(new_start) is not int:
-            _check_int_arg("new_start", new_start, 0, LONG_MAX)
+            check_int_arg("new_start", new_start, 0, LONG_MAX)
         if not 0 <= new_start <= LONG_MAX:
             raise InvalidOffsetError(
                 f"Cannot increment the log start offset of partition {self._tp_name()} to "
@@ -136,5 +136,5 @@ class LogRetention:
                 if moved:
                     self._write_checkpoints()
                 return moved
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 self._io_error(e, "moving the log start offset of")

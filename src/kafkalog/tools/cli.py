@@ -453,7 +453,7 @@ def _run_stats(args) -> int:
 # ------------------------------------------------------------------------------------------------
 # entry point
 # ------------------------------------------------------------------------------------------------
-def _silence_stdout() -> None:
+def silence_stdout() -> None:
     """After a broken pipe: point stdout at /dev/null so the interpreter's final flush is quiet."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -488,20 +488,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             sys.stdout.flush()
         except BrokenPipeError:
-            _silence_stdout()
+            silence_stdout()
         return rc
     except BrokenPipeError:
         # `kafkalog dump ... | head`: the reader left; stop quietly (kafka-dump-log exits 0 too).
-        _silence_stdout()
+        silence_stdout()
         return 0
     except KeyboardInterrupt:
-        _silence_stdout()
+        silence_stdout()
         return 130
     except (_CliError, DumpError, KafkaLogError, OSError, ValueError) as e:
         try:
             sys.stdout.flush()
         except (BrokenPipeError, OSError, ValueError):
-            _silence_stdout()
+            silence_stdout()
         msg = str(e).replace("\n", " ")
         if isinstance(e, OSError) and e.filename and e.strerror:
             msg = f"{e.filename}: {e.strerror}"

@@ -379,9 +379,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _main(argv)
     except BrokenPipeError:
         # the reader left: stop quietly, as the kafkalog command does
-        from .cli import _silence_stdout
+        from .cli import silence_stdout
 
-        _silence_stdout()
+        silence_stdout()
         return 0
     except KeyboardInterrupt:
         return 130

@@ -64,6 +64,10 @@ __all__ = [
     "java_abs_path",
     "MappedFile",
     "Progress",
+    "NoProgress",
+    "classify_dir",
+    "partition_dirs",
+    "segment_files",
 ]
 
 INT_MAX = 2**31 - 1
@@ -117,7 +121,7 @@ def java_abs_path(p: str) -> str:
 # ------------------------------------------------------------------------------------------------
 # input expansion: files, partition directories, log roots
 # ------------------------------------------------------------------------------------------------
-def _segment_files(directory: str) -> List[str]:
+def segment_files(directory: str) -> List[str]:
     """The ``.log`` files of a partition directory by base offset, then KRaft snapshots.  A
     name of a segment that is not a regular file (a FIFO, a device, a directory, a dangling
     link) is kept in its place, so that the dump reports it (it is never opened)."""
@@ -138,7 +142,8 @@ def _no_base_offset(shown: str, suffix: str) -> str:
             f"00000000000000000000{suffix}); rename or copy the file to that name to dump it")
 
 
-def _partition_dirs(root: str) -> List[str]:
+def partition_dirs(root: str) -> List[str]:
+    """The live ``<topic>-<partition>`` directories of a log root (topic, then partition order)."""
     return [p.path for p in _logdir.scan_root(root).live_partitions]
 
 
@@ -157,10 +162,10 @@ def expand_inputs(paths: Sequence[str]) -> List[str]:
         if _logdir.isdir(p):
             kind = classify_dir(p)
             if kind == "partition":
-                out.extend(_segment_files(p))
+                out.extend(segment_files(p))
             elif kind == "root":
-                for d in _partition_dirs(p):
-                    out.extend(_segment_files(d))
+                for d in partition_dirs(p):
+                    out.extend(segment_files(d))
             else:
                 raise DumpError(f"{p}: no Kafka log segments or partition directories in it")
         else:
@@ -278,7 +283,9 @@ class Progress:
             self._shown = False
 
 
-class _NoProgress:
+class NoProgress:
+    """A :class:`Progress` that shows nothing."""
+
     def advance(self, n: int) -> None:
         pass
 
@@ -808,7 +815,7 @@ class Dumper:
         json_mode = opts.json_output
         abs_path = None
         progress = (Progress(end, os.path.basename(path)) if opts.progress and end > (64 << 20)
-                    else _NoProgress())
+                    else NoProgress())
         from_off = opts.from_offset
         to_off = opts.to_offset
         from_ts = opts.from_timestamp

@@ -34,7 +34,7 @@ from typing import IO, Any, Dict, List, Optional, Tuple
 from ..storage import files as _files
 from ..storage import fs as _fs
 from .._speedups import crc as _crc
-from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, classify_dir
+from .dump import MappedFile, Progress, NoProgress, classify_dir, partition_dirs, segment_files
 from ..errors import InvalidTopicError, KafkaLogError
 from ..records import LegacyRecordBatch, RecordBatch
 
@@ -220,16 +220,12 @@ def _plan(src: str, dst: str) -> List[_PartitionJob]:
     if os.path.isdir(src):
         kind = classify_dir(src)
         if kind == "partition":
-            from .dump import _segment_files
-
-            logs = [p for p in _segment_files(src) if p.endswith(".log")]
+            logs = [p for p in segment_files(src) if p.endswith(".log")]
             return [_PartitionJob(logs, dst, _topic_id(src), _extra_files(src))]
         if kind == "root":
             jobs = []
-            for d in _partition_dirs(src):
-                from .dump import _segment_files
-
-                logs = [p for p in _segment_files(d) if p.endswith(".log")]
+            for d in partition_dirs(src):
+                logs = [p for p in segment_files(d) if p.endswith(".log")]
                 jobs.append(_PartitionJob(logs, os.path.join(dst, os.path.basename(d)), _topic_id(d),
                                           _extra_files(d)))
             return jobs
@@ -309,7 +305,7 @@ def _salvage_partition(job: _PartitionJob, dst_root: str, deep: bool, segment_by
                 size = mf.size
                 report.bytes_read += size
                 progress = (Progress(size, os.path.basename(src)) if progress_enabled and size > (64 << 20)
-                            else _NoProgress())
+                            else NoProgress())
                 if si > 0 and log.active_segment.size > 0:
                     log.roll()
                 chunk_start = chunk_end = None

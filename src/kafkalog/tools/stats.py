@@ -20,7 +20,7 @@ import sys
 from collections import Counter
 from typing import IO, Any, Dict, List, Optional, Sequence
 
-from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, _segment_files, classify_dir
+from .dump import MappedFile, Progress, NoProgress, partition_dirs, segment_files, classify_dir
 from ..errors import KafkaLogError, MissingCodecError
 from ..storage import logdir as _logdir
 from .verify import framing_problem, no_segments_problem
@@ -303,7 +303,7 @@ def segment_stats(path: str, deep: bool = True, progress: bool = False) -> Segme
         buf = mf.buf
         size = mf.size
         st.file_bytes = size
-        prog = Progress(size, os.path.basename(path)) if progress and size > (64 << 20) else _NoProgress()
+        prog = Progress(size, os.path.basename(path)) if progress and size > (64 << 20) else NoProgress()
         pos = 0
         walked = 0
         # runs of plain v2 data batches (no compression, not control) counted in one compiled
@@ -454,7 +454,7 @@ def segment_stats(path: str, deep: bool = True, progress: bool = False) -> Segme
 
 
 def _logs_of(directory: str) -> List[str]:
-    return [p for p in _segment_files(directory) if p.endswith(".log")]
+    return [p for p in segment_files(directory) if p.endswith(".log")]
 
 
 def stats_for_paths(paths: Sequence[str], deep: bool = True, progress: bool = False):
@@ -469,7 +469,7 @@ def stats_for_paths(paths: Sequence[str], deep: bool = True, progress: bool = Fa
                     raise ValueError(f"{p}: {no_segments_problem(_logdir.scan_partition(p))}")
                 groups.append((p, logs))
             elif kind == "root":
-                for d in _partition_dirs(p):
+                for d in partition_dirs(p):
                     groups.append((d, _logs_of(d)))
             else:
                 raise ValueError(f"{p}: no Kafka log segments or partition directories in it")

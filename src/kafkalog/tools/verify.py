@@ -40,7 +40,7 @@ from ..storage.index import txn_index_entries
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
 from .._speedups import crc as _crc
-from .dump import MappedFile, Progress, _NoProgress, _partition_dirs, classify_dir
+from .dump import MappedFile, Progress, NoProgress, partition_dirs, classify_dir
 from ..errors import CorruptCheckpointError, CorruptSnapshotError, KafkaLogError, MissingCodecError
 from ..records import LegacyRecordBatch, RecordBatch
 
@@ -218,7 +218,7 @@ class Verifier:
             self.files += 1
             self._verify_segment(bootstrap, 0, None, is_last=True)
             self.batches, self.records, self.bytes = totals
-        for d in _partition_dirs(root):
+        for d in partition_dirs(root):
             leo = self.verify_partition(d)
             tp = _files.parse_partition_dir(os.path.basename(d)).topic_partition
             if leo is not None:
@@ -451,7 +451,7 @@ class Verifier:
         t_n = len(t_entries)
         controls: List[int] = []
         progress = (Progress(size, os.path.basename(path)) if self.progress_enabled and size > (64 << 20)
-                    else _NoProgress())
+                    else NoProgress())
         pos = 0
         last = prev_last
         max_ts = -1
