@@ -614,11 +614,11 @@ def _decode_segments(
 
     def from_view(seg: _Segment) -> Iterator[pa.RecordBatch]:
         # a partition directory: the storage read model says what the log is
-        from .storage.log_view import LogView
+        from .storage.log import open_view
 
         if start_position or stop_position is not None:
             raise ValueError("start_position/stop_position need a single buffer or segment file")
-        with LogView.open(seg.directory, seg.fs) as view:
+        with open_view(seg.directory, seg.fs) as view:
             first = view.log_start_offset
             last = view.log_end_offset
             lo = first if start_offset is None else max(start_offset, first)
@@ -659,13 +659,13 @@ def _decode_segments(
         found = aborted_by_markers(buf, start_position or 0, stop_position)
         if seg.path is not None:  # a segment file of a partition: also its log's indexes
             from .storage.fs import LOCAL, parent
-            from .storage.log_view import LogView
+            from .storage.log import open_view
 
             d = parent(seg.path) if seg.fs is not None else os.path.dirname(
                 os.path.abspath(seg.path))
             if d not in txn_cache:
                 try:
-                    with LogView.open(d, seg.fs or LOCAL) as view:
+                    with open_view(d, seg.fs or LOCAL) as view:
                         txn_cache[d] = [
                             (t.producer_id, t.first_offset, t.last_offset)
                             for t in view.collect_aborted_transactions(view.log_start_offset,

@@ -2,7 +2,7 @@
 FIFO, a directory or a looping link named like a segment or an index, a stray ``1.log`` and a
 name past the int64 range are never opened, so they neither hang nor crash a read.  A
 partition directory holding a FIFO at a segment or index name is refused as the storage read
-model refuses it (``LogView.open``, as ``to_arrow(dir)`` and ``Log.open``: NotRegularFileError
+model refuses it (``open_view``, as ``to_arrow(dir)`` and ``Log.open``: NotRegularFileError
 naming the file; issue 27, one answer everywhere); the other odd names are reported.  Run at
 the Spark-free core level (plan + read_split), in a child process with a timeout (a FIFO
 opened for reading would block forever)."""
@@ -145,10 +145,12 @@ def test_plan_rejects_a_fifo_given_as_the_path(tmp_path):
 
 
 def test_header_walk_matches_the_decoded_batches(sample_root):
-    """The planner's header walk (segment.py's iter_headers, through the storage model) gives
-    each entry's attributes and producer id as a full decode of the entry does."""
+    """The storage model's header walk (segment.py's iter_headers, which the planner's cuts
+    come from) gives each entry's attributes and producer id as a full decode of the entry
+    does, over the segments the planner lists."""
     from kafkalog.records import RecordBatch
-    from kafkalog.spark import _discovery, _options, _segments
+    from kafkalog.spark import _discovery, _options
+    from kafkalog.storage.segment import open_segment
 
     tps = _discovery.discover(_options.ReadOptions.parse({"path": sample_root}))
     seen_v2 = seen_legacy = seen_txn = 0
@@ -156,7 +158,11 @@ def test_header_walk_matches_the_decoded_batches(sample_root):
         for seg in tp.segments:
             with open(seg.path, "rb") as f:
                 data = f.read()
-            headers = list(_segments.iter_headers(seg))
+            sg = open_segment(seg.files)
+            try:
+                headers = list(sg.iter_headers())
+            finally:
+                sg.close_handlers()
             assert headers and headers[-1].position + headers[-1].size == len(data)
             for h in headers:
                 assert h.magic == data[h.position + 16]

@@ -15,8 +15,7 @@ pa = pytest.importorskip("pyarrow")
 import kafkalog.arrow as ka  # noqa: E402
 from kafkalog.spark import _discovery, _options, _planning, _tasks  # noqa: E402
 from kafkalog.storage import files as _files  # noqa: E402
-from kafkalog.storage.log import Log  # noqa: E402
-from kafkalog.storage.log_view import LogView  # noqa: E402
+from kafkalog.storage.log import Log, open_view  # noqa: E402
 
 from kl_support import append_marker as _marker  # noqa: E402
 from kl_support import append_plain as _plain, append_txn as _txn  # noqa: E402
@@ -36,7 +35,7 @@ def _spark(root, committed=False, **extra):
 def _agrees(root, d, committed=False):
     """The planner's offsets are the view's and its rows are to_arrow's; the rows."""
     tp, got = _spark(root, committed)
-    with LogView.open(d) as v:
+    with open_view(d) as v:
         assert (tp.earliest(), tp.latest(), tp.last_stable()) == \
             (v.log_start_offset, v.log_end_offset, v.last_stable_offset)
     assert got == ka.to_arrow(d, ["offset"], read_committed=committed).column(0).to_pylist()

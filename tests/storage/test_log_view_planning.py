@@ -1,5 +1,5 @@
-"""The planning answers of the read model (``LogView.segments``, ``end_position_of``,
-``split_positions``, ``max_timestamp_of``), which the Spark planner cuts its splits with, held
+"""The planning answers of the read model (``LogView.segments``, ``position_in``,
+``end_position_of``, ``split_positions``, ``max_timestamp_of``), which the Spark planner cuts its splits with, held
 against a plain walk over every batch of the same files, over generated logs: formats v0, v1
 and v2, compressed wrappers, compaction gaps, sparse and dense offset indexes, clean and
 unclean shutdowns."""
@@ -12,8 +12,7 @@ import pytest
 
 from kafkalog import MemoryRecordsBuilder
 from kafkalog.storage import files as _files
-from kafkalog.storage.log import Log
-from kafkalog.storage.log_view import LogView
+from kafkalog.storage.log import Log, open_view
 
 FORMATS = {2: "3.0-IV1", 1: "0.10.2", 0: "0.9.0"}
 
@@ -57,7 +56,7 @@ def test_planning_answers_match_a_walk(tmp_path, seed):
     magic = rnd.choice([0, 1, 2, 2])
     path = tmp_path / "t-0"
     _build(path, rnd, magic, compact=rnd.random() < 0.4)
-    with LogView.open(str(path)) as view:
+    with open_view(str(path)) as view:
         segs = view.segments()
         assert [s[0] for s in segs] == sorted(s[0] for s in segs)
         assert [p for _, p, _ in segs] == [p for _, p in view.segment_paths()]
@@ -71,6 +70,10 @@ def test_planning_answers_match_a_walk(tmp_path, seed):
                 continue
             # where a range ending before `end` stops, for every end the segment holds
             first, last = heads[0][3], heads[-1][4]
+            for offset in range(first, last + 2):
+                # where a range starting at `offset` starts: the first entry holding one >= it
+                want = next((h[0] for h in heads if h[4] >= offset), None)
+                assert view.position_in(base, offset) == want, offset
             for end in range(max(first, 1), last + 2):
                 got = view.end_position_of(base, end)
                 # the first entry holding an offset >= end - 1 is the last one needed, unless
@@ -80,8 +83,8 @@ def test_planning_answers_match_a_walk(tmp_path, seed):
                     want = None
                 elif heads[i][2] == 2 and heads[i][3] >= end:
                     want = heads[i][0]
-                else:
-                    want = heads[i + 1][0] if i + 1 < len(heads) else None
+                else:  # the next entry, or the end of the segment's last
+                    want = heads[i + 1][0] if i + 1 < len(heads) else heads[i][0] + heads[i][1]
                 assert got == want, (end, got, want)
             # cut points: entry starts, inside the range, at least target apart
             starts = {h[0] for h in heads}
@@ -102,6 +105,6 @@ def test_planning_answers_match_a_walk(tmp_path, seed):
 def test_planning_answers_name_the_segment(tmp_path):
     path = tmp_path / "t-0"
     _build(path, random.Random(1), 2, compact=False)
-    with LogView.open(str(path)) as view:
+    with open_view(str(path)) as view:
         with pytest.raises(ValueError, match="no segment with base offset 12345"):
             view.split_positions(12345, 0, 10, 1)

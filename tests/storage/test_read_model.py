@@ -16,8 +16,8 @@ pa = pytest.importorskip("pyarrow")
 import kafkalog.arrow as ka  # noqa: E402
 from kafkalog.errors import CorruptRecordError  # noqa: E402
 from kafkalog.storage import files as _files  # noqa: E402
-from kafkalog.storage.log import Log  # noqa: E402
-from kafkalog.storage.log_view import DamageGap, LogView  # noqa: E402
+from kafkalog.storage.log import Log, open_view  # noqa: E402
+from kafkalog.storage.log_view import DamageGap  # noqa: E402
 from kl_support import append_marker as _marker, append_plain as _plain, append_txn as _txn  # noqa: E402
 
 
@@ -79,7 +79,7 @@ def test_lso_clamped_to_log_start(tmp_path):
         assert log.log_start_offset == 5
         assert log.last_stable_offset == 5
         assert _log_offsets(log, isolation="read_committed") == []
-    with LogView.open(d) as view:
+    with open_view(d) as view:
         assert view.last_stable_offset == 5
     assert _one_answer(_everywhere(d, read_committed=True)) == []
 
@@ -159,7 +159,7 @@ def test_crc_bad_tail_one_log_end(tmp_path):
     assert _one_answer(_everywhere(d)) == list(range(6))
     with Log.open(d, read_only=True) as log:
         assert log.log_end_offset == 6
-    with LogView.open(d) as view:
+    with open_view(d) as view:
         assert view.log_end_offset == 6
 
 
@@ -304,3 +304,42 @@ def test_skip_resumes_at_the_next_index_entry(tmp_path):
         got = _log_offsets(log, on_damage="skip", gaps=gaps)
     assert gaps == [DamageGap(seg, first, off, nxt, gaps[0].reason)]
     assert got == list(range(off)) + list(range(nxt, end))
+
+
+def test_read_view_checks_each_index_when_first_read(tmp_path, monkeypatch):
+    """A read view opens only the last segment's indexes (Kafka opens indexes lazily); an index
+    that fails its check when first read is rebuilt in memory, so reads through it answer as
+    an eager read-only open does, and no file changes."""
+    from kafkalog.storage import index as _index
+
+    d = str(tmp_path / "t-0")
+    with Log.open(d, {"segment.bytes": 500, "index.interval.bytes": 1}) as log:
+        for _ in range(20):
+            _plain(log, 3)
+        bases = [s.base_offset for s in log._segments]
+    assert len(bases) >= 4
+    bad = os.path.join(d, "%020d.index" % bases[1])
+    raw = bytearray(open(bad, "rb").read())
+    struct.pack_into(">i", raw, 8 * (len(raw) // 8 - 1), -5)  # last entry below the base
+    open(bad, "wb").write(bytes(raw))
+    before = {n: open(os.path.join(d, n), "rb").read() for n in os.listdir(d)}
+
+    opened = []
+    real = _index.OffsetIndex.__init__
+
+    def spy(self, path, *a, **kw):
+        opened.append(os.path.basename(path) if path else None)
+        real(self, path, *a, **kw)
+
+    monkeypatch.setattr(_index.OffsetIndex, "__init__", spy)
+    with open_view(d) as view:
+        assert opened == ["%020d.index" % bases[-1]]
+        lazy = [view.position_in(bases[1], o) for o in range(bases[1], bases[2] + 1)]
+        got = _log_offsets(view._log, start_offset=bases[1] + 1)
+    monkeypatch.setattr(_index.OffsetIndex, "__init__", real)
+    with Log.open(d, read_only=True) as log:  # every index checked on open
+        eager = [log.view.position_in(bases[1], o) for o in range(bases[1], bases[2] + 1)]
+        want = _log_offsets(log, start_offset=bases[1] + 1)
+    assert lazy == eager and None not in lazy[:-1]
+    assert got == want == list(range(bases[1] + 1, 60))
+    assert {n: open(os.path.join(d, n), "rb").read() for n in os.listdir(d)} == before

@@ -19,6 +19,7 @@ from ..errors import KafkaStorageError
 from ..storage import files as _files
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
+from ..storage.log import open_view
 from ..storage.log_view import LogView as _LogView
 from ._errors import NoKafkaLogError, OptionError, warn
 from ._options import ReadOptions
@@ -39,7 +40,9 @@ class TopicPartitionLog:
     segments: List[SegmentRef]
     version: Optional[DirVersion] = None
     fs: Optional["_fs.FileSystem"] = field(default=None, compare=False, repr=False)
-    _offsets: Optional[Tuple[int, int, int]] = field(default=None, compare=False, repr=False)
+    _offsets: Optional[Tuple[int, int]] = field(default=None, compare=False, repr=False)
+    _lso: Optional[int] = field(default=None, compare=False, repr=False)
+    _tail: Optional[Tuple[int, int]] = field(default=None, compare=False, repr=False)
     _view: Optional[_LogView] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -58,7 +61,7 @@ class TopicPartitionLog:
 
     def open_view(self) -> _LogView:
         """The storage read model of the directory (close it after use)."""
-        return _LogView.open(self.directory, self.fs)
+        return open_view(self.directory, self.fs)
 
     @contextlib.contextmanager
     def viewing(self) -> Iterator[None]:
@@ -74,15 +77,20 @@ class TopicPartitionLog:
             view, self._view = self._view, None
             view.close()
 
-    def _bounds(self) -> Tuple[int, int, int]:
+    def _bounds(self) -> Tuple[int, int]:
+        """(log start, log end), and what the planner needs of the log's tail: the base
+        offset and byte size of its last segment as the view holds it (a torn tail cut)."""
         if self._offsets is None:
             if not self.segments:
                 # no segment (storage opens no log without one): an empty log, no offsets
-                self._offsets = (0, 0, 0)
+                self._offsets = (0, 0)
+                self._lso = 0
                 return self._offsets
             with self.viewing():
                 v = self._view
-                self._offsets = (v.log_start_offset, v.log_end_offset, v.last_stable_offset)
+                self._offsets = (v.log_start_offset, v.log_end_offset)
+                segs = v.segments()
+                self._tail = segs[-1][0], segs[-1][2]
         return self._offsets
 
     def earliest(self) -> int:
@@ -92,11 +100,24 @@ class TopicPartitionLog:
     def latest(self, read_committed: bool = False) -> int:
         """The log end offset; with ``read_committed``, the last stable offset (the end a
         read_committed consumer sees)."""
-        return self._bounds()[2 if read_committed else 1]
+        return self.last_stable() if read_committed else self._bounds()[1]
 
     def last_stable(self) -> int:
-        """The last stable offset (:attr:`LogView.last_stable_offset`)."""
-        return self._bounds()[2]
+        """The last stable offset (:attr:`LogView.last_stable_offset`): asked only when needed
+        (it rebuilds the producer state of the partition)."""
+        if self._lso is None:
+            self._bounds()
+            if self._lso is None:
+                with self.viewing():
+                    self._lso = self._view.last_stable_offset
+        return self._lso
+
+    def reads_whole_tail(self, seg: SegmentRef, end: int) -> bool:
+        """Whether a read up to ``end`` needs all of ``seg``'s file: ``seg`` is the log's last
+        segment, ``end`` is at the log end, and the file holds exactly the log's bytes."""
+        start, leo = self._bounds()
+        tail = self._tail
+        return tail is not None and end >= leo and tail == (seg.base_offset, seg.size)
 
 
 def _is_internal(topic: Optional[str]) -> bool:

@@ -1,9 +1,8 @@
 """Offsets: where a read of each partition starts and ends (the connector's offset and
 timestamp options against the storage read model's log start, log end and last stable offset),
-offset -> position in a segment, and the streaming source's offsets."""
+and the streaming source's offsets."""
 from __future__ import annotations
 
-import bisect
 import json
 import math
 from dataclasses import dataclass
@@ -12,36 +11,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ._discovery import TopicPartitionLog
 from ._errors import OptionError, warn
 from ._options import EARLIEST, EARLIEST_TIMESTAMP, LATEST, LATEST_TIMESTAMP, ReadOptions
-from ._segments import SegmentRef, iter_headers, offset_index_entries
-
-
-def position_of_offset(tp: TopicPartitionLog, seg: SegmentRef, target: int) -> Optional[int]:
-    """Position of the first entry of ``seg`` holding an offset >= ``target`` (its last offset
-    >= target), found like Kafka's ``translateOffset``: index lookup then header walk.  None
-    when the segment has no such entry."""
-    idx = offset_index_entries(seg)
-    i = bisect.bisect_right(idx, (target, 2**62)) - 1
-    start = idx[i][1] if i >= 0 else 0
-    for h in iter_headers(seg, start):
-        if h.last_offset >= target:
-            return h.position
-    return None
-
-
-def end_position_of_offset(tp: TopicPartitionLog, seg: SegmentRef, end: int) -> Optional[int]:
-    """Position of the first entry of ``seg`` whose offsets are all >= ``end`` (the entry after
-    the one holding ``end - 1``); None when every entry of the segment is needed."""
-    idx = offset_index_entries(seg)
-    i = bisect.bisect_right(idx, (end - 1, 2**62)) - 1
-    start = idx[i][1] if i >= 0 else 0
-    prev_last = None
-    for h in iter_headers(seg, start):
-        if h.magic == 2 and h.base_offset >= end:
-            return h.position
-        if prev_last is not None and prev_last >= end - 1:
-            return h.position
-        prev_last = h.last_offset
-    return None
 
 
 def offset_for_timestamp(tp: TopicPartitionLog, ts: int) -> Optional[int]:

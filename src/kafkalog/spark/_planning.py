@@ -3,6 +3,7 @@ segment pieces cut at offset index entries and packed as Spark packs file splits
 filters prune partitions, offsets and segments."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from dataclasses import dataclass
@@ -10,15 +11,9 @@ from typing import List, Optional, Sequence
 
 from ._discovery import TopicPartitionLog, discover
 from ._errors import ConcurrentWriteError, OptionError
-from ._offsets import Range, check_specs, end_position_of_offset, position_of_offset, resolve_ranges
+from ._offsets import Range, check_specs, resolve_ranges
 from ._options import OPEN_COST_BYTES, ReadOptions
-from ._segments import (
-    DirVersion,
-    SegmentRef,
-    iter_headers,
-    offset_index_entries,
-    time_index_entries,
-)
+from ._segments import DirVersion
 
 
 @dataclass
@@ -96,25 +91,6 @@ class Pruning:
         return True
 
 
-def _segment_max_timestamp(tp: TopicPartitionLog, seg: SegmentRef) -> int:
-    """The largest record timestamp of a segment (ms): the last ``.timeindex`` entry of a closed
-    segment (a trimmed index), else a header walk from the last indexed position."""
-    entries, trimmed = time_index_entries(seg)
-    if entries and trimmed:
-        return entries[-1][0]
-    best = -1
-    start = 0
-    if entries:
-        best = entries[-1][0]
-        idx = offset_index_entries(seg)
-        pos = [p for o, p in idx if o <= entries[-1][1]]
-        start = pos[-1] if pos else 0
-    for h in iter_headers(seg, start):
-        if h.max_timestamp > best:
-            best = h.max_timestamp
-    return best
-
-
 def _target_bytes(total: int, opts: ReadOptions, pieces: int = 0) -> int:
     """Split size as Spark's file sources pick it: ``min(maxPartitionBytes, max(openCost,
     (bytes + pieces * openCost) / parallelism))``, lowered to ``bytes / minPartitions``.  The
@@ -131,25 +107,11 @@ def _target_bytes(total: int, opts: ReadOptions, pieces: int = 0) -> int:
     return max(1, target)
 
 
-def _cut_points(
-    tp: TopicPartitionLog, seg: SegmentRef, start: int, end: int, target: int
-) -> List[int]:
-    """Entry positions in (start, end) about ``target`` bytes apart, from the ``.index`` (or a
-    header walk when the segment has no usable index)."""
-    idx = offset_index_entries(seg)
-    positions = [p for _, p in idx if start < p < end]
-    if not positions and end - start > target:
-        positions = [h.position for h in iter_headers(seg, start, end) if h.position > start]
-    cuts = []
-    last = start
-    for p in positions:
-        if p - last >= target and end - p >= target // 4:
-            cuts.append(p)
-            last = p
-    return cuts
-
-
 def _pieces_for_range(r: Range, target: int, pruning: Optional[Pruning]) -> List[Piece]:
+    """The pieces of one partition's range, cut where the storage read model says (its offset
+    -> position lookups, split positions at index entries, segment timestamps).  The model is
+    opened only where the files alone cannot answer: whole segments smaller than ``target``
+    read to the log end need no lookup."""
     tp = r.tp
     start, end = r.start, r.end
     if pruning is not None:
@@ -161,47 +123,57 @@ def _pieces_for_range(r: Range, target: int, pruning: Optional[Pruning]) -> List
         return []
     pieces = []
     segs = tp.segments
-    for i, seg in enumerate(segs):
-        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-        if nxt is not None and nxt <= start:
-            continue
-        if seg.base_offset >= end:
-            break
-        if seg.size == 0:
-            continue
-        if pruning is not None and pruning.ts_lo_us is not None:
-            mx = _segment_max_timestamp(tp, seg)
-            if mx >= 0 and mx * 1000 < pruning.ts_lo_us:
+    with contextlib.ExitStack() as stack:
+
+        def view():
+            if tp._view is None:
+                stack.enter_context(tp.viewing())
+            return tp._view
+
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            if nxt is not None and nxt <= start:
                 continue
-        s_pos = 0
-        if start > seg.base_offset:
-            p = position_of_offset(tp, seg, start)
-            if p is None:
+            if seg.base_offset >= end:
+                break
+            if seg.size == 0:
                 continue
-            s_pos = p
-        e_pos = None
-        if nxt is None or end < nxt:
-            e_pos = end_position_of_offset(tp, seg, end)
-        stop = seg.size if e_pos is None else e_pos
-        if stop <= s_pos:
-            continue
-        bounds = [s_pos] + _cut_points(tp, seg, s_pos, stop, target) + [stop]
-        for a, b in zip(bounds, bounds[1:]):
-            pieces.append(
-                Piece(
-                    tp.topic,
-                    tp.partition,
-                    seg.path,
-                    a,
-                    None if (b == stop and e_pos is None) else b,
-                    start,
-                    end,
-                    b - a,
-                    tp.directory,
-                    tp.version,
-                    nxt is None and b == stop and e_pos is None,
+            if pruning is not None and pruning.ts_lo_us is not None:
+                mx = view().max_timestamp_of(seg.base_offset)
+                if mx >= 0 and mx * 1000 < pruning.ts_lo_us:
+                    continue
+            s_pos = 0
+            if start > seg.base_offset:
+                p = view().position_in(seg.base_offset, start)
+                if p is None:
+                    continue
+                s_pos = p
+            e_pos = None
+            if (nxt is None and not tp.reads_whole_tail(seg, end)) or (
+                    nxt is not None and end < nxt):
+                e_pos = view().end_position_of(seg.base_offset, end)
+            stop = seg.size if e_pos is None else e_pos
+            if stop <= s_pos:
+                continue
+            cuts = (view().split_positions(seg.base_offset, s_pos, stop, target)
+                    if stop - s_pos > target else [])
+            bounds = [s_pos] + cuts + [stop]
+            for a, b in zip(bounds, bounds[1:]):
+                pieces.append(
+                    Piece(
+                        tp.topic,
+                        tp.partition,
+                        seg.path,
+                        a,
+                        None if (b == stop and e_pos is None) else b,
+                        start,
+                        end,
+                        b - a,
+                        tp.directory,
+                        tp.version,
+                        nxt is None and b == stop and e_pos is None,
+                    )
                 )
-            )
     return pieces
 
 

@@ -1,19 +1,18 @@
 """The segments of one partition directory as the Spark source plans and reads them, through
-the storage model (:mod:`kafkalog.storage.logdir`, ``index.py``, ``segment.py``): their index
-entries and batch headers, and the directory's version (its identity and the generation
+the storage model (:mod:`kafkalog.storage.logdir`, ``index.py``): their offset-index entries
+(where a task that skips damage resumes), and the directory's version (its identity and the generation
 marker a kafkalog write's commit gives it), which tells a directory from any other that takes
 its name later."""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
-from ..errors import CorruptRecordError, KafkaStorageError
+from ..errors import KafkaStorageError
 from ..storage import files as _files
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
-from ..storage.segment import open_segment
 
 
 @dataclass
@@ -64,45 +63,6 @@ def offset_index_entries(seg: "SegmentRef") -> List[Tuple[int, int]]:
         idx.close()
     seg.index_entries = out
     return out
-
-
-def time_index_entries(seg: "SegmentRef") -> Tuple[List[Tuple[int, int]], bool]:
-    """``(timestamp, offset)`` entries of the segment's time index (read with
-    :class:`kafkalog.storage.index.TimeIndex`), up to the first non-increasing one, and whether the
-    file holds exactly those (a closed segment's trimmed index)."""
-    sf = _seg_files(seg)
-    if sf.time_index is None:
-        return [], False
-    try:
-        ti = _logdir.time_index(sf, seg.fs)
-    except KafkaStorageError:
-        return [], False
-    out: List[Tuple[int, int]] = []
-    try:
-        for ts, off in ti:
-            if out and ts <= out[-1][0]:
-                break
-            out.append((ts, off))
-        trimmed = ti.length == 12 * len(out)
-    finally:
-        ti.close()
-    return out, trimmed
-
-
-def iter_headers(
-    seg: "SegmentRef", start: int = 0, end: Optional[int] = None,
-    file: Optional[_fs.ReadableFile] = None,
-) -> Iterator[Any]:
-    """The batch headers of a segment from ``start`` (:meth:`kafkalog.storage.segment.Segment.
-    iter_headers`: no CRC check, no decompression), stopping quietly at a partial entry or a
-    header no entry can have.  ``file``: the ``.log`` already open (read through it)."""
-    sg = open_segment(_seg_files(seg), file, seg.fs)
-    try:
-        yield from sg.iter_headers(start, end)
-    except CorruptRecordError:
-        return
-    finally:
-        sg.close_handlers()
 
 
 # A kafkalog write's commit puts a fresh one in every partition directory it swaps in (an

@@ -11,7 +11,7 @@ from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError
 from ..storage import files as _files
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
-from ..storage.log_view import LogView as _LogView
+from ..storage.log import open_view
 from ..storage.segment import open_segment
 from ._errors import ConcurrentWriteError, DataLossError, OptionError, warn
 from ._options import ReadOptions
@@ -89,7 +89,7 @@ class _SplitFiles:
         the split was planned on."""
         fs = self.fs_of(piece.path)
         try:
-            with _LogView.open(d, None if fs.is_local() else fs) as view:
+            with open_view(d, None if fs.is_local() else fs) as view:
                 found = view.collect_aborted_transactions(0, view.log_end_offset)
         except (KafkaStorageError, FileNotFoundError):
             if piece.version is not None and dir_version(d) != piece.version:

@@ -424,7 +424,7 @@ class _TPState:
 
 def existing_log_end(root: str, topic: str, partition: int) -> Optional[int]:
     """The log end offset of ``<root>/<topic>-<partition>`` if it exists (None otherwise)."""
-    from ..storage.log_view import LogView
+    from ..storage.log import open_view
 
     d = os.path.join(root, _files.partition_dir_name(topic, partition))
     if _fs.LOCAL.kind(d) != _fs.DIRECTORY:
@@ -434,7 +434,7 @@ def existing_log_end(root: str, topic: str, partition: int) -> Optional[int]:
             return None
     except KafkaStorageError:
         return None
-    with LogView.open(d) as view:
+    with open_view(d) as view:
         return view.log_end_offset
 
 

@@ -27,7 +27,7 @@ from ..errors import (
 from .producer_state import ProducerStateManager
 from .segment import EmptySegment, Segment, StoreSegment
 from ._log_common import (
-    _floor_index,
+    floor_index,
 )
 from .epoch_cache import LeaderEpochCache
 
@@ -434,8 +434,12 @@ class LogLoader:
         self._bases.insert(i, seg.base_offset)
         self._segments.insert(i, seg)
 
+    _lazy_index_checks = False  # set by open_view: see Segment.defer_index_checks
+
     def _load_segments(self, had_clean: bool, recovery_point: int) -> None:
-        for base in self._scan().base_offsets:
+        bases = self._scan().base_offsets
+        lazy = self._lazy_index_checks and self.read_only and self._store is None
+        for k, base in enumerate(bases):
             seg = self._open_segment(base)
             self._add_segment(seg)
             needs_recovery = False
@@ -444,9 +448,13 @@ class LogLoader:
                     raise FileNotFoundError(seg.offset_index.path)
                 seg.sanity_check(seg.time_index_existed)
                 # Kafka's cheap offset/time index checks (not run by brokers at startup any
-                # more); a failing index is rebuilt rather than trusted.
-                seg.offset_index.sanity_check()
-                seg.time_index.sanity_check()
+                # more); a failing index is rebuilt rather than trusted.  A read view checks
+                # each index when it is first used, except the last segment's (its log end).
+                if lazy and k + 1 < len(bases):
+                    seg.defer_index_checks()
+                else:
+                    seg.offset_index.sanity_check()
+                    seg.time_index.sanity_check()
             except (FileNotFoundError, CorruptIndexError):
                 needs_recovery = True
             if needs_recovery:
@@ -465,7 +473,7 @@ class LogLoader:
     def _recover_from(self, recovery_point: int, log_start: int) -> None:
         """Recover every segment from the one holding the recovery point; at the first one
         that lost bytes, drop all later segments (their data would follow a gap)."""
-        start = max(_floor_index(self._bases, recovery_point), 0)
+        start = max(floor_index(self._bases, recovery_point), 0)
         i = start
         while i < len(self._segments):
             seg = self._segments[i]
@@ -529,7 +537,7 @@ class LogLoader:
     # -- producer state ----------------------------------------------------------------------------
     def _replay_producer_state(self, start: int, end: int) -> None:
         ps = self.producer_state
-        i = max(_floor_index(self._bases, start), 0)
+        i = max(floor_index(self._bases, start), 0)
         while i < len(self._segments):
             seg = self._segments[i]
             if seg.base_offset >= end:

@@ -58,7 +58,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 from . import files as _files
 from . import fs as _fs
 from . import logdir as _logdir
-from .._format import CompressionType, TimestampType
+from .._format import INT32_MAX, V2_HEADER, CompressionType, TimestampType
 from .._speedups import crc as _crc
 from ..errors import (
     CorruptRecordError,
@@ -75,39 +75,39 @@ from ..errors import (
 from ..records import MemoryRecords, MemoryRecordsBuilder, RecordBatch
 from .segment import Segment, TimestampAndOffset
 from ._log_common import (
-    _STORAGE_ERRORS,
-    _fcntl,
+    STORAGE_ERRORS,
+    fcntl,
     LONG_MAX,
-    _INT32_MAX,
     LATEST_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     MAX_TIMESTAMP,
     EARLIEST_LOCAL_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
-    _V2,
-    _U32,
-    _H,
-    _Q,
+    UINT32,
+    INT16,
+    INT64,
     LogAppendInfo,
-    _BatchFacts,
-    _Prepared,
-    _check_int_arg,
-    _now_ms,
-    _as_buffer,
-    _tuple_new,
-    _hook,
-    _update_root_checkpoint,
-    _floor_index,
+    BatchFacts,
+    Prepared,
+    check_int_arg,
+    now_ms,
+    as_buffer,
+    tuple_new,
+    hook,
+    update_root_checkpoint,
+    floor_index,
 )
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
 from .loader import LogLoader
 from .local_log import LocalLog
+from .log_view import LogView
 from .retention import LogRetention
 
 
 __all__ = [
     "Log",
+    "open_view",
     "LogConfig",
     "LogAppendInfo",
     "LeaderEpochCache",
@@ -188,7 +188,7 @@ class Log(LogLoader, LocalLog, LogRetention):
             config if isinstance(config, LogConfig) else LogConfig(config),
             read_only,
             create,
-            clock or _now_ms,
+            clock or now_ms,
             topic_id,
             validate_records,
             checkpoint_interval_ms,
@@ -202,7 +202,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         self = object.__new__(cls)
         self._store = fs
         self._init(directory, config if isinstance(config, LogConfig) else LogConfig(config),
-                   True, False, _now_ms, None, False, 60000)
+                   True, False, now_ms, None, False, 60000)
         return self
 
     def _init(
@@ -295,11 +295,11 @@ class Log(LogLoader, LocalLog, LogRetention):
             self._flusher.start()
 
     def _acquire_dir_lock(self) -> None:
-        if _fcntl is None:  # pragma: no cover
+        if fcntl is None:  # pragma: no cover
             return
         fd = os.open(self.dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:
-            _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             os.close(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
@@ -355,7 +355,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         self._cleaner_ckpt = offset
         if self.topic_partition is not None and not self.read_only:
             tp = self.topic_partition
-            _update_root_checkpoint(
+            update_root_checkpoint(
                 os.path.join(self.root, _files.CLEANER_OFFSET_CHECKPOINT_FILE),
                 {(tp.topic, tp.partition): offset},
             )
@@ -385,7 +385,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                     ltc = cleaner.log_to_clean(self, now)
                     if end <= before or ltc.first_uncleanable_offset <= ltc.first_dirty_offset:
                         break
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 self._io_error(e, "compacting")
         total.end = time.monotonic()
         return total
@@ -407,7 +407,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                             _files.CLEANED_FILE_SUFFIX, _files.SWAP_FILE_SUFFIX
                         )
                 _files.fsync_dir(self.dir)
-                _hook("swapped")
+                hook("swapped")
                 old_ids = {id(s) for s in old_segments}
                 keep = [s for s in self._segments if id(s) not in old_ids]
                 self._segments = []
@@ -421,10 +421,10 @@ class Log(LogLoader, LocalLog, LogRetention):
                 # files are complete, so the loader would finish this from any point on.
                 for old in sorted(old_segments, key=lambda s: s.base_offset, reverse=True):
                     self._delete_segment_files(old)
-                    _hook("old-removed")
+                    hook("old-removed")
                 for seg in new_sorted:
                     seg.change_file_suffixes(_files.SWAP_FILE_SUFFIX, "")
-                    _hook("renamed")
+                    hook("renamed")
                 _files.fsync_dir(self.dir)
             except OSError as e:
                 if not swapped_in:
@@ -566,16 +566,16 @@ class Log(LogLoader, LocalLog, LogRetention):
         refuse the rest.  ``transaction_version``: that of a coordinator's marker (2: KIP-890).
         """
         if leader_epoch is not None and (
-            type(leader_epoch) is not int or not -(2**31) <= leader_epoch <= _INT32_MAX
+            type(leader_epoch) is not int or not -(2**31) <= leader_epoch <= INT32_MAX
         ):
-            _check_int_arg("leader_epoch", leader_epoch, -(2**31), _INT32_MAX)
+            check_int_arg("leader_epoch", leader_epoch, -(2**31), INT32_MAX)
         t = type(records)
         mv = (
             records
             if t is memoryview
             else memoryview(records)
             if t is bytes
-            else _as_buffer(records)
+            else as_buffer(records)
         )
         with self._lock:
             if (
@@ -596,7 +596,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                     # record-level check - validate the header and CRC, patch the offsets in place.
                     (
                         base, length, _e, _m, crc, attrs, delta, _bt, max_ts, pid, _pe, bseq, count
-                    ) = _V2.unpack_from(mv, 0)
+                    ) = V2_HEADER.unpack_from(mv, 0)
                     target = self._target_codec
                     if (
                         length + 12 == n
@@ -643,7 +643,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                             self._latest_epoch = self.leader_epoch_cache.latest_epoch
                         if pid >= 0:
                             facts = [
-                                _BatchFacts(RecordBatch(mv, 0, check_crc=False), first, max_ts)
+                                BatchFacts(RecordBatch(mv, 0, check_crc=False), first, max_ts)
                             ]
                             self._update_producer_state(facts, seg)
                         self.producer_state.map_end_offset = last + 1
@@ -652,7 +652,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                         elif self._flusher is not None and self._unflushed_since is None:
                             self._unflushed_since = time.monotonic()
                             self._cond.notify_all()
-                        return _tuple_new(
+                        return tuple_new(
                             LogAppendInfo,
                             (first, last, max_ts, last, -1, self._log_start_offset, n, count),
                         )
@@ -678,7 +678,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                     len(prepared.data),
                     prepared.records_count,
                 )
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 self._io_error(e, "appending to")
 
     def _duplicate_append_info(self, dup) -> LogAppendInfo:
@@ -769,7 +769,7 @@ class Log(LogLoader, LocalLog, LogRetention):
 
     def _prepare_leader_append(
         self, mv: memoryview, leader_epoch: int, origin: str, now: int
-    ) -> Optional[_Prepared]:
+    ) -> Optional[Prepared]:
         """The full LogValidator path: any magic, codec conversion, LogAppendTime, record-level
         checks."""
         tp = self._tp_name()
@@ -849,14 +849,14 @@ class Log(LogLoader, LocalLog, LogRetention):
                 new_attrs = b.attributes & ~0x08
             if new_attrs != b.attributes or max_ts != b.max_timestamp:
                 buf = bytearray(data)
-                _H.pack_into(buf, 21, new_attrs)
-                _Q.pack_into(buf, 35, max_ts)
-                _U32.pack_into(buf, 17, _crc.crc32c(memoryview(buf)[21:]))
+                INT16.pack_into(buf, 21, new_attrs)
+                INT64.pack_into(buf, 35, max_ts)
+                UINT32.pack_into(buf, 17, _crc.crc32c(memoryview(buf)[21:]))
                 data = buf
             facts: List[Any] = []
             if b.producer_id >= 0:
-                facts.append(_BatchFacts(b, first, max_ts))
-            return _Prepared(
+                facts.append(BatchFacts(b, first, max_ts))
+            return Prepared(
                 data,
                 first,
                 last,
@@ -913,8 +913,8 @@ class Log(LogLoader, LocalLog, LogRetention):
             log_append_time = now
         facts = []
         if v2 and first_b.producer_id >= 0:
-            facts.append(_BatchFacts(RecordBatch(built, 0, check_crc=False), first, max_ts))
-        return _Prepared(
+            facts.append(BatchFacts(RecordBatch(built, 0, check_crc=False), first, max_ts))
+        return Prepared(
             memoryview(built),
             first,
             last,
@@ -928,7 +928,7 @@ class Log(LogLoader, LocalLog, LogRetention):
             2,
         )
 
-    def _append_prepared(self, p: _Prepared, now: int, leader_epoch: int) -> None:
+    def _append_prepared(self, p: Prepared, now: int, leader_epoch: int) -> None:
         data = p.data
         size = len(data)
         if size > self._segment_bytes:
@@ -937,7 +937,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         if seg.should_roll(
             self._segment_ms, self._segment_bytes, p.max_timestamp, p.last_offset, size, now
         ):
-            seg = self._roll(p.first_offset if p.first_offset >= 0 else p.last_offset - _INT32_MAX)
+            seg = self._roll(p.first_offset if p.first_offset >= 0 else p.last_offset - INT32_MAX)
         seg._append(
             data, p.last_offset, p.max_timestamp, p.shallow_offset, p.base_patch, p.epoch_patch
         )
@@ -971,7 +971,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         CRCs and sizes are checked, offsets must increase and start at or after the log end
         offset; several batches may be appended at once.  Raises InvalidOffsetError for
         offsets out of order or below the log end."""
-        mv = _as_buffer(records)
+        mv = as_buffer(records)
         with self._lock:
             self._check_writable()
             mark = None
@@ -1045,7 +1045,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                 if seg.should_roll(
                     self._segment_ms, self._segment_bytes, max_ts, prev_last, len(data), now
                 ):
-                    seg = self._roll(first if first_is_exact else prev_last - _INT32_MAX)
+                    seg = self._roll(first if first_is_exact else prev_last - INT32_MAX)
                 mark = (seg, seg.size)
                 seg._append(data, prev_last, max_ts, shallow)
                 self._log_end_offset = prev_last + 1
@@ -1060,7 +1060,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                 return LogAppendInfo(
                     first, prev_last, max_ts, shallow, -1, self._log_start_offset, valid, count
                 )
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 if mark is not None:
                     mark[0]._discard_from(mark[1])  # none of a failed call's batches stay
                 self._io_error(e, "appending to")
@@ -1073,7 +1073,7 @@ class Log(LogLoader, LocalLog, LogRetention):
             self._check_writable()
             try:
                 return self._roll(None)
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 self._io_error(e, "rolling")
 
     def _roll(self, expected_next_offset: Optional[int]) -> Segment:
@@ -1125,7 +1125,7 @@ class Log(LogLoader, LocalLog, LogRetention):
             try:
                 self._flush_upto(self._log_end_offset, force=True)
                 self._write_checkpoints()
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 self._io_error(e, "flushing")
 
     def _flush_upto(
@@ -1136,7 +1136,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         unclean open always rebuilds them (the recovery point lies in that segment), so the
         automatic flushes (``flush.messages``/``flush.ms``) only need its data on disk."""
         if offset > self._recovery_point or force:
-            start = max(_floor_index(self._bases, self._recovery_point), 0)
+            start = max(floor_index(self._bases, self._recovery_point), 0)
             segs = self._segments
             flushed_any = False
             for seg in segs[start:]:
@@ -1172,7 +1172,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                     self._unflushed_since = None
                     if self._log_end_offset > self._recovery_point:
                         self._flush_upto(self._log_end_offset, skip_active_indexes=True)
-                except _STORAGE_ERRORS as e:  # the log goes offline: the next call raises
+                except STORAGE_ERRORS as e:  # the log goes offline: the next call raises
                     try:
                         self._io_error(e, "flushing")
                     except KafkaStorageError:
@@ -1194,7 +1194,7 @@ class Log(LogLoader, LocalLog, LogRetention):
             # A recovery point that moves forward need not be durable (losing it only means
             # recovering more); one that moves back (truncation) must be, before data follows.
             lowered = written.get("rp") is not None and self._recovery_point < written["rp"]
-            _update_root_checkpoint(
+            update_root_checkpoint(
                 os.path.join(self.root, _files.RECOVERY_POINT_CHECKPOINT_FILE),
                 {tp: self._recovery_point},
                 fsync=lowered,
@@ -1205,7 +1205,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         if written.get("start", -1) != start:
             path = os.path.join(self.root, _files.LOG_START_OFFSET_CHECKPOINT_FILE)
             if start is not None or os.path.exists(path):
-                _update_root_checkpoint(path, {tp: start})
+                update_root_checkpoint(path, {tp: start})
             written["start"] = start
 
     # -- checks ------------------------------------------------------------------------------------
@@ -1216,7 +1216,7 @@ class Log(LogLoader, LocalLog, LogRetention):
             try:
                 for seg in self._segments:
                     seg.verify_indexes()
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 self._io_error(e, "verifying the indexes of")
 
     # -- close -------------------------------------------------------------------------------------
@@ -1248,7 +1248,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                         self.topic_partition is not None
                         and self._checkpointed.get("hw") != self.high_watermark
                     ):
-                        _update_root_checkpoint(
+                        update_root_checkpoint(
                             os.path.join(self.root, _files.REPLICATION_OFFSET_CHECKPOINT_FILE),
                             {self.topic_partition: self.high_watermark},
                         )
@@ -1260,7 +1260,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                 else:
                     for seg in self._segments:
                         seg.close()
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 self._io_error(e, "closing")
             finally:
                 self._closed = True
@@ -1333,3 +1333,22 @@ class Log(LogLoader, LocalLog, LogRetention):
             f"Log(dir={self.dir!r}, log_start_offset={self._log_start_offset}, "
             f"log_end_offset={self._log_end_offset}, {state})"
         )
+
+
+def open_view(directory: str, fs: Any = None, config: Any = None) -> "LogView":
+    """The read model (:class:`~kafkalog.storage.log_view.LogView`) of the partition directory
+    ``directory`` on ``fs`` (default: the local file system): loaded as a read-only
+    :meth:`Log.open` loads it (recovery in memory, nothing written), except that each segment's
+    offset and time indexes but the last's are checked when first read rather than on open (as
+    Kafka's ``LazyIndex`` opens them).  Close the view (or use it as a context manager); that
+    closes the log it owns."""
+    if fs is None or fs.is_local():
+        log = object.__new__(Log)
+        log._store = None
+        log._lazy_index_checks = True  # each index checked when first read (Kafka's LazyIndex)
+        log._init(os.path.abspath(_fs.local_directory(directory)),
+                  config if isinstance(config, LogConfig) else LogConfig(config),
+                  True, False, now_ms, None, False, 60000)
+    else:
+        log = Log._open_in_store(directory, fs, config)
+    return LogView(log, owns_log=True)

@@ -28,9 +28,9 @@ and the read half of ``UnifiedLog``/``LocalLog``).
   again).
 
 A :class:`~kafkalog.storage.log.Log` reads through its own view (``log.view``, over its live
-segments, unflushed appends included); :meth:`LogView.open` gives the view of a directory on
-any :class:`~kafkalog.storage.fs.FileSystem` (local or an object store) without writing
-anything.  The log end of a directory that was not shut down cleanly is the one Kafka's
+segments, unflushed appends included); :func:`kafkalog.storage.log.open_view` gives the view of
+a directory on any :class:`~kafkalog.storage.fs.FileSystem` (local or an object store) without
+writing anything.  The log end of a directory that was not shut down cleanly is the one Kafka's
 recovery would give (the first invalid batch after the recovery point), found in memory.
 """
 from __future__ import annotations
@@ -47,14 +47,14 @@ from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError, Offse
 from ..records import MemoryRecords
 from .segment import Segment, TimestampAndOffset
 from ._log_common import (
-    _STORAGE_ERRORS,
+    STORAGE_ERRORS,
     LATEST_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     MAX_TIMESTAMP,
     EARLIEST_LOCAL_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
-    _SCAN_CHUNK,
-    _floor_index,
+    SCAN_CHUNK,
+    floor_index,
 )
 
 __all__ = ["LogView", "DamageGap", "RAISE", "SKIP"]
@@ -251,19 +251,6 @@ class LogView:
         self._log = log
         self._owns_log = owns_log
 
-    # -- opening a directory ---------------------------------------------------------------------
-    @classmethod
-    def open(cls, directory: str, fs: Any = None, config: Any = None) -> "LogView":
-        """The view of the partition directory ``directory`` on ``fs`` (default: the local
-        file system).  Nothing is written; close the view (or use it as a context manager)."""
-        from .log import Log
-
-        if fs is None or fs.is_local():
-            log = Log.open(directory, config, read_only=True)
-        else:
-            log = Log._open_in_store(directory, fs, config)
-        return cls(log, owns_log=True)
-
     def close(self) -> None:
         if self._owns_log:
             self._log.close()
@@ -322,14 +309,14 @@ class LogView:
         with log._lock:
             log._check_open()
             segs = log._segments
-            i = max(_floor_index(log._bases, offset), 0)
+            i = max(floor_index(log._bases, offset), 0)
             try:
                 while i < len(segs):
                     found = segs[i].translate_offset(offset)
                     if found is not None:
                         return segs[i].log_path, found.position
                     i += 1
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 log._io_error(e, "reading")
         return None
 
@@ -343,31 +330,50 @@ class LogView:
     def _segment(self, base_offset: int) -> Segment:
         log = self._log
         log._check_open()
-        i = _floor_index(log._bases, base_offset)
+        i = floor_index(log._bases, base_offset)
         if i < 0 or log._bases[i] != base_offset:
             raise ValueError(f"no segment with base offset {base_offset} in {log.dir}")
         return log._segments[i]
 
+    def position_in(self, base_offset: int, offset: int) -> Optional[int]:
+        """In the segment at ``base_offset``, the position of the first entry holding an offset
+        ``>= offset`` (Kafka's ``translateOffset``: index lookup, then a header walk); None
+        when the segment has none (or its headers cannot be walked that far)."""
+        log = self._log
+        with log._lock:
+            seg = self._segment(base_offset)
+            try:
+                found = seg.translate_offset(offset)
+            except CorruptRecordError:
+                return None
+            except STORAGE_ERRORS as e:
+                log._io_error(e, "reading")
+        return None if found is None else found.position
+
     def end_position_of(self, base_offset: int, end: int) -> Optional[int]:
         """In the segment at ``base_offset``, the position of the first entry whose offsets are
-        all ``>= end`` (the entry after the one holding ``end - 1``): where a range ending
-        before ``end`` stops.  None when the range needs every entry of the segment (or its
-        headers cannot be walked that far: the reader reports the damage)."""
+        all ``>= end`` (the entry after the one holding ``end - 1``, or the end of that entry
+        when it is the segment's last as the log holds it: a torn or invalid tail that recovery
+        would cut is not read): where a range ending before ``end`` stops.  None when no entry
+        of the segment holds ``end - 1`` (the range needs every entry), or its headers cannot
+        be walked that far (the reader reports the damage)."""
         log = self._log
         with log._lock:
             seg = self._segment(base_offset)
             try:
                 start = seg.offset_index.lookup(end - 1).position
-                prev_last = None
+                prev_last = after = None
                 for h in seg.iter_headers(start):
                     if h.magic == 2 and h.base_offset >= end:
                         return h.position
                     if prev_last is not None and prev_last >= end - 1:
                         return h.position
-                    prev_last = h.last_offset
+                    prev_last, after = h.last_offset, h.position + h.size
+                if prev_last is not None and prev_last >= end - 1:
+                    return after
             except CorruptRecordError:
                 return None
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 log._io_error(e, "reading")
         return None
 
@@ -387,7 +393,7 @@ class LogView:
                                      if h.position > start]
                     except CorruptRecordError:
                         pass  # cut where it was walkable; the reader reports the damage
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 log._io_error(e, "reading")
         cuts: List[int] = []
         last = start
@@ -421,7 +427,7 @@ class LogView:
                 except CorruptRecordError:
                     pass  # what could be walked; the reader reports the damage
                 return best
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 log._io_error(e, "reading")
         return -1  # pragma: no cover - _io_error raises
 
@@ -460,7 +466,7 @@ class LogView:
                             f"{start}."
                         )
                     raise OffsetOutOfRangeError(msg, offset=offset)
-                i = _floor_index(log._bases, offset)
+                i = floor_index(log._bases, offset)
                 if i < 0:
                     raise OffsetOutOfRangeError(
                         f"Received request for offset {offset} for partition "
@@ -476,7 +482,7 @@ class LogView:
                 limit_seg = None
                 limit_pos = None
                 if limit < leo:
-                    j = _floor_index(log._bases, limit)
+                    j = floor_index(log._bases, limit)
                     limit_seg = log._segments[j]
                     found = limit_seg.translate_offset(limit)
                     limit_pos = found.position if found is not None else limit_seg.size
@@ -490,7 +496,7 @@ class LogView:
                     i += 1
                 if result is None:
                     return MemoryRecords(b"")
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 log._io_error(e, "reading")
         # ``result`` is a copy: check it without holding up appends
         self._check_read(seg, offset, result)
@@ -538,7 +544,7 @@ class LogView:
                         if len(head) == 8:
                             return e.position, _Q.unpack_from(head, 0)[0]
                         return None
-            except _STORAGE_ERRORS as err:
+            except STORAGE_ERRORS as err:
                 log._io_error(err, "reading")
         return None
 
@@ -719,7 +725,7 @@ class LogView:
                     if start > seg.base_offset:
                         try:
                             found = seg.translate_offset(start)
-                        except _STORAGE_ERRORS as e:
+                        except STORAGE_ERRORS as e:
                             log._io_error(e, "reading")
                         if found is None:
                             k, pos = k + 1, None
@@ -753,7 +759,7 @@ class LogView:
             if found is None:
                 return None
             head = seg._read_at(found.position, 17)
-        except _STORAGE_ERRORS as e:
+        except STORAGE_ERRORS as e:
             self._log._io_error(e, "reading")
         if len(head) < 17 or self._framing(seg, found.position, head, seg.size) is not None:
             return None
@@ -767,7 +773,7 @@ class LogView:
         that shrank meanwhile raises KafkaStorageError with errno EAGAIN."""
         try:
             got = seg._read_into(pos, buf)
-        except _STORAGE_ERRORS as e:
+        except STORAGE_ERRORS as e:
             self._log._io_error(e, "reading")
         if got < len(buf):
             raise KafkaStorageError(
@@ -787,7 +793,7 @@ class LogView:
         the log end offset (or the last one holding an offset below ``end_offset``), as
         RecordBatch / LegacyRecordBatch objects over copies of the bytes; ``batch.position`` is
         its position in the chunk it was read with.  Damage follows ``on_damage``."""
-        for _path, _pos, data in self.chunks(start_offset, end_offset, _SCAN_CHUNK, on_damage,
+        for _path, _pos, data in self.chunks(start_offset, end_offset, SCAN_CHUNK, on_damage,
                                              gaps):
             try:
                 yield from MemoryRecords(data)
@@ -856,14 +862,14 @@ class LogView:
             log._check_open()
             try:
                 out: List[Any] = []
-                i = max(_floor_index(log._bases, start_offset), 0)
+                i = max(floor_index(log._bases, start_offset), 0)
                 for seg in log._segments[i:]:
                     result = seg.collect_aborted_txns(start_offset, upper_bound_offset)
                     out.extend(result.aborted_transactions)
                     if result.is_complete:
                         break
                 return out
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 log._io_error(e, "reading the transaction indexes of")
 
     def offset_for_timestamp(self, timestamp: int) -> Optional[TimestampAndOffset]:
@@ -905,5 +911,5 @@ class LogView:
                         if found is not None:
                             return found
                 return None
-            except _STORAGE_ERRORS as e:
+            except STORAGE_ERRORS as e:
                 log._io_error(e, "looking up a timestamp in")

@@ -218,6 +218,9 @@ class Segment:
                     writable=not self.read_only,
                 )
             self._offset_index = oi
+            if self._deferred_check:
+                self._check_deferred_indexes()
+                oi = self._offset_index
         return oi
 
     @property
@@ -234,7 +237,52 @@ class Segment:
                     writable=not self.read_only,
                 )
             self._time_index = ti
+            if self._deferred_check:
+                self._check_deferred_indexes()
+                ti = self._time_index
         return ti
+
+    _deferred_check = False
+
+    def defer_index_checks(self) -> None:
+        """Read-only: check the offset and time indexes when they are first used rather than
+        now (Kafka opens them lazily, ``LazyIndex``).  An index that fails its check then is
+        rebuilt in memory from the batch headers; the files are never touched."""
+        if self.read_only:
+            self._deferred_check = True
+
+    def _check_deferred_indexes(self) -> None:
+        self._deferred_check = False
+        try:
+            self.offset_index.sanity_check()
+            self.time_index.sanity_check()
+        except CorruptIndexError:
+            self._index_headers_in_memory()
+
+    def _index_headers_in_memory(self) -> None:
+        """Offset and time indexes rebuilt in memory from the batch headers (entries every
+        ``index_interval_bytes``, as recovery adds them); the transaction index is kept.  A
+        header no batch can have ends the walk: a read reports that damage where it meets it."""
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close_handler()
+        oi = OffsetIndex(self._oi_path, self.base_offset, self.max_index_size, in_memory=True)
+        ti = TimeIndex(self._ti_path, self.base_offset, self.max_index_size, in_memory=True)
+        self._offset_index, self._time_index = oi, ti
+        last_entry = 0
+        max_ts, max_off = -1, self.base_offset
+        try:
+            for h in self.iter_headers(0):
+                if h.max_timestamp > max_ts:
+                    max_ts, max_off = h.max_timestamp, h.last_offset
+                if h.position - last_entry > self.index_interval_bytes:
+                    oi.append(h.last_offset, h.position)
+                    ti.maybe_append(max_ts, max_off)
+                    last_entry = h.position
+        except CorruptRecordError:
+            pass
+        ti.maybe_append(max_ts, max_off, skip_full_check=True)
+        self._max_ts, self._max_ts_offset = max_ts, max_off
 
     @property
     def txn_index(self) -> TransactionIndex:
@@ -1017,6 +1065,7 @@ class Segment:
     # -- recovery ----------------------------------------------------------------------------------
     def _use_memory_indexes(self) -> None:
         """Read-only segments rebuild into in-memory indexes and never touch the files."""
+        self._deferred_check = False
         for idx in (self._offset_index, self._time_index):
             if idx is not None:
                 idx.close_handler()
