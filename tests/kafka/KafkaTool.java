@@ -17,10 +17,11 @@
 //                  every record from the beginning offset to the end offset the consumer sees
 //                  (the last stable offset under read_committed) -> {"op":"record", ...} lines,
 //                  then {"op":"consumed", "topic", "isolation", "beginning", "end"}
-//   consume_from   {"topic", "partition", "isolation", "starts": [...], "count"}
+//   consume_from   {"topic", "partition", "isolation", "starts": [...], "count", "config"?: {k: v}}
 //                  for each start offset: seek there, poll the first `count` records below the
 //                  end offset -> {"op":"from", "topic", "partition", "isolation", "start",
-//                  "offsets": [...], "values": [b64...]}
+//                  "offsets": [...], "values": [b64...]}; "config": consumer settings (a short
+//                  fetch.max.wait.ms: a seek does not wait for the fetch in flight at the end)
 //   offsets        {"topic", "partitions", "isolation", "timestamps": [...]}
 //                  -> {"op":"offsets", "topic", "partition", "isolation", "beginning", "end",
 //                      "for_times": [[target, offset|null, timestamp|null], ...]}
@@ -33,6 +34,12 @@
 //                  incrementalAlterConfigs) -> {"op":"altered", "topic"}
 //   await_stable   {"topic", "partition", "timeout_ms"?}   waits until the last stable offset reaches
 //                  the high watermark (every transaction marker written) -> {"op":"stable", "end"}
+//   producers      {"topic", "partition", "abort_open"?: bool}   the partition's producer state as the
+//                  broker holds it (Admin describeProducers) -> {"op":"producers", "topic", "partition",
+//                  "producers": [{"producerId", "producerEpoch", "lastSequence", "lastTimestamp",
+//                  "coordinatorEpoch", "txnStartOffset"}]} (-1: none); "abort_open": then each open
+//                  transaction is aborted by the broker (Admin abortTransaction writes the ABORT
+//                  marker) -> {"op":"aborted_txn", "producerId", "txnStartOffset"} per transaction
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -123,6 +130,11 @@ public class KafkaTool {
     }
 
     static KafkaConsumer<byte[], byte[]> consumer(String isolation, String group) {
+        return consumer(isolation, group, null);
+    }
+
+    // the consumer above with a step's "config" (consumer settings) on top
+    static KafkaConsumer<byte[], byte[]> consumer(String isolation, String group, JsonNode config) {
         Properties p = props(null);
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
@@ -131,6 +143,7 @@ public class KafkaTool {
         p.put("auto.offset.reset", "earliest");
         p.put("max.partition.fetch.bytes", String.valueOf(4 << 20));
         if (group != null) p.put("group.id", group);
+        if (config != null) p.putAll(props(config));
         return new KafkaConsumer<>(p);
     }
 
@@ -312,7 +325,7 @@ public class KafkaTool {
                 String isolation = step.get("isolation").asText();
                 TopicPartition tp = new TopicPartition(topic, step.get("partition").asInt());
                 int count = step.get("count").asInt();
-                try (KafkaConsumer<byte[], byte[]> c = consumer(isolation, null)) {
+                try (KafkaConsumer<byte[], byte[]> c = consumer(isolation, null, step.get("config"))) {
                     c.assign(List.of(tp));
                     long end = c.endOffsets(List.of(tp)).get(tp);
                     for (JsonNode s : step.get("starts")) {
@@ -487,6 +500,43 @@ public class KafkaTool {
                                     + " did not reach the high watermark " + hw);
                         }
                         Thread.sleep(100);
+                    }
+                }
+                break;
+            }
+            case "producers": {
+                TopicPartition tp = new TopicPartition(step.get("topic").asText(), step.get("partition").asInt());
+                boolean abortOpen = step.has("abort_open") && step.get("abort_open").asBoolean();
+                try (Admin admin = Admin.create(props(null))) {
+                    List<org.apache.kafka.clients.admin.ProducerState> states =
+                            admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers();
+                    ObjectNode out = JSON.createObjectNode();
+                    out.put("op", "producers");
+                    out.put("topic", tp.topic());
+                    out.put("partition", tp.partition());
+                    ArrayNode list = out.putArray("producers");
+                    for (org.apache.kafka.clients.admin.ProducerState s : states) {
+                        ObjectNode o = list.addObject();
+                        o.put("producerId", s.producerId());
+                        o.put("producerEpoch", s.producerEpoch());
+                        o.put("lastSequence", s.lastSequence());
+                        o.put("lastTimestamp", s.lastTimestamp());
+                        o.put("coordinatorEpoch", s.coordinatorEpoch().orElse(-1));
+                        o.put("txnStartOffset", s.currentTransactionStartOffset().orElse(-1L));
+                    }
+                    emit(out);
+                    if (abortOpen) {
+                        for (org.apache.kafka.clients.admin.ProducerState s : states) {
+                            if (s.currentTransactionStartOffset().isEmpty()) continue;
+                            admin.abortTransaction(new org.apache.kafka.clients.admin.AbortTransactionSpec(
+                                    tp, s.producerId(), (short) s.producerEpoch(),
+                                    s.coordinatorEpoch().orElse(0))).all().get();
+                            ObjectNode a = JSON.createObjectNode();
+                            a.put("op", "aborted_txn");
+                            a.put("producerId", s.producerId());
+                            a.put("txnStartOffset", s.currentTransactionStartOffset().getAsLong());
+                            emit(a);
+                        }
                     }
                 }
                 break;

@@ -78,9 +78,11 @@ class LocalLog:
         latest (the log end offset), -2 earliest and -4 earliest local (the log start offset),
         -3 the first record carrying the max timestamp, -5 latest tiered (none: offset -1).
 
-        Kafka searches only the first segment whose largest timestamp is >= the target, so it
-        answers None when that segment's matching records all lie below the log start offset;
-        kafkalog goes on to the next segments instead."""
+        As Kafka, only the first segment whose largest timestamp is >= the target is searched
+        (a segment without timestamps, v0, counts its file's mtime as its largest): None when
+        that segment's matching records all lie below the log start offset, or it has none.
+        Segments wholly below the log start offset are passed over (Kafka deletes them soon
+        after the log start moves past them)."""
         return self.view.offset_for_timestamp(timestamp)
 
     # -- truncation --------------------------------------------------------------------------------

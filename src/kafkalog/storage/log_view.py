@@ -907,9 +907,10 @@ class LogView:
                     if i + 1 < len(segs) and segs[i + 1].base_offset <= start:
                         continue  # wholly below the log start offset
                     if seg.largest_timestamp >= timestamp:
-                        found = seg.find_offset_by_timestamp(timestamp, start)
-                        if found is not None:
-                            return found
+                        # Kafka searches this segment only: None when its records at or
+                        # after the target lie below the log start, or when it has no
+                        # timestamps (its largest timestamp is then its file's mtime)
+                        return seg.find_offset_by_timestamp(timestamp, start)
                 return None
             except STORAGE_ERRORS as e:
                 log._io_error(e, "looking up a timestamp in")
