@@ -264,14 +264,19 @@ def ratio_child(args) -> dict:
     from spark_floor import FloorSource
 
     cores = args.ratio_child
-    spark = (
+    builder = (
         SparkSession.builder.master(f"local[{cores}]")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "4g")
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    if args.s3_endpoint:  # Spark's own S3 connector (S3A) for the Parquet side
+        s3 = _s3_support()
+        builder = builder.config("spark.jars", ",".join(s3.s3a_jars()))
+        for k, v in s3.s3a_conf(args.s3_endpoint).items():
+            builder = builder.config(k, v)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     ks.register(spark)
     spark.dataSource.register(FloorSource)
@@ -302,11 +307,44 @@ def ratio_child(args) -> dict:
             res["cases"].append({
                 "layout": label, "codec": codec, "kafkalog_tasks": tasks,
                 "parquet_tasks": pq().rdd.getNumPartitions(),
-                "kafkalog_s": min(kl_s, kl2_s), "parquet_s": pq_s, "floor_s": floor_s,
+                "kafkalog_s": kl_s, "kafkalog_floor_pair_s": kl2_s, "parquet_s": pq_s,
+                "floor_s": floor_s,
                 "kafkalog_vs_parquet": kl_s / pq_s, "kafkalog_vs_floor": kl2_s / floor_s,
             })
+    if args.s3_endpoint:
+        codec = args.compression.split(",")[0]
+        for label, key, _n in RATIO_LAYOUTS:
+            if key != "eight":
+                continue
+
+            def kl_s3(key=key):
+                return spark.read.format("kafkalog").load(
+                    f"s3://{S3_BUCKET}/ratio-{key}-{codec}/logs").select(*cols)
+
+            def pq_s3a(key=key):
+                return spark.read.parquet(
+                    f"s3a://{S3_BUCKET}/ratio-{key}-{codec}/parquet").select(*cols)
+
+            def noop(df):
+                return lambda: df().write.format("noop").mode("overwrite").save()
+
+            kl_s, pq_s = _best_pair(noop(kl_s3), noop(pq_s3a), args.reps)
+            res["s3"] = {"layout": label, "codec": codec, "kafkalog_s3_s": kl_s,
+                         "parquet_s3a_s": pq_s, "kafkalog_tasks": kl_s3().rdd.getNumPartitions(),
+                         "parquet_tasks": pq_s3a().rdd.getNumPartitions()}
     spark.stop()
     return res
+
+
+S3_BUCKET = "kafkalog-bench"
+
+
+def _s3_support():
+    """tests/remote/s3_support.py: the S3 test server (moto) and Spark's S3A jars."""
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "remote"))
+    import s3_support
+
+    return s3_support
 
 
 def _best_pair(a, b, reps: int):
@@ -341,30 +379,66 @@ def ratio_main(args, env) -> int:
         flush=True,
     )
     results = []
+    server = None
+    if args.s3:  # the 8-partition layout, first codec, on an S3 test server
+        s3 = _s3_support()
+        server, endpoint = s3.start_server()
+        codec = args.compression.split(",")[0]
+        for what in ("logs", "parquet"):
+            s3.upload_tree(endpoint, os.path.join(args.dir, f"ratio-eight-{codec}", what),
+                           S3_BUCKET, f"ratio-eight-{codec}/{what}")
+        env.update(AWS_ACCESS_KEY_ID=s3.KEY_ID, AWS_SECRET_ACCESS_KEY=s3.SECRET,
+                   AWS_REGION="us-east-1", AWS_ENDPOINT_URL=endpoint,
+                   AWS_EC2_METADATA_DISABLED="true")
+    try:
+        results = _ratio_children(args, env, endpoint if server else None)
+    finally:
+        if server is not None:
+            s3.stop_server(server)
+    if results is None:
+        return 1
+    return _ratio_report(args, gens, results)
+
+
+def _ratio_children(args, env, endpoint):
+    results = []
     for cores in [int(c) for c in args.cores.split(",")]:
         cmd = [
             sys.executable, os.path.abspath(__file__), "--ratio-child", str(cores),
             "--dir", args.dir, "--reps", str(args.reps), "--compression", args.compression,
-        ]
+        ] + (["--s3-endpoint", endpoint] if endpoint else [])
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         if proc.returncode != 0 or not line:
             print(proc.stdout[-3000:], proc.stderr[-5000:], file=sys.stderr)
-            return 1
+            return None
         results.append(json.loads(line[0][7:]))
+    return results
+
+
+def _ratio_report(args, gens, results) -> int:
     check_same_build(results)
     print(f"\nread -> select({', '.join(RATIO_COLUMNS)}) -> noop, best of {args.reps}, "
           f"pairs run alternately")
+    print("(each ratio is of one pair timed alternately: kafkalog with Parquet, then kafkalog "
+          "again with the floor)")
     print(f"{'':26}{'codec':>6}{'cores':>6}{'records':>10}{'log MB':>8}{'kafkalog':>10}"
-          f"{'parquet':>10}{'floor':>10}{'kl/pq':>8}{'kl/floor':>9}{'tasks':>7}")
+          f"{'parquet':>10}{'kl/pq':>8}{'kafkalog':>10}{'floor':>10}{'kl/floor':>9}{'tasks':>7}")
     for r in results:
         for c in r["cases"]:
             key = next(k for lb, k, _ in RATIO_LAYOUTS if lb == c["layout"])
             g = gens[(key, c["codec"])]
             print(f"{c['layout']:26}{c['codec']:>6}{r['cores']:>6}{g['records']:>10}"
                   f"{g['log_bytes'] / 1e6:>8.0f}{c['kafkalog_s']:>9.2f}s{c['parquet_s']:>9.2f}s"
-                  f"{c['floor_s']:>9.2f}s{c['kafkalog_vs_parquet']:>7.2f}x"
-                  f"{c['kafkalog_vs_floor']:>8.2f}x{c['kafkalog_tasks']:>7}")
+                  f"{c['kafkalog_vs_parquet']:>7.2f}x{c['kafkalog_floor_pair_s']:>9.2f}s"
+                  f"{c['floor_s']:>9.2f}s{c['kafkalog_vs_floor']:>8.2f}x{c['kafkalog_tasks']:>7}")
+    for r in results:
+        if "s3" in r:
+            c = r["s3"]
+            print(f"{c['layout']}, {c['codec']}, local[{r['cores']}], on the S3 test server: "
+                  f"kafkalog s3:// {c['kafkalog_s3_s']:.2f}s, Parquet s3a:// "
+                  f"{c['parquet_s3a_s']:.2f}s: {c['kafkalog_s3_s'] / c['parquet_s3a_s']:.2f}x "
+                  f"(tasks {c['kafkalog_tasks']}/{c['parquet_tasks']})")
     if len(results) > 1:
         a, b = results[0], results[-1]
         for ca, cb in zip(a["cases"], b["cases"]):
@@ -390,6 +464,10 @@ def main(argv=None) -> int:
     p.add_argument("--ratio", action="store_true", help="only the read -> noop ratio vs Parquet")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     p.add_argument("--ratio-child", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--s3", action="store_true",
+                   help="with --ratio: also kafkalog from s3:// against Parquet from s3a:// on an "
+                        "S3 test server (moto; hadoop-aws fetched with Maven)")
+    p.add_argument("--s3-endpoint", help=argparse.SUPPRESS)
     p.add_argument("--root", help=argparse.SUPPRESS)
     p.add_argument("--parquet", help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -102,3 +102,102 @@ def write_partition(directory: str, batches: int = 400, per_batch: int = 50,
             log.append_as_follower(mb.build())
     finally:
         log.close()
+
+
+# -- Spark's own S3 connector (S3A) ----------------------------------------------------------------
+HADOOP_AWS_POM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hadoop-aws.pom.xml")
+# pyspark ships these itself; a second copy on the classpath would clash with its own
+S3A_PROVIDED_GROUPS = "org.slf4j,io.netty,commons-codec,commons-logging,org.apache.httpcomponents"
+
+
+def pyspark_hadoop_version() -> str:
+    """The Hadoop version pyspark bundles (from its ``hadoop-client-api`` jar's name)."""
+    import glob
+    import re
+
+    import pyspark
+
+    jars = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars",
+                                  "hadoop-client-api-*.jar"))
+    m = re.search(r"hadoop-client-api-(\d[\w.]*)\.jar$", jars[0]) if jars else None
+    if not m:
+        raise RuntimeError(f"no hadoop-client-api jar in pyspark ({pyspark.__file__})")
+    return m.group(1)
+
+
+class S3AUnavailable(Exception):
+    """hadoop-aws cannot be fetched here (no Maven, or Maven Central unreachable, and nothing
+    cached): not a fault of the code under test."""
+
+
+def s3a_jars() -> list:
+    """The jars of hadoop-aws (S3A) for the installed pyspark, fetched with Maven on first use
+    into ``~/.cache/kafkalog/hadoop-aws-<version>`` (see hadoop-aws.pom.xml), then reused.
+    Raises :class:`S3AUnavailable` when Maven or Maven Central cannot be reached and nothing
+    is cached."""
+    import re
+    import shutil
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kafka"))
+    import kafka_support as ks  # the Maven machinery of the Kafka tests
+
+    version = pyspark_hadoop_version()
+    base = Path(os.environ.get("KAFKALOG_KAFKA_CACHE") or
+                Path.home() / ".cache" / "kafkalog" / "kafka").parent / f"hadoop-aws-{version}"
+    libs, marker = base / "libs", base / "libs.complete"
+    stamp = f"{ks._digest(Path(HADOOP_AWS_POM))}:{version}"
+    if marker.is_file() and marker.read_text().strip() == stamp and libs.is_dir():
+        return sorted(str(p) for p in libs.glob("*.jar"))
+    try:
+        mvn = ks._which("mvn")
+    except ks.Unavailable as e:
+        raise S3AUnavailable(str(e)) from None
+    with ks._FileLock(base / ".lock"):
+        if not (marker.is_file() and marker.read_text().strip() == stamp and libs.is_dir()):
+            with tempfile.TemporaryDirectory(dir=base) as tmp:
+                # the AWS SDK version this Hadoop release was built with (hadoop-project's pom)
+                got = subprocess.run(
+                    [mvn, "-B", "-q", f"{ks.DEPENDENCY_PLUGIN}:copy",
+                     f"-Dartifact=org.apache.hadoop:hadoop-project:{version}:pom",
+                     f"-DoutputDirectory={tmp}"],
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                poms = list(Path(tmp).glob("hadoop-project-*.pom"))
+                m = poms and re.search(r"<aws-java-sdk-v2\.version>([^<]+)<",
+                                       poms[0].read_text())
+                if got.returncode != 0 or not m:
+                    if not ks._central_reachable():
+                        raise S3AUnavailable(f"Maven Central is unreachable and hadoop-aws "
+                                             f"{version} is not cached in {libs}")
+                    raise RuntimeError(f"no AWS SDK version for Hadoop {version}:\n"
+                                       f"{got.stdout[-3000:]}")
+                out = Path(tmp) / "libs"
+                proc = subprocess.run(
+                    [mvn, "-B", "-q", "-f", HADOOP_AWS_POM, f"-Dhadoop.version={version}",
+                     f"-Dawssdk.version={m.group(1)}",
+                     f"{ks.DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime",
+                     f"-DexcludeGroupIds={S3A_PROVIDED_GROUPS}", f"-DoutputDirectory={out}"],
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"mvn could not fetch hadoop-aws {version}:\n"
+                                       f"{proc.stdout[-4000:]}")
+                if marker.exists():
+                    marker.unlink()
+                shutil.rmtree(libs, ignore_errors=True)
+                os.rename(out, libs)
+            marker.write_text(stamp + "\n")
+    return sorted(str(p) for p in libs.glob("*.jar"))
+
+
+def s3a_conf(endpoint: str) -> dict:
+    """Spark settings of S3A for the S3 test server at ``endpoint`` (path-style, plain HTTP)."""
+    return {
+        "spark.hadoop.fs.s3a.endpoint": endpoint,
+        "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.access.key": KEY_ID,
+        "spark.hadoop.fs.s3a.secret.key": SECRET,
+    }

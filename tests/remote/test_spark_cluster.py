@@ -122,3 +122,32 @@ def test_cluster_reads_s3_and_writes_a_copy_back(spark_cluster, s3_root, log_roo
     # becomes CreateTime (0); everything else is kept
     want = [dict(r, timestampType=0) if r["timestampType"] == -1 else r for r in expected]
     assert sorted(got, key=key) == want
+
+
+def test_cluster_reads_parquet_through_s3a(spark_cluster, s3_env, s3_root, log_root, tmp_path):
+    """Spark's own S3 connector (S3A: hadoop-aws at the Hadoop version pyspark bundles, from
+    Maven Central) on the same cluster and the same S3 server: the rows kafkalog reads from
+    s3:// are written as Parquet to s3a:// by Spark's own writer and read back by Spark's own
+    Parquet reader; both equal a direct decode.  This is the S3A set-up that
+    ``bench/spark_bench.py --s3`` compares kafkalog with."""
+    import uuid
+
+    from .s3_support import BUCKET, S3AUnavailable, s3a_conf, s3a_jars
+
+    try:
+        jars = s3a_jars()
+    except S3AUnavailable as e:
+        pytest.skip(f"Spark's S3 connector (hadoop-aws) cannot be fetched: {e}")
+    master, env, workdir = spark_cluster
+    conf = {"spark.jars": ",".join(jars), **s3a_conf(s3_env)}
+    parquet = f"s3a://{BUCKET}/parquet/{uuid.uuid4().hex[:8]}"
+    read, info = _cluster.run_driver(
+        master, {"read": s3_root, "out": str(tmp_path / "read.arrow"), "conf": conf,
+                 "write_parquet": parquet}, env, workdir)
+    back, info2 = _cluster.run_driver(
+        master, {"read": parquet, "format": "parquet", "out": str(tmp_path / "back.arrow"),
+                 "conf": conf}, env, workdir)
+    expected = _direct(log_root)
+    assert len(expected) > 0 and info["executors"] == info2["executors"] == 2
+    assert _rows(read) == expected
+    assert _rows(back) == expected

@@ -124,7 +124,9 @@ def start_cluster(workdir: Path, env: dict, workers: int = 2, timeout: float = 9
 
 # The driver program: reads (and optionally writes) through the cluster, saves what it read as
 # an Arrow IPC file.  argv: master_url, json of {"read": path, "options": {...}, "out": file,
-# "write": path or null, "write_options": {...}}.
+# "write": path or null, "write_options": {...}, "format": "kafkalog" (default) or "parquet"
+# (Spark's own reader), "write_parquet": path or null (Spark's own writer), "conf": {extra
+# session settings, e.g. spark.jars and S3A's}}.
 DRIVER = r'''
 import json, sys, warnings
 warnings.filterwarnings("ignore", category=FutureWarning)
@@ -138,13 +140,16 @@ spark = (SparkSession.builder.master(master).appName("kafkalog-cluster-test")
          .config("spark.executor.memory", "512m").config("spark.executor.cores", "1")
          .config("spark.cores.max", "2").config("spark.sql.session.timeZone", "UTC")
          .config("spark.sql.shuffle.partitions", "2"))
+for k, v in job.get("conf", {}).items():
+    spark = spark.config(k, v)
 for k, v in __import__("os").environ.items():
     if k.startswith("AWS_") or k in ("PYTHONPATH", "KAFKALOG_PURE_PYTHON"):
         spark = spark.config("spark.executorEnv." + k, v)  # every executor's store access
 spark = spark.getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 ks.register(spark)
-df = spark.read.format("kafkalog").options(**job.get("options", {})).load(job["read"])
+df = spark.read.format(job.get("format", "kafkalog")).options(**job.get("options", {})) \
+    .load(job["read"])
 t = df.toArrow()
 with pa.OSFile(job["out"], "wb") as f, pa.ipc.new_file(f, t.schema) as w:
     w.write_table(t)
@@ -153,6 +158,9 @@ pids = sorted(set(spark.sparkContext.parallelize(range(8), 4)
                   .map(lambda _: __import__("os").getpid()).collect()))
 info = {"rows": t.num_rows, "python_worker_pids": pids,
         "executors": spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1}
+if job.get("write_parquet"):
+    df.write.mode("overwrite").parquet(job["write_parquet"])
+    info["written"] = job["write_parquet"]
 if job.get("write"):
     ks.write(df, job["write"], mode="append", **job.get("write_options", {}))
     info["written"] = job["write"]
