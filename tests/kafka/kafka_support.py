@@ -379,9 +379,15 @@ class Broker:
 
 
 def base64_uuid() -> str:
+    """A random cluster id in Kafka's form; never one starting with '-' (kafka-storage's
+    ``-t`` would take it for an option, about 1 run in 64), as Kafka's ``Uuid.randomUuid``
+    draws again."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not s.startswith("-"):
+            return s
 
 
 # -- Spark's own Kafka connector -------------------------------------------------------------------

@@ -13,6 +13,12 @@ same rows (all columns, sorted by topic, partition and offset), or, where the co
 the options, kafkalog must refuse them too.  A stream (``maxOffsetsPerTrigger`` with
 ``Trigger.AvailableNow``) must give the same rows in the same micro-batches.
 
+The writer (issue 28, "the same for the writer"; issue 29, "the Spark writer"): a second broker
+takes the same DataFrames from ``format("kafka")`` and, handed over by ``handoff.hand_off``
+(after a clean and after an unclean shutdown), from ``format("kafkalog")`` in append and
+overwrite mode, and serves them as ``test_broker_serves_writes`` requires; see "the writer"
+below for what is compared and why not more.
+
 Run: ``PYTHONPATH=src python -m pytest -p no:cacheprovider tests/kafka/test_spark_connector.py``
 (needs Java 17+, Maven and pyspark >= 4.0; the jars are fetched once into
 ``~/.cache/kafkalog/kafka``; ``python tests/kafka/kafka_support.py fetch-spark-connector``
@@ -33,6 +39,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
+import handoff as ho
 import kafka_support as ks
 from kafka_matrix import CODECS, SMALL_SEGMENTS, TXN_TIMEOUT, Gen, compacted_round, \
     checkpoint_entry, first_segment_base, producer, send, wait_for
@@ -42,6 +49,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 pyspark = pytest.importorskip("pyspark", minversion="4.0")
 
 import kafkalog  # noqa: E402
+from kafkalog.storage.files import topic_id_to_string  # noqa: E402
 
 # -- the data on the broker -----------------------------------------------------------------------
 DOTTED = "dotted.topic-x"  # a topic name with a dot and a dash (split on the last '-')
@@ -534,3 +542,389 @@ def test_same_stream(compared, session, tmp_path, stream):
     sizes = lambda batches: [len(rows) for _, rows in sorted(batches.items())]  # noqa
     assert sizes(got) == sizes(want), f"{what}: rows per micro-batch"
     assert list(got.values()) == list(want.values()), f"{what}: rows of each micro-batch"
+
+
+# == the writer (issue 28 "the same for the writer"; issue 29 "the Spark writer") ======================
+# One DataFrame pair is written twice over: with ``format("kafka")`` to the topic ``sink`` of a
+# live broker (the first then the second DataFrame), and with ``format("kafkalog")`` into a
+# local root: ``ap`` (the first, then the second in mode append) and ``ow`` (the first, then
+# the second in mode overwrite).  Each is read back with both readers: ``sink`` with
+# ``format("kafka")`` from the live broker and ``format("kafkalog")`` from its stopped log
+# directory; ``ap``/``ow`` with ``format("kafkalog")`` from the local root and, once
+# ``handoff.hand_off`` has given their partitions to the broker, with ``format("kafka")`` and
+# Kafka's consumer from the broker, which then serves them as ``test_broker_serves_writes``
+# requires (``handoff.check_*``): first after its clean shutdown, then -- the same staged
+# partitions handed over again after a clean stop whose marker is removed, with no recovery
+# point -- as after an unclean one (the broker recovers every segment itself).
+#
+# What is compared, and why not more:
+# * Rows that name their partition, and keyed rows (Kafka's default partitioner,
+#   ``toPositive(murmur2(key)) % 3``, in the producer of the connector and in kafkalog's
+#   ``numPartitions``): the same partition and, per partition, the same order of key, value and
+#   headers.  Both connector writes and kafkalog's first write run as one Spark task, and
+#   kafkalog's second as two: the connector's tasks share one producer, so records of two tasks
+#   interleave in an order nothing fixes, while kafkalog keeps the DataFrame's order (task
+#   order, then row order) -- one task for the connector is what makes its order comparable.
+# * Keyless rows with no partition: Kafka's producer places them with its sticky partitioner
+#   (batch by batch, load-dependent), kafkalog round-robin; they are compared as one multiset
+#   over all partitions.
+# * Timestamps: the connector's sink has no ``timestamp`` column (it ignores one), so each of
+#   its records carries the producer's send time (CreateTime); kafkalog keeps a given timestamp
+#   and stamps a null one with the time it writes the record (CreateTime).  Each is checked
+#   against that rule and the write's wall-clock window.
+# * Offsets: equal between the two readers of one log; between the writers they follow from
+#   where the keyless rows landed, so only their order is compared.
+W_PARTITIONS = 3
+W_TOPICS = ("sink", "ow", "ap")
+# small segments: every partition (about 10 KiB compressed a write) has several
+W_TOPIC_CONFIGS = {**ho.TOPIC_CONFIGS, "internal.segment.bytes": "6144"}
+W_OPTIONS = {"segmentBytes": W_TOPIC_CONFIGS["internal.segment.bytes"],
+             "indexIntervalBytes": W_TOPIC_CONFIGS["index.interval.bytes"], "batchBytes": "2000",
+             "numPartitions": str(W_PARTITIONS)}
+W_CASES = [ho.Case(mode, f"spark-{'overwrite' if t == 'ow' else 'append'}", t, p)
+           for mode in ("clean", "recover") for t in ("ow", "ap") for p in range(W_PARTITIONS)]
+HEADERS = [None, [], [("h", b"v")], [("a", None), ("b", b"")],
+           [("", b"x"), ("dup", b"1"), ("dup", b"2"), ("\u00e9t\u00e9", None)]]
+
+
+def write_rows(write: int, count: int, base_ts: int) -> List[Dict[str, Any]]:
+    """Rows of every shape; (key, value, headers) is unique, so a record read back names its
+    row.  Every fifth row names its partition; a quarter have no key; a quarter no timestamp."""
+    import random
+
+    rnd = random.Random(write)
+    rows = []
+    for i in range(count):
+        key = [None, b"", b"key-%d" % (i % 17), rnd.randbytes(rnd.randint(1, 30))][i % 4]
+        value: Optional[bytes] = (b"w%d row %d " % (write, i) + b"spark to kafka " * rnd.randint(0, 20)
+                                  + rnd.randbytes(rnd.randint(0, 120)))
+        headers = HEADERS[i % len(HEADERS)]
+        if i % 11 == 0 or i % 13 == 0:  # a null or an empty value: the row header keeps it unique
+            value = None if i % 11 == 0 else b""
+            headers = (headers or []) + [("row", b"w%d-%d" % (write, i))]
+        ts = None if i % 4 == 3 else base_ts + i * 7 - (5000 if i % 10 == 9 else 0)
+        part = (i // 5) % W_PARTITIONS if i % 5 == 0 else None
+        rows.append({"key": key, "value": value, "headers": headers, "partition": part,
+                     "timestamp": ts, "write": write, "i": i})
+    return rows
+
+
+def rows_df(spark, rows: List[Dict[str, Any]]):
+    from datetime import datetime, timezone
+
+    from pyspark.sql import types as T
+
+    schema = T.StructType([
+        T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
+        T.StructField("headers", T.ArrayType(T.StructType([
+            T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())]))),
+        T.StructField("partition", T.IntegerType()), T.StructField("timestamp", T.TimestampType())])
+    data = [(r["key"], r["value"], None if r["headers"] is None else [list(h) for h in r["headers"]],
+             r["partition"],
+             None if r["timestamp"] is None else datetime.fromtimestamp(r["timestamp"] / 1000, timezone.utc))
+            for r in rows]
+    return spark.createDataFrame(data, schema)  # two slices, in order (local[2])
+
+
+def ident(key, value, headers) -> Tuple:
+    return (key, value, tuple(tuple(h) for h in (headers or ())))
+
+
+@dataclass
+class Writes:
+    rows: Dict[Tuple, Dict[str, Any]]  # ident -> the input row
+    windows: Dict[Tuple[str, int], Tuple[int, int]]  # (topic, write) -> wall-clock ms
+    answers: Dict[str, Answer]  # "<reader>/<what>" -> rows read back
+    served: ho.Served
+    timings: Dict[str, float]
+
+
+def _ms() -> int:
+    return int(time.time() * 1000)
+
+
+@pytest.fixture(scope="module")
+def writes(kafka_env, session, tmp_path_factory) -> Writes:
+    spark = session
+    work = tmp_path_factory.mktemp("spark-writer")
+    stage = work / "kafkalog"
+    broker = ks.Broker(kafka_env, work / "broker", overrides={
+        # nothing but the hand-off may change the partitions' files
+        "log.cleaner.enable": "false", "log.retention.check.interval.ms": 3600_000,
+        "log.initial.task.delay.ms": 3600_000})
+    s = ho.Served({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, broker.log_dir)
+    base_ts = (_ms() // 1000) * 1000 - 3600 * 1000
+    inputs = {1: write_rows(1, 500, base_ts), 2: write_rows(2, 350, base_ts + 10_000)}
+    rows = {ident(r["key"], r["value"], r["headers"]): r for w in inputs.values() for r in w}
+    assert len(rows) == sum(len(w) for w in inputs.values())
+    frames = {w: rows_df(spark, r) for w, r in inputs.items()}
+    windows: Dict[Tuple[str, int], Tuple[int, int]] = {}
+    answers: Dict[str, Answer] = {}
+    mark = 0
+    cases_done: List[ho.Case] = []
+    timings: Dict[str, float] = {}
+    clock = [time.monotonic()]
+
+    def lap(what: str) -> None:
+        now = time.monotonic()
+        timings[what], clock[0] = now - clock[0], now
+
+    def read_finals(cases: List[ho.Case]) -> None:  # the broker stopped
+        text = broker.log_text(mark)
+        for c in cases:
+            s.lines[c] = ho.partition_lines(text, c.name)
+            s.final[c] = ho.read_dir(broker.partition_dir(c.topic, c.partition))
+
+    def read(fmt: str, topics: str, root: Optional[Path] = None) -> Answer:
+        r = spark.read.format(fmt).option("subscribe", topics).option("includeHeaders", "true")
+        if fmt == "kafka":
+            return collect(lambda: r.option("kafka.bootstrap.servers", broker.bootstrap).load())
+        return collect(lambda: r.load(str(root)))
+
+    broker.format()
+    broker.start()
+    try:
+        ho.create_topics(kafka_env, broker, [{"name": t, "partitions": W_PARTITIONS,
+                                              "configs": W_TOPIC_CONFIGS} for t in W_TOPICS])
+        lap("broker start")
+        for w, df in frames.items():
+            t0 = _ms()
+            df.coalesce(1).write.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap) \
+                .option("kafka.batch.size", W_OPTIONS["batchBytes"]).option("topic", "sink").save()
+            windows[("sink", w)] = (t0, _ms())
+            answers[f"kafka/sink-{w}"] = read("kafka", "sink")
+        # a partition the topic does not have: the producer refuses it (without waiting
+        # max.block.ms's default minute for the partition to appear)
+        try:
+            spark.createDataFrame([(b"k", b"v", W_PARTITIONS)], "key binary, value binary, partition int") \
+                .write.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap) \
+                .option("kafka.max.block.ms", "3000").option("topic", "sink").save()
+            refused = None
+        except Exception as e:  # noqa: BLE001 -- what the connector answered is the result
+            refused = str(e)
+        answers["kafka/no-such-partition"] = Answer(error=refused)
+        lap("connector writes and reads")
+        broker.stop()
+        assert (broker.log_dir / ".kafka_cleanshutdown").exists()
+        answers["kafkalog/sink"] = read("kafkalog", "sink", broker.log_dir)
+        # Kafka's form of the id (a UUID string is the other form the option takes: see
+        # test_writer_topic_id_forms)
+        tids = {t: topic_id_to_string(ho.topic_id(broker.partition_dir(t, 0))) for t in ("ow", "ap")}
+
+        # kafkalog: the first DataFrame in one task, the second in two (pieces joined at commit)
+        for topic, w, mode, codec in (("ap", 1, "append", "lz4"), ("ow", 1, "append", "zstd"),
+                                      ("ap", 2, "append", "lz4"), ("ow", 2, "overwrite", "zstd")):
+            df = frames[w].coalesce(1) if w == 1 else frames[w]
+            assert df.rdd.getNumPartitions() == w
+            t0 = _ms()
+            df.write.format("kafkalog").mode(mode).options(**W_OPTIONS).option("topic", topic) \
+                .option("topicId", tids[topic]).option("compression", codec).save(str(stage))
+            windows[(topic, w)] = (t0, _ms())
+        lap("kafkalog writes")
+        answers["kafkalog/ow,ap"] = read("kafkalog", "ow,ap", stage)
+        for c in W_CASES:
+            s.staged[c] = ho.read_dir(stage / c.name)
+        lap("reads")
+
+        for mode in ("clean", "recover"):
+            cases = [c for c in W_CASES if c.mode == mode]
+            if mode == "recover":
+                # the same partitions handed over again, now as after an unclean shutdown: no
+                # marker, no recovery point (the broker recovers every segment itself)
+                broker.stop()
+                read_finals(cases_done)
+                (broker.log_dir / ".kafka_cleanshutdown").unlink()
+            for c in cases:
+                ho.hand_off(stage, broker.log_dir, c.topic, c.partition, recover=mode == "recover")
+            mark = broker.log_path.stat().st_size
+            broker.start()
+            if mode == "clean":
+                answers["kafka/ow,ap"] = read("kafka", "ow,ap")  # before the broker appends more
+            ho.serve_phase(kafka_env, broker, stage, cases, s.staged, s, mode)
+            cases_done = cases
+            lap(f"{mode} hand-off and serve")
+    finally:
+        broker.stop()
+    read_finals(cases_done)
+    lap("stop")
+    return Writes(rows, windows, answers, s, timings)
+
+
+def _records(answer: Answer) -> List[Dict[str, Any]]:
+    assert answer.error is None, answer.error
+    names = [s[0] for s in answer.schema]
+    return [dict(zip(names, r)) for r in answer.rows]  # by topic, partition, offset
+
+
+def _placed(writes: Writes, answer: Answer, topic: str) -> Dict[int, List[Dict[str, Any]]]:
+    """Partition -> the input rows of ``topic``'s records, in offset order."""
+    out: Dict[int, List[Dict[str, Any]]] = {p: [] for p in range(W_PARTITIONS)}
+    for rec in _records(answer):
+        if rec["topic"] == topic:
+            row = writes.rows.get(ident(rec["key"], rec["value"], rec["headers"]))
+            assert row is not None, f"{topic}-{rec['partition']}@{rec['offset']}: a record no row wrote: {rec}"
+            out[rec["partition"]].append(row)
+    return out
+
+
+def _sticky(row: Dict[str, Any]) -> bool:
+    """No key and no partition: Kafka's producer places it with its sticky partitioner."""
+    return row["key"] is None and row["partition"] is None
+
+
+def _ms_of(ts) -> int:
+    return round(ts.timestamp() * 1000)
+
+
+@pytest.mark.parametrize("pair", [("kafka/sink-2", "kafkalog/sink"), ("kafka/ow,ap", "kafkalog/ow,ap")],
+                         ids=["connector-written", "kafkalog-written"])
+def test_writer_output_reads_the_same_both_ways(writes, pair):
+    """What each writer wrote reads the same with ``format("kafka")`` from the live broker and
+    with ``format("kafkalog")`` from the files: the connector's from the broker's stopped log
+    directory, kafkalog's from its own root and, handed to the broker, from the broker."""
+    want, got = (writes.answers[k] for k in pair)
+    assert want.error is None and got.error is None, (want.error, got.error)
+    assert got.schema == want.schema
+    names = [s[0] for s in want.schema]
+    assert len(want.rows) > 800
+    assert got.rows == want.rows, _first_difference(want.rows, got.rows, names)
+
+
+@pytest.mark.parametrize("topic", ["ap", "ow"])
+def test_writer_same_records_as_the_connector(writes, topic):
+    """kafkalog's writer puts the rows where the connector's producer puts them: every row
+    once; rows that name their partition and keyed rows (Kafka's default partitioner) in the
+    same partition and, per partition, the same order of key, value and headers; keyless rows
+    without a partition (the producer's sticky partitioner) as the same multiset.  ``ap``: the
+    first DataFrame, then the second appended; ``ow``: the second overwrote the first."""
+    wanted = {1, 2} if topic == "ap" else {2}
+    sink = {p: [r for r in rows if r["write"] in wanted]
+            for p, rows in _placed(writes, writes.answers["kafka/sink-2"], topic="sink").items()}
+    ours = _placed(writes, writes.answers["kafkalog/ow,ap"], topic)
+    every = sorted((r["write"], r["i"]) for r in writes.rows.values() if r["write"] in wanted)
+    for name, placed in (("connector", sink), ("kafkalog", ours)):
+        got = sorted((r["write"], r["i"]) for rows in placed.values() for r in rows)
+        assert got == every, f"{name}: not every row exactly once"
+    for p in range(W_PARTITIONS):
+        want = [ident(r["key"], r["value"], r["headers"]) for r in sink[p] if not _sticky(r)]
+        got = [ident(r["key"], r["value"], r["headers"]) for r in ours[p] if not _sticky(r)]
+        assert len(want) > 50
+        first = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
+        assert got == want, (f"{topic}-{p}: kafkalog {len(got)} placed rows, the connector {len(want)}; "
+                             f"first difference at #{first}")
+    sticky = lambda placed: sorted((r["write"], r["i"])  # noqa: E731
+                                   for rows in placed.values() for r in rows if _sticky(r))
+    assert sticky(ours) == sticky(sink) and sticky(sink)
+
+
+def test_writer_timestamps(writes):
+    """The connector's sink has no timestamp column: its records carry the producer's send
+    time.  kafkalog keeps a given timestamp and stamps a null one with the time it writes.
+    Both CreateTime."""
+    wrong = []
+    for key, topics in (("kafka/sink-2", ("sink",)), ("kafkalog/ow,ap", ("ow", "ap"))):
+        for rec in _records(writes.answers[key]):
+            if rec["topic"] not in topics:
+                continue
+            row = writes.rows[ident(rec["key"], rec["value"], rec["headers"])]
+            lo, hi = writes.windows[(rec["topic"], row["write"])]
+            ts = _ms_of(rec["timestamp"])
+            ok = (lo <= ts <= hi if rec["topic"] == "sink" or row["timestamp"] is None
+                  else ts == row["timestamp"])
+            if not ok or rec["timestampType"] != 0:
+                wrong.append((rec["topic"], rec["partition"], rec["offset"], ts,
+                              rec["timestampType"], row["timestamp"], (lo, hi)))
+    assert not wrong, f"{len(wrong)} records, (topic, partition, offset, timestamp, type, given, " \
+                      f"window): {wrong[:5]}"
+
+
+@pytest.mark.parametrize("form", ["kafka", "uuid"])
+def test_writer_topic_id_forms(session, tmp_path, form):
+    """The ``topicId`` option takes a topic id in Kafka's form (base64, as ``kafka-topics
+    --describe`` prints it) or as a UUID (docs/spark.md), and writes it to
+    ``partition.metadata``: the id a broker checks when it is handed the partition."""
+    import uuid
+
+    tid = uuid.UUID("c58ad141-fb99-4712-b383-7255c2502056")
+    text = topic_id_to_string(tid) if form == "kafka" else str(tid)
+    session.createDataFrame([(b"k", b"v")], "key binary, value binary").write.format("kafkalog") \
+        .mode("append").option("topic", "t").option("topicId", text).save(str(tmp_path))
+    assert ho.topic_id(tmp_path / "t-0") == tid
+
+
+def test_writer_bad_topic_id(session, tmp_path):
+    """A ``topicId`` that is no topic id fails naming the option, before anything is
+    written."""
+    df = session.createDataFrame([(b"k", b"v")], "key binary, value binary")
+    with pytest.raises(Exception, match="topicId") as e:
+        df.write.format("kafkalog").mode("append").option("topic", "t") \
+            .option("topicId", "not-a-topic-id").save(str(tmp_path / "out"))
+    assert not (tmp_path / "out" / "t-0").exists(), str(e.value)[:500]
+
+
+def test_writer_refuses_a_partition_the_topic_lacks(writes, session, tmp_path):
+    """A row for partition 3 of a 3-partition topic: the connector's producer refuses it
+    (``Partition 3 of topic sink with partition count 3 is not present in metadata``), and so
+    must kafkalog once ``numPartitions`` says how many the topic has; nothing is written."""
+    refused = writes.answers["kafka/no-such-partition"].error
+    assert refused is not None and "partition" in refused.lower(), refused
+    df = session.createDataFrame([(b"k", b"v", 0), (b"k", b"v", W_PARTITIONS)],
+                                 "key binary, value binary, partition int")
+    with pytest.raises(Exception, match=f"partition {W_PARTITIONS}") as e:
+        df.coalesce(1).write.format("kafkalog").mode("append").option("topic", "t") \
+            .option("numPartitions", str(W_PARTITIONS)).save(str(tmp_path / "out"))
+    assert not list((tmp_path / "out").glob("t-*")), str(e.value)[:500]
+
+
+# -- issue 29: the broker serves the Spark writer's partitions unchanged --------------------------------
+def _w_id(c: ho.Case) -> str:
+    return f"{c.mode}-{c.writer}-{c.partition}"
+
+
+@pytest.mark.parametrize("case", [c for c in W_CASES if c.mode == "clean"], ids=_w_id)
+def test_spark_written_as_read(writes, case):
+    """The staged partition (several segments) holds what ``format("kafkalog")`` read from the
+    write's root: the content the broker is given."""
+    st = writes.served.staged[case]
+    assert len(st.segments) >= 2, st.segments
+    read = [(r["offset"], r["key"], r["value"], tuple(tuple(h) for h in (r["headers"] or ())),
+             _ms_of(r["timestamp"]), r["timestampType"])
+            for r in _records(writes.answers["kafkalog/ow,ap"])
+            if (r["topic"], r["partition"]) == (case.topic, case.partition)]
+    assert st.rows["read_uncommitted"] == read
+
+
+@pytest.mark.parametrize("case", W_CASES, ids=_w_id)
+@pytest.mark.parametrize("isolation", ho.ISOLATIONS)
+def test_spark_write_consumer_reads(writes, case, isolation):
+    ho.check_consumer_reads(writes.served, case, isolation)
+
+
+@pytest.mark.parametrize("case", W_CASES, ids=_w_id)
+@pytest.mark.parametrize("isolation", ho.ISOLATIONS)
+def test_spark_write_from_the_middle(writes, case, isolation):
+    ho.check_from_the_middle(writes.served, case, isolation)
+
+
+@pytest.mark.parametrize("case", W_CASES, ids=_w_id)
+@pytest.mark.parametrize("isolation", ho.ISOLATIONS)
+def test_spark_write_offsets_for_times(writes, case, isolation):
+    ho.check_offsets_for_times(writes.served, case, isolation)
+
+
+@pytest.mark.parametrize("case", W_CASES, ids=_w_id)
+def test_spark_write_broker_log_is_quiet(writes, case):
+    ho.check_broker_log_quiet(writes.served, case)
+
+
+@pytest.mark.parametrize("mode", ["clean", "recover"])
+def test_spark_write_dump_log(writes, mode):
+    """The writer's records have no producer id: its snapshots hold no producer."""
+    ho.check_dump_log(writes.served, mode, producers=False)
+    print({k: round(v, 1) for k, v in writes.timings.items()})
+
+
+@pytest.mark.parametrize("case", W_CASES, ids=_w_id)
+@pytest.mark.parametrize("isolation", ho.ISOLATIONS)
+def test_spark_write_round_trip_closes(writes, case, isolation):
+    ho.check_round_trip(writes.served, case, isolation)

@@ -259,3 +259,24 @@ def test_producer_options_are_ignored_with_a_warning(tmp_path):
                                   "kafka.acks": "all", "compression": "zstd",
                                   "storage.region": "x"})
     assert o.compression == "zstd"
+
+
+@given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=6)),
+                          st.one_of(st.none(), st.binary(max_size=6)),
+                          st.one_of(st.none(), st.integers(0, 4))), max_size=40),
+       st.integers(1, 5))
+@settings(max_examples=60, deadline=None)
+def test_partition_column_is_the_helpers_partitioner(rows, n):
+    """A plain write with numPartitions places each row where ``kafkalog.spark.write`` would:
+    a given partition as it is, a keyed row by murmur2 of its key, an unkeyed one by murmur2 of
+    its value; so the two writers agree and a retried task routes every row the same way,
+    whatever batch it falls in."""
+    keys = pa.array([k for k, _v, _p in rows], pa.binary())
+    values = pa.array([v for _k, v, _p in rows], pa.binary())
+    parts = pa.array([p for _k, _v, p in rows], pa.int32())
+    want = [p if p is not None else w.default_partition(k if k is not None else (v or b""), n)
+            for k, v, p in rows]
+    assert w.partition_column(keys, values, parts, n).to_pylist() == want
+    # one batch or one row at a time: the same places
+    assert [w.partition_column(keys.slice(i, 1), values.slice(i, 1), parts.slice(i, 1), n)[0]
+            .as_py() for i in range(len(rows))] == want

@@ -145,6 +145,25 @@ SAVE_MODES = {
 }
 
 
+def _topic_id_option(v: Any) -> Optional[str]:
+    """The ``topicId`` option, checked on the driver: Kafka's base64 form (as ``kafka-topics
+    --describe`` prints it) or a UUID.  Returned in Kafka's form."""
+    if not v:
+        return None
+    text = str(v).strip()
+    try:
+        return _files.topic_id_to_string(uuid.UUID(text))
+    except ValueError:
+        pass
+    try:
+        return _files.topic_id_to_string(_files.topic_id_from_string(text))
+    except ValueError:
+        raise WriteError(
+            f"option 'topicId' must be a topic id, in Kafka's base64 form (as kafka-topics "
+            f"--describe prints it) or as a UUID, not {text!r}"
+        ) from None
+
+
 def _save_mode(v: Any) -> Optional[str]:
     if v is None:
         return None
@@ -262,7 +281,7 @@ class WriteOptions:
             preserve_offsets=_opt_bool(o, "preserveoffsets", None),
             leader_epoch=_opt_int(o, "leaderepoch", 0, lo=0),
             num_partitions=_opt_int(o, "numpartitions", None, lo=1),
-            topic_id=str(o["topicid"]) if o.get("topicid") else None,
+            topic_id=_topic_id_option(o.get("topicid")),
             fsync=bool(_opt_bool(o, "fsync", True)),
             save_mode=_save_mode(o.get("savemode")),
         )
@@ -326,33 +345,37 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def default_partition(key: Optional[bytes], num_partitions: int, counter: int = 0) -> int:
+def default_partition(key: bytes, num_partitions: int) -> int:
     """``toPositive(murmur2(key)) % numPartitions`` (Kafka's ``BuiltInPartitioner`` for keyed
-    records); records without a key are spread round-robin by ``counter``."""
-    if key is None:
-        return counter % num_partitions
+    records)."""
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
-def partition_column(keys, partitions, num_partitions: int):
-    """A partition array for an Arrow batch: the given partition where not null, else the
-    default partitioner on the key."""
+def partition_column(keys, values, partitions, num_partitions: int):
+    """A partition array for an Arrow batch: the given partition where not null, else Kafka's
+    default partitioner on the key (``toPositive(murmur2(key)) % n``), and for a record with
+    no key the same hash of its value (``kafkalog.spark.write``'s rule: Kafka's producer
+    spreads unkeyed records arbitrarily; here a Spark stage retry routes every row as the first
+    attempt did)."""
     import pyarrow as pa
 
+    def as_bytes(v):
+        if v is None or isinstance(v, bytes):
+            return v
+        return v.encode("utf-8") if isinstance(v, str) else bytes(v)
+
     kl = keys.to_pylist() if keys is not None else None
+    vl = values.to_pylist() if values is not None else None
     pl = partitions.to_pylist() if partitions is not None else None
-    n = len(kl) if kl is not None else len(pl)
+    n = len(kl) if kl is not None else (len(pl) if pl is not None else len(vl))
     out = []
-    rr = 0
     for i in range(n):
         p = pl[i] if pl is not None else None
         if p is None:
-            k = kl[i] if kl is not None else None
-            if isinstance(k, str):
-                k = k.encode("utf-8")
+            k = as_bytes(kl[i]) if kl is not None else None
             if k is None:
-                rr += 1
-            p = default_partition(k, num_partitions, rr)
+                k = (as_bytes(vl[i]) if vl is not None else None) or b""
+            p = default_partition(k, num_partitions)
         out.append(p)
     return pa.array(out, pa.int32())
 
@@ -450,7 +473,6 @@ class TaskWriter:
         self.stage = os.path.join(opts.path, STAGING_DIR, job_id, task_name)
         self.tps: Dict[Tuple[str, int], _TPState] = {}
         self.total_pending = 0
-        self._rr = 0
         self._valid_topics: set = set()
 
     # -- input ------------------------------------------------------------------------------------
@@ -497,8 +519,9 @@ class TaskWriter:
         if parts is None or parts.null_count:
             if self.opts.num_partitions is not None:
                 parts = partition_column(
-                    rb.column("key") if "key" in names else None, parts, self.opts.num_partitions
-                )
+                    rb.column("key") if "key" in names else None,
+                    rb.column("value") if "value" in names else None, parts,
+                    self.opts.num_partitions)
             elif parts is None:
                 parts = pa.repeat(pa.scalar(0, pa.int32()), n)
             else:
@@ -509,6 +532,13 @@ class TaskWriter:
         pmm = pc.min_max(parts)
         if pmm["min"].as_py() < 0:
             raise WriteError(f"negative partition {pmm['min'].as_py()}")
+        known = self.opts.num_partitions
+        if known is not None and pmm["max"].as_py() >= known:
+            raise WriteError(
+                f"partition {pmm['max'].as_py()} is not in the range [0...{known}) that "
+                f"numPartitions={known} gives the topic (Kafka's producer refuses a record for a "
+                "partition the topic does not have)"
+            )
         keep = [
             c
             for c in ("key", "value", "offset", "timestamp", "timestampType", "headers")
