@@ -4,7 +4,8 @@ built in the worker's memory, so a read through it costs only what PySpark's Pyt
 path costs (task start, Arrow IPC to the JVM, Arrow -> row conversion), and no decoding.
 
 Options: ``parquet`` (a directory of the same rows in Spark's Kafka schema with headers, as
-``spark_bench.generate`` writes it), ``splits`` (the number of tasks: use the number kafkalog
+``spark_bench.generate`` writes it), ``includeHeaders`` (as kafkalog's: the same columns),
+``splits`` (the number of tasks: use the number kafkalog
 plans for the same data, so both use the cores alike), ``rows`` (rows per batch, default
 65536; the floor of ../shared/spark/NOTE.md §3.2 is for batches of >= 10k rows).  The first
 read in a worker loads the Parquet files into memory (do one warm-up read); later reads in the
@@ -31,7 +32,8 @@ def _table(parquet: str, schema):
 
         files = sorted(os.path.join(parquet, f) for f in os.listdir(parquet)
                        if f.endswith(".parquet"))
-        t = pa.concat_tables([pq.read_table(f) for f in files]).cast(schema).combine_chunks()
+        t = pa.concat_tables([pq.read_table(f, columns=schema.names) for f in files])
+        t = t.cast(schema).combine_chunks()
         _TABLES[parquet] = t
     return t
 
@@ -67,7 +69,8 @@ class FloorSource(DataSource):
         return "kafkalog_floor"
 
     def schema(self) -> str:
-        return ks.schema(include_headers=True)
+        # kafkalog's default schema (no headers column unless includeHeaders=true)
+        return ks.schema(include_headers=self.options.get("includeheaders", "false") == "true")
 
     def reader(self, schema) -> _Reader:
         return _Reader(self.options, schema)
