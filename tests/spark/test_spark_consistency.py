@@ -20,7 +20,8 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from kafkalog.spark import _discovery, _errors, _options, _planning, _segments, _tasks  # noqa: E402
+from kafkalog.spark import _discovery, _errors, _options, _planning, _tasks  # noqa: E402
+from kafkalog.storage import logdir as _logdir  # noqa: E402
 from kafkalog.spark import _write as w  # noqa: E402
 
 TOPIC = "t"
@@ -162,7 +163,7 @@ def test_generation_marker_is_new_in_every_commit(tmp_path):
     for _ in range(6):
         writer.commit()
         for p in PARTS:
-            v = _segments.dir_version(str(root / f"{TOPIC}-{p}"))
+            v = _logdir.dir_version(str(root / f"{TOPIC}-{p}"))
             if v is not None:
                 assert v[2] is not None and v not in seen
                 seen.add(v)

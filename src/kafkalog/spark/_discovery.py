@@ -23,7 +23,8 @@ from ..storage.log import open_view
 from ..storage.log_view import LogView as _LogView
 from ._errors import NoKafkaLogError, OptionError, warn
 from ._options import ReadOptions
-from ._segments import DirVersion, SegmentRef, segment_refs
+from ..storage.logdir import DirVersion
+from ._segments import SegmentRef, segment_refs
 from ._store import store_of
 
 
@@ -61,7 +62,10 @@ class TopicPartitionLog:
 
     def open_view(self) -> _LogView:
         """The storage read model of the directory (close it after use)."""
-        return open_view(self.directory, self.fs)
+        # the listing the segments came from (this plan's): one listing per partition and plan
+        listing = getattr(self.segments, "view", None)
+        return open_view(self.directory, self.fs,
+                         listing=listing if (self.fs is None or self.fs.is_local()) else None)
 
     @contextlib.contextmanager
     def viewing(self) -> Iterator[None]:

@@ -13,7 +13,7 @@ from ._discovery import TopicPartitionLog, discover
 from ._errors import ConcurrentWriteError, OptionError
 from ._offsets import Range, check_specs, resolve_ranges
 from ._options import OPEN_COST_BYTES, ReadOptions
-from ._segments import DirVersion
+from ..storage.logdir import DirVersion
 
 
 @dataclass

@@ -1,18 +1,17 @@
 """The segments of one partition directory as the Spark source plans and reads them, through
 the storage model (:mod:`kafkalog.storage.logdir`, ``index.py``): their offset-index entries
-(where a task that skips damage resumes), and the directory's version (its identity and the generation
-marker a kafkalog write's commit gives it), which tells a directory from any other that takes
-its name later."""
+(where a task that skips damage resumes), listed with the directory's version
+(:func:`kafkalog.storage.logdir.dir_version`: its identity and the generation marker a kafkalog
+write's commit gives it), which tells a directory from any other that takes its name later."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Tuple
 
 from ..errors import KafkaStorageError
-from ..storage import files as _files
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
+from ..storage.logdir import DirVersion, dir_version
 
 
 @dataclass
@@ -63,55 +62,6 @@ def offset_index_entries(seg: "SegmentRef") -> List[Tuple[int, int]]:
         idx.close()
     seg.index_entries = out
     return out
-
-
-# A kafkalog write's commit puts a fresh one in every partition directory it swaps in (an
-# identity no directory shares, unlike an inode number, which the filesystem reuses).  Kafka
-# ignores files it does not know in a partition directory.
-GENERATION_FILE = ".kafkalog-generation"
-
-DirVersion = Tuple[int, int, Optional[str]]
-
-
-def write_generation(directory: str) -> str:
-    """Give ``directory`` a new generation marker (replacing a linked or copied one); returns
-    it.  Called by the writer on a partition directory before it is swapped into place."""
-    import uuid
-
-    gen = uuid.uuid4().hex
-    # a new file: a hard link to the previous directory's marker is unlinked, never written
-    fd = _files.create_new_file(os.path.join(directory, GENERATION_FILE))
-    try:
-        _files.write_all(fd, (gen + "\n").encode("ascii"))
-    finally:
-        os.close(fd)
-    return gen
-
-
-def version_of(handle: "_fs.DirectoryHandle") -> DirVersion:
-    """The version of a directory held open: its identity and its generation marker."""
-    gen = None
-    try:
-        with handle.open_read(GENERATION_FILE) as f:
-            gen = f.read(0, 64).decode("ascii", "replace").strip()
-    except KafkaStorageError:  # no marker (or not a regular file): identity only
-        pass
-    dev, ino = handle.identity[:2]
-    return (dev, ino, gen)
-
-
-def dir_version(directory: str) -> Optional[DirVersion]:
-    """What tells this partition directory from any other that takes its name later: its
-    device and inode and its generation marker (None where the directory is missing or
-    the system cannot open a directory)."""
-    try:
-        handle = _fs.LOCAL.open_dir(directory)
-    except KafkaStorageError:
-        return None
-    if handle is None:
-        return None
-    with handle:
-        return version_of(handle)
 
 
 class _Segments(list):

@@ -17,7 +17,8 @@ from ._errors import ConcurrentWriteError, DataLossError, OptionError, warn
 from ._options import ReadOptions
 from ._planning import Piece, Pruning, Split
 from ._schema import BATCH_FIELDS, KAFKA_COLUMNS, batch_type
-from ._segments import SegmentRef, dir_version, offset_index_entries, version_of
+from ..storage.logdir import dir_version, version_of
+from ._segments import SegmentRef, offset_index_entries
 from ._store import store_of
 
 _ENTRY = struct.Struct(">qi")  # an entry's offset and size

@@ -61,7 +61,7 @@ from ..storage import logdir as _logdir
 from ..errors import CorruptCheckpointError, KafkaStorageError
 from . import _errors, _options
 from ._paths import local_path
-from ._segments import write_generation
+from ..storage.logdir import write_generation
 
 STAGING_DIR = ".kafkalog-staging"
 GiB = 1024 * 1024 * 1024

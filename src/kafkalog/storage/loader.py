@@ -318,7 +318,7 @@ class LogLoader:
             view = getattr(self, "_store_view", None) or _logdir.scan_partition(self.dir,
                                                                                 self._store)
         else:
-            view = _logdir.scan_partition(self.dir)
+            view = getattr(self, "_listing", None) or _logdir.scan_partition(self.dir)
         for ig in view.ignored:
             if ig.kind in (_fs.FIFO, _fs.DEVICE, _fs.SOCKET, _fs.DIRECTORY, _fs.OTHER) and (
                 _files.parse_segment_file_name(ig.name) is not None

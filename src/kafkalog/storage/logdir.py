@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid as _uuid
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 from . import files as _files
@@ -427,3 +428,51 @@ def time_index(seg: SegmentFiles, fs: Optional[_fs.FileSystem] = None):
     ``(timestamp, offset)`` entries, ``last_entry``, ``lookup(timestamp)``); empty when the
     file is missing.  In a store only its entries are fetched.  Close it after use."""
     return _store_index(TimeIndex, seg.time_index, seg.base_offset, fs)
+
+
+# -- the directory's version (concurrent-overwrite detection) ------------------------------------
+# A kafkalog write's commit puts a fresh one in every partition directory it swaps in (an
+# identity no directory shares, unlike an inode number, which the filesystem reuses).  Kafka
+# ignores files it does not know in a partition directory.
+GENERATION_FILE = ".kafkalog-generation"
+
+DirVersion = Tuple[int, int, Optional[str]]
+
+
+def write_generation(directory: str) -> str:
+    """Give ``directory`` a new generation marker (replacing a linked or copied one); returns
+    it.  Called by the writer on a partition directory before it is swapped into place."""
+    gen = _uuid.uuid4().hex
+    # a new file: a hard link to the previous directory's marker is unlinked, never written
+    fd = _files.create_new_file(os.path.join(directory, GENERATION_FILE))
+    try:
+        _files.write_all(fd, (gen + "\n").encode("ascii"))
+    finally:
+        os.close(fd)
+    return gen
+
+
+def version_of(handle: "_fs.DirectoryHandle") -> DirVersion:
+    """The version of a directory held open: its identity and its generation marker."""
+    gen = None
+    try:
+        with handle.open_read(GENERATION_FILE) as f:
+            gen = f.read(0, 64).decode("ascii", "replace").strip()
+    except KafkaStorageError:  # no marker (or not a regular file): identity only
+        pass
+    dev, ino = handle.identity[:2]
+    return (dev, ino, gen)
+
+
+def dir_version(directory: str) -> Optional[DirVersion]:
+    """What tells this partition directory from any other that takes its name later: its
+    device and inode and its generation marker (None where the directory is missing or
+    the system cannot open a directory)."""
+    try:
+        handle = _fs.LOCAL.open_dir(directory)
+    except KafkaStorageError:
+        return None
+    if handle is None:
+        return None
+    with handle:
+        return version_of(handle)
