@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import struct
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -511,3 +512,40 @@ def test_pure_memory_records_legacy_entries_equal_the_constructor(magic, codec, 
         pos = outcome[3]
         if pos not in seen and pos + 17 <= len(raw) and raw[pos + 16] in (0, 1):
             assert attempt(lambda: LP.LegacyRecordBatch(raw, pos, check_crc=check))[:3] == outcome[:3]
+
+
+@given(st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.integers(0, 7), st.integers(-3, 3)),
+                min_size=0, max_size=12),
+       st.data())
+@FUZZ
+def test_walk_frames_twins_agree(entries, data):
+    """The read model's framing walk (``walk_frames``): the twins stop at the same entry with the
+    same offset, over runs of entries of every magic with sizes, offsets and bytes bent."""
+    buf = bytearray()
+    off = data.draw(st.integers(-2, 2**63 - 1 - 100))
+    for magic, records, bend in entries:
+        if magic == 2:
+            body = bytearray(61 - 12 + 10 * records)
+            body[4] = 2
+            struct.pack_into(">i", body, 23 - 12, max(records - 1, 0))
+        else:
+            body = bytearray(14 + 10 * records)
+            body[4] = magic
+        size = len(body) + bend * data.draw(st.sampled_from([0, 1, 7, 2**31 - 1 - len(body)]))
+        buf += struct.pack(">qI", off, size % 2**32) + body  # any 32-bit size, negative too
+        off += records + 1
+    n = data.draw(st.integers(0, len(buf)))
+    p = data.draw(st.integers(0, n))
+    left = data.draw(st.integers(n - p, len(buf) + 20))
+    end = data.draw(st.sampled_from([-1, 0, off // 2 if off > 0 else 0, off, 2**62]))
+    max_size = data.draw(st.sampled_from([2**31 - 1, 100, 14]))
+    seen = data.draw(st.integers(0, 2**40))
+    for b in (bytes(buf), memoryview(bytes(buf))):
+        assert C.walk_frames(b, p, n, left, end, max_size, seen) == \
+            P.walk_frames(b, p, n, left, end, max_size, seen)
+    got_p, _seen = P.walk_frames(bytes(buf), p, n, left, end, max_size, seen)
+    assert p <= got_p <= n
+    with pytest.raises(ValueError):
+        C.walk_frames(bytes(buf), 0, len(buf) + 1, left, end, max_size, seen)
+    with pytest.raises(ValueError):
+        P.walk_frames(bytes(buf), 0, len(buf) + 1, left, end, max_size, seen)

@@ -78,6 +78,7 @@ __all__ = [
     "encode_record_body",
     "record_size",
     "record_size_upper_bound",
+    "walk_frames",
 ]
 
 cdef extern from "crc32c.h" nogil:
@@ -1824,3 +1825,40 @@ cdef class MemoryRecordsBuilder:
         _put16(p + 51, <uint16_t>self._producer_epoch)
         _put32(p + 53, <uint32_t>self._base_sequence)
         _put32(p + 57, <uint32_t>self._count)
+
+# -- framing a run of log entries (the read model's scans) -------------------------------------
+def walk_frames(buf, Py_ssize_t p, Py_ssize_t n, Py_ssize_t left, long long end,
+                long long max_size, long long seen):
+    """Walk the well-framed whole log entries of ``buf[p:n]`` (see ``_batch_py.walk_frames``):
+    ``(position of the first entry not walked, the offset after the last one walked)``."""
+    cdef Py_buffer view
+    cdef const uint8_t* d
+    cdef int64_t off, total, delta
+    cdef int32_t length
+    cdef uint8_t magic
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if p < 0 or p > n or n > view.len:
+            raise ValueError(f"walk_frames: bad range [{p}, {n}) of {view.len} bytes")
+        d = <const uint8_t*>view.buf
+        while n - p >= 17:
+            off = <int64_t>_be64(d + p)
+            length = <int32_t>_be32(d + p + 8)
+            magic = d[p + 16]
+            total = <int64_t>length + 12
+            if (length < 14 or magic > 2 or (magic == 2 and total < 61) or total > left - p
+                    or length > max_size):
+                break
+            if off < 0 or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end):
+                break
+            if total > n - p:
+                break
+            if magic == 2:
+                delta = <int32_t>_be32(d + p + 23)
+                seen = off + delta + 1
+            else:
+                seen = off + 1
+            p += total
+    finally:
+        PyBuffer_Release(&view)
+    return p, seen

@@ -66,10 +66,12 @@ __all__ = [
     "encode_record_body",
     "record_size",
     "record_size_upper_bound",
+    "walk_frames",
 ]
 
 _ENTRY = struct.Struct(">qi")
 _U32 = struct.Struct(">I")
+_I32 = struct.Struct(">i")
 _NO_HEADERS: Tuple = ()
 _M64 = 1 << 64
 _M32 = 1 << 32
@@ -1006,3 +1008,36 @@ def record_size(offset_delta: int, timestamp_delta: int, key, value, headers=())
         _byte_len(value, "value"),
         _header_list(headers),
     )
+
+# -- framing a run of log entries (the read model's scans) -------------------------------------
+def walk_frames(buf, p: int, n: int, left: int, end: int, max_size: int,
+                seen: int) -> Tuple[int, int]:
+    """Walk the whole log entries of ``buf[p:n]`` that need no second look:
+    ``(position of the first entry not walked, the offset after the last one walked)``, with
+    ``seen`` returned unchanged when none is.  An entry stops the walk where fewer than 17 of
+    its bytes are in ``buf``, where its framing is not sound (size below 14, magic above 2, a v2
+    batch under 61 bytes, more bytes than the ``left`` the segment has from ``buf``'s start,
+    a size above ``max_size``), where its offset is negative, huge, or at or past ``end``
+    (``end`` >= 0; -1: no end), or where it is not wholly in ``buf``: the caller handles that
+    entry.  The offset after an entry is its last offset + 1 (a v2 batch's base offset + its
+    last offset delta + 1; a legacy entry's offset + 1)."""
+    if p < 0 or p > n or n > len(buf):
+        raise ValueError(f"walk_frames: bad range [{p}, {n}) of {len(buf)} bytes")
+    unpack = _ENTRY.unpack_from
+    while n - p >= 17:
+        off, length = unpack(buf, p)
+        magic = buf[p + 16]
+        total = length + 12
+        if (length < 14 or magic > 2 or (magic == 2 and total < 61) or total > left - p
+                or length > max_size):
+            break
+        if off < 0 or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end):
+            break
+        if total > n - p:
+            break
+        if magic == 2:
+            seen = off + _I32.unpack_from(buf, p + 23)[0] + 1
+        else:
+            seen = off + 1
+        p += total
+    return p, seen
