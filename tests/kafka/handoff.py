@@ -513,6 +513,15 @@ class Served(NamedTuple):
     broker_dir: Path
 
 
+def quiet_broker(env: Dict[str, Path], work: Path) -> Tuple[ks.Broker, Served]:
+    """A broker in ``work / "broker"`` that changes no partition's files by itself (no cleaner,
+    no retention check), and an empty :class:`Served` for it: only the hand-off writes."""
+    broker = ks.Broker(env, work / "broker", overrides={
+        "log.cleaner.enable": "false", "log.retention.check.interval.ms": 3600_000,
+        "log.initial.task.delay.ms": 3600_000})
+    return broker, Served({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, broker.log_dir)
+
+
 def more_records(case: Case, n: int = 6) -> List[Dict[str, Any]]:
     now = int(time.time() * 1000)
     out = []

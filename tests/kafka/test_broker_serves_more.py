@@ -355,11 +355,7 @@ def more(kafka_env, tmp_path_factory) -> More:
     work = tmp_path_factory.mktemp("kafka-handoff-more")
     stage = work / "stage"
     stage.mkdir()
-    broker = ks.Broker(kafka_env, work / "broker", overrides={
-        # nothing but the hand-off may change the partitions' files
-        "log.cleaner.enable": "false", "log.retention.check.interval.ms": 3600_000,
-        "log.initial.task.delay.ms": 3600_000})
-    s = ho.Served({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, broker.log_dir)
+    broker, s = ho.quiet_broker(kafka_env, work)
     m = More(s, {}, {}, {}, {}, {}, {}, stage, {}, {}, {}, {}, {})
     base_ts = (int(time.time() * 1000) // 1000) * 1000 - 3600 * 1000
     broker.format()

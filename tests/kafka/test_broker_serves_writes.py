@@ -33,7 +33,6 @@ from typing import Any, Dict, List
 import pytest
 
 import handoff as ho
-import kafka_support as ks
 
 pytestmark = pytest.mark.kafka
 
@@ -60,11 +59,7 @@ def served(kafka_env, tmp_path_factory) -> ho.Served:
     work = tmp_path_factory.mktemp("kafka-handoff")
     stage = work / "stage"
     stage.mkdir()
-    broker = ks.Broker(kafka_env, work / "broker", overrides={
-        # nothing but the hand-off may change the partitions' files
-        "log.cleaner.enable": "false", "log.retention.check.interval.ms": 3600_000,
-        "log.initial.task.delay.ms": 3600_000})
-    s = ho.Served({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, broker.log_dir)
+    broker, s = ho.quiet_broker(kafka_env, work)
     base_ts = (int(time.time() * 1000) // 1000) * 1000 - 3600 * 1000
     clean = [c for c in CASES if c.mode == "clean"]
     recover = [c for c in CASES if c.mode == "recover"]

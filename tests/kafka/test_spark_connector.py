@@ -648,11 +648,7 @@ def writes(kafka_env, session, tmp_path_factory) -> Writes:
     spark = session
     work = tmp_path_factory.mktemp("spark-writer")
     stage = work / "kafkalog"
-    broker = ks.Broker(kafka_env, work / "broker", overrides={
-        # nothing but the hand-off may change the partitions' files
-        "log.cleaner.enable": "false", "log.retention.check.interval.ms": 3600_000,
-        "log.initial.task.delay.ms": 3600_000})
-    s = ho.Served({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, broker.log_dir)
+    broker, s = ho.quiet_broker(kafka_env, work)
     base_ts = (_ms() // 1000) * 1000 - 3600 * 1000
     inputs = {1: write_rows(1, 500, base_ts), 2: write_rows(2, 350, base_ts + 10_000)}
     rows = {ident(r["key"], r["value"], r["headers"]): r for w in inputs.values() for r in w}

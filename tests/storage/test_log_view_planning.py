@@ -5,12 +5,14 @@ and v2, compressed wrappers, compaction gaps, sparse and dense offset indexes, c
 unclean shutdowns."""
 from __future__ import annotations
 
+import errno
 import os
 import random
 
 import pytest
 
 from kafkalog import MemoryRecordsBuilder
+from kafkalog.errors import KafkaStorageError
 from kafkalog.storage import files as _files
 from kafkalog.storage.log import Log, open_view
 
@@ -106,5 +108,7 @@ def test_planning_answers_name_the_segment(tmp_path):
     path = tmp_path / "t-0"
     _build(path, random.Random(1), 2, compact=False)
     with open_view(str(path)) as view:
-        with pytest.raises(ValueError, match="no segment with base offset 12345"):
+        with pytest.raises(KafkaStorageError, match="no segment with base offset 12345") as e:
             view.split_positions(12345, 0, 10, 1)
+    assert e.value.errno == errno.ENOENT  # a planner plans again
+    assert e.value.filename == os.path.join(str(path), "%020d.log" % 12345)

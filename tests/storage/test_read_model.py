@@ -164,20 +164,29 @@ def test_crc_bad_tail_one_log_end(tmp_path):
 
 
 # -- 7: a batch size field of 2^31-1 in the middle segment: never a silent stop -------------------
-def _three_segments(tmp_path):
+def _oversized_second_batch(tmp_path, config, batches):
+    """A log of 2-record batches in three or more segments whose middle segment's second batch
+    claims 2^31-1 bytes: (directory, that .log, the batch's position and offset, the segment
+    bases, the position of the batch after it, the log end offset)."""
     d = str(tmp_path / "t-0")
-    with Log.open(d, {"segment.bytes": 300}) as log:
-        for _ in range(9):
+    with Log.open(d, config) as log:
+        for _ in range(batches):
             _plain(log, 2)
         bases = [s.base_offset for s in log._segments]
+        end = log.log_end_offset
     assert len(bases) >= 3
     mid = os.path.join(d, "%020d.log" % bases[1])
     data = bytearray(open(mid, "rb").read())
     first = 12 + struct.unpack_from(">i", data, 8)[0]  # the second batch of the segment
+    after = first + 12 + struct.unpack_from(">i", data, first + 8)[0]
     off = struct.unpack_from(">q", data, first)[0]
     struct.pack_into(">i", data, first + 8, 2**31 - 1)
     open(mid, "wb").write(bytes(data))
-    return d, mid, first, off, bases
+    return d, mid, first, off, bases, after, end
+
+
+def _three_segments(tmp_path):
+    return _oversized_second_batch(tmp_path, {"segment.bytes": 300}, 9)[:5]
 
 
 def test_oversized_batch_in_middle_segment_raises(tmp_path):
@@ -283,22 +292,11 @@ def test_skip_resumes_at_the_next_index_entry(tmp_path):
     """Skipping damage loses only what no index entry points past: with an entry at every
     batch, the records after the damaged batch in the same segment are read (the place the
     Spark source resumes at under failOnDataLoss=false)."""
-    d = str(tmp_path / "t-0")
-    with Log.open(d, {"segment.bytes": 400, "index.interval.bytes": 1}) as log:
-        for _ in range(12):
-            _plain(log, 2)
-        bases = [s.base_offset for s in log._segments]
-        end = log.log_end_offset
-    assert len(bases) >= 3
-    seg = os.path.join(d, "%020d.log" % bases[1])
-    data = bytearray(open(seg, "rb").read())
-    first = 12 + struct.unpack_from(">i", data, 8)[0]  # the second batch of the segment
-    second = first + 12 + struct.unpack_from(">i", data, first + 8)[0]
-    assert second < len(data), "the segment needs a batch after the damaged one"
-    off = struct.unpack_from(">q", data, first)[0]
-    nxt = struct.unpack_from(">q", data, second)[0]
-    struct.pack_into(">i", data, first + 8, 2**31 - 1)
-    open(seg, "wb").write(bytes(data))
+    d, seg, first, off, bases, after, end = _oversized_second_batch(
+        tmp_path, {"segment.bytes": 400, "index.interval.bytes": 1}, 12)
+    data = open(seg, "rb").read()
+    assert after < len(data), "the segment needs a batch after the damaged one"
+    nxt = struct.unpack_from(">q", data, after)[0]
     gaps = []
     with Log.open(d, read_only=True) as log:
         got = _log_offsets(log, on_damage="skip", gaps=gaps)

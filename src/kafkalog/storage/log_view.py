@@ -329,11 +329,17 @@ class LogView:
             return [(s.base_offset, s.log_path, s.size) for s in self._log._segments]
 
     def _segment(self, base_offset: int) -> Segment:
+        """The segment at ``base_offset``; a KafkaStorageError with errno ENOENT naming its
+        ``.log`` when the view has none there (deleted or replaced since the caller listed it:
+        a planner plans again)."""
         log = self._log
         log._check_open()
         i = floor_index(log._bases, base_offset)
         if i < 0 or log._bases[i] != base_offset:
-            raise ValueError(f"no segment with base offset {base_offset} in {log.dir}")
+            path = os.path.join(log.dir, "%020d.log" % base_offset)
+            raise KafkaStorageError(
+                f"no segment with base offset {base_offset} in {log.dir} (deleted or replaced "
+                "since it was listed?)", path=path, errno=_errno.ENOENT, operation="reading")
         return log._segments[i]
 
     def position_in(self, base_offset: int, offset: int) -> Optional[int]:
