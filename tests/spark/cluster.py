@@ -125,7 +125,8 @@ def start_cluster(workdir: Path, env: dict, workers: int = 2, timeout: float = 9
 # The driver program: reads (and optionally writes) through the cluster, saves what it read as
 # an Arrow IPC file.  argv: master_url, json of {"read": path, "options": {...}, "out": file,
 # "write": path or null, "write_options": {...}, "format": "kafkalog" (default) or "parquet"
-# (Spark's own reader), "write_parquet": path or null (Spark's own writer), "conf": {extra
+# (Spark's own reader), "write_parquet": path or null (Spark's own writer), "out_back": file
+# (with write_parquet: what Spark's own Parquet reader reads back from there), "conf": {extra
 # session settings, e.g. spark.jars and S3A's}}.
 DRIVER = r'''
 import json, sys, warnings
@@ -161,6 +162,10 @@ info = {"rows": t.num_rows, "python_worker_pids": pids,
 if job.get("write_parquet"):
     df.write.mode("overwrite").parquet(job["write_parquet"])
     info["written"] = job["write_parquet"]
+    if job.get("out_back"):
+        back = spark.read.parquet(job["write_parquet"]).toArrow()
+        with pa.OSFile(job["out_back"], "wb") as f, pa.ipc.new_file(f, back.schema) as w:
+            w.write_table(back)
 if job.get("write"):
     ks.write(df, job["write"], mode="append", **job.get("write_options", {}))
     info["written"] = job["write"]
