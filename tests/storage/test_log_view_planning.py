@@ -52,13 +52,14 @@ def _walk(path, base):
                 for h in seg.iter_headers()]
 
 
+@pytest.mark.parametrize("defer_opens", [False, True], ids=["opened", "deferred"])
 @pytest.mark.parametrize("seed", range(24))
-def test_planning_answers_match_a_walk(tmp_path, seed):
+def test_planning_answers_match_a_walk(tmp_path, seed, defer_opens):
     rnd = random.Random(seed)
     magic = rnd.choice([0, 1, 2, 2])
     path = tmp_path / "t-0"
     _build(path, rnd, magic, compact=rnd.random() < 0.4)
-    with open_view(str(path)) as view:
+    with open_view(str(path), defer_opens=defer_opens) as view:
         segs = view.segments()
         assert [s[0] for s in segs] == sorted(s[0] for s in segs)
         assert [p for _, p, _ in segs] == [p for _, p in view.segment_paths()]
@@ -112,3 +113,55 @@ def test_planning_answers_name_the_segment(tmp_path):
             view.split_positions(12345, 0, 10, 1)
     assert e.value.errno == errno.ENOENT  # a planner plans again
     assert e.value.filename == os.path.join(str(path), "%020d.log" % 12345)
+
+
+def _open_fds():
+    d = "/proc/self/fd"
+    return {os.readlink(os.path.join(d, f)) for f in os.listdir(d)
+            if os.path.exists(os.path.join(d, f))}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd to see fds")
+def test_deferred_opens_open_each_log_at_its_first_read(tmp_path):
+    """``defer_opens``: a view loads without a descriptor on any .log but the ones its load
+    reads (the last segment's, for the log end), answers as an opened view does, and opens a
+    .log when asked about it."""
+    path = tmp_path / "t-0"
+    _build(path, random.Random(3), 2, compact=False)
+    with open_view(str(path)) as opened:
+        want = (opened.log_start_offset, opened.log_end_offset, opened.segments())
+    assert len(want[2]) >= 3
+    with open_view(str(path), defer_opens=True) as view:
+        logs = {p for p in _open_fds() if p.endswith(".log")}
+        first, last = want[2][0][1], want[2][-1][1]
+        assert first not in logs and last in logs
+        assert (view.log_start_offset, view.log_end_offset, view.segments()) == want
+        base = want[2][0][0]
+        assert view.position_in(base, base) == 0
+        view.split_positions(base, 0, want[2][0][2], 1)
+    assert not {p for p in _open_fds() if p.startswith(str(path))}
+
+
+def test_deferred_open_of_a_deleted_or_replaced_segment_is_retryable(tmp_path):
+    """A segment deleted (or replaced by another file) after a deferring view loaded and before
+    its first read is a KafkaStorageError with errno ENOENT naming the .log (a planner plans
+    again), never the bytes of another file."""
+    path = tmp_path / "t-0"
+    _build(path, random.Random(5), 2, compact=False)
+    with open_view(str(path), defer_opens=True) as view:
+        (b0, p0, _s0) = view.segments()[0]
+        os.unlink(p0)
+        with pytest.raises(KafkaStorageError) as e:
+            list(view.iter_batches(b0, b0 + 1))
+        assert e.value.errno == errno.ENOENT and e.value.filename == p0
+    path = tmp_path / "t-1"
+    _build(path, random.Random(5), 2, compact=False)
+    with open_view(str(path), defer_opens=True) as view:
+        (b1, p1, _s1) = view.segments()[0]  # not the last: that one is read on load
+        tmp = p1 + ".new"
+        with open(p1, "rb") as f, open(tmp, "wb") as g:
+            g.write(f.read())
+        os.replace(tmp, p1)  # the same bytes, another file
+        with pytest.raises(KafkaStorageError, match="replaced") as e:
+            list(view.iter_batches(b1, b1 + 1))
+        assert e.value.errno == errno.ENOENT and e.value.filename == p1

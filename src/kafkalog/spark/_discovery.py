@@ -64,8 +64,11 @@ class TopicPartitionLog:
         """The storage read model of the directory (close it after use)."""
         # the listing the segments came from (this plan's): one listing per partition and plan
         listing = getattr(self.segments, "view", None)
+        # the planner reads little of each .log: opened at the first read (defer_opens); a
+        # segment gone by then is an ENOENT KafkaStorageError, which the planner plans again on
         return open_view(self.directory, self.fs,
-                         listing=listing if (self.fs is None or self.fs.is_local()) else None)
+                         listing=listing if (self.fs is None or self.fs.is_local()) else None,
+                         defer_opens=True)
 
     @contextlib.contextmanager
     def viewing(self) -> Iterator[None]:

@@ -147,10 +147,12 @@ class LogLoader:
             clock=self._clock,
         )
 
-    def _open_segment(self, base_offset: int, suffix: str = "") -> Segment:
+    def _open_segment(self, base_offset: int, suffix: str = "",
+                      listed: Optional["_logdir.SegmentFiles"] = None) -> Segment:
         if self._store is not None:
             return self._open_store_segment(base_offset)
-        return Segment.open(self.dir, base_offset, file_suffix=suffix, **self._segment_kwargs())
+        kw = self._kwargs_memo or self._segment_kwargs()
+        return Segment.open(self.dir, base_offset, file_suffix=suffix, listed=listed, **kw)
 
     # -- a log in an object store or HDFS (read-only) ----------------------------------------
     def _open_store_segment(self, base_offset: int) -> Segment:
@@ -234,6 +236,9 @@ class LogLoader:
         )
         self.producer_state = ProducerStateManager(d, read_only=ro, clock=self._clock,
                                                    fs=self._store)
+        listing = getattr(self, "_listing", None)
+        if ro and listing is not None:  # a view loads from its caller's listing: snapshots too
+            self.producer_state.use_listed_snapshots([off for off, _ in listing.snapshots])
 
         if not ro:
             self._remove_temp_files_and_swap()
@@ -435,12 +440,24 @@ class LogLoader:
         self._segments.insert(i, seg)
 
     _lazy_index_checks = False  # set by open_view: see Segment.defer_index_checks
+    _defer_opens = False  # set by open_view(defer_opens=True): see Segment(listed=...)
+    _kwargs_memo: Optional[Dict[str, Any]] = None  # the segments' options during a load
 
     def _load_segments(self, had_clean: bool, recovery_point: int) -> None:
-        bases = self._scan().base_offsets
+        listing = self._scan()
+        bases = listing.base_offsets
         lazy = self._lazy_index_checks and self.read_only and self._store is None
+        # a view asked to defer opens opens each .log at its first read (from the listing)
+        listed = listing.segments if lazy and self._defer_opens else [None] * len(bases)
+        self._kwargs_memo = self._segment_kwargs()
+        try:
+            self._open_listed(bases, listed, lazy)
+        finally:
+            self._kwargs_memo = None
+
+    def _open_listed(self, bases, listed, lazy: bool) -> None:
         for k, base in enumerate(bases):
-            seg = self._open_segment(base)
+            seg = self._open_segment(base, listed=listed[k])
             self._add_segment(seg)
             needs_recovery = False
             try:

@@ -1336,20 +1336,26 @@ class Log(LogLoader, LocalLog, LogRetention):
 
 
 def open_view(directory: str, fs: Any = None, config: Any = None,
-              listing: Optional["_logdir.PartitionView"] = None) -> "LogView":
+              listing: Optional["_logdir.PartitionView"] = None,
+              defer_opens: bool = False) -> "LogView":
     """The read model (:class:`~kafkalog.storage.log_view.LogView`) of the partition directory
     ``directory`` on ``fs`` (default: the local file system): loaded as a read-only
     :meth:`Log.open` loads it (recovery in memory, nothing written), except that each segment's
     offset and time indexes but the last's are checked when first read rather than on open (as
     Kafka's ``LazyIndex`` opens them).  ``listing``: the directory's
     :func:`~kafkalog.storage.logdir.scan_partition` just taken by the caller (a reader that
-    plans from it then sees the same segments; local directories only).  Close the view (or use
-    it as a context manager); that closes the log it owns."""
+    plans from it then sees the same segments; local directories only).  ``defer_opens``: open
+    each segment's ``.log`` at its first read, not on load (for a caller that asks the view
+    about offsets and positions and reads little, as a planner does; a segment deleted or
+    replaced before its first read is then a KafkaStorageError with errno ENOENT, where one
+    opened on load could still be read).  Close the view (or use it as a context manager);
+    that closes the log it owns."""
     if fs is None or fs.is_local():
         log = object.__new__(Log)
         log._store = None
         log._lazy_index_checks = True  # each index checked when first read (Kafka's LazyIndex)
         log._listing = listing
+        log._defer_opens = defer_opens
         log._init(os.path.abspath(_fs.local_directory(directory)),
                   config if isinstance(config, LogConfig) else LogConfig(config),
                   True, False, now_ms, None, False, 60000)

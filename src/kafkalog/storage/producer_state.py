@@ -554,7 +554,15 @@ class ProducerStateManager:
             raise ValueError("this producer state has no directory")
         return _files.producer_snapshot_file(self.directory, offset)
 
+    def use_listed_snapshots(self, offsets: List[int]) -> None:
+        """Read-only: the snapshots are the ones of the caller's listing of the directory (a
+        read view loads from one listing), not listed again at each question."""
+        if self.read_only:
+            self._snapshot_offsets = sorted(offsets)
+
     def snapshot_offsets(self) -> List[int]:
+        if self._snapshot_offsets is not None and self.read_only:
+            return list(self._snapshot_offsets)
         if self._fs is not None and self.directory is not None:
             if self._snapshot_offsets is None:  # nothing here changes a store: list it once
                 self._snapshot_offsets = list_snapshot_offsets(self.directory, self._fs)

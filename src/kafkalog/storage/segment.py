@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import stat
 import struct
 import time
 import warnings
@@ -149,7 +150,12 @@ class Segment:
         init_file_size: int = 0,
         clock=None,
         fd: Optional[int] = None,
+        listed: Optional["_logdir.SegmentFiles"] = None,
     ) -> None:
+        """``listed`` (read-only only): the segment's files as the caller's listing of the
+        directory found them; the index files' existence is taken from it and the ``.log`` is
+        opened at its first read rather than now (a read view loads every segment but reads
+        few; a file replaced by a non-regular one is still refused when opened)."""
         if base_offset < 0:
             raise ValueError(f"base offset must be non-negative, not {base_offset}")
         self.directory = os.fspath(directory)
@@ -165,6 +171,9 @@ class Segment:
         self._oi_path = _files.offset_index_file(self.directory, base_offset, file_suffix)
         self._ti_path = _files.time_index_file(self.directory, base_offset, file_suffix)
         self._txn_path = _files.transaction_index_file(self.directory, base_offset, file_suffix)
+        if read_only and listed is not None and fd is None:
+            self._init_listed(listed)
+            return
         exists = os.path.exists(self._log_path)
         if read_only and fd is not None:
             self._fd = fd  # the .log opened by the caller (a regular file), now the segment's
@@ -200,6 +209,76 @@ class Segment:
         self._max_ts_offset = base_offset
         self._rolling_based_timestamp: Optional[int] = None
         self.created_ms = self._clock()
+
+    def _init_listed(self, listed: "_logdir.SegmentFiles") -> None:
+        """The rest of a read-only open from a listing: one ``stat`` of the ``.log`` (its size
+        and kind), no descriptor until the first read."""
+        try:
+            st = os.stat(self._log_path)
+        except OSError as e:
+            # opened as an unlisted segment opens (the same error for a vanished file)
+            _fs.open_local_fd(self._log_path)
+            raise KafkaStorageError.from_os_error(e, "opening a segment",
+                                                  path=self._log_path)  # pragma: no cover
+        if not stat.S_ISREG(st.st_mode):
+            _fs.open_local_fd(self._log_path)  # raises: not a regular file
+        self._fdv = -1
+        self._lazy_fd = True
+        self._preallocated = False
+        self._offset_index = None
+        self._time_index = None
+        self._txn_index = None
+        self._memory_indexes = False
+        self._file_size = st.st_size
+        self._listed_st = (st.st_dev, st.st_ino)
+        self.offset_index_existed = listed.offset_index is not None
+        self.time_index_existed = listed.time_index is not None
+        self._txn_listed = listed.txn_index is not None
+        self._wbuf = None
+        self._wlen = 0
+        self._unsynced = False
+        self._bytes_since_last_index_entry = 0
+        self._max_ts = None
+        self._max_ts_offset = self.base_offset
+        self._rolling_based_timestamp = None
+        self.created_ms = self._clock()
+
+    # the .log's descriptor: opened on first use for a segment opened from a listing
+    _fdv = -1
+    _lazy_fd = False
+    _txn_listed = True  # unknown: the transaction index may exist
+    _next_offset_memo: Optional[Tuple[int, int]] = None  # read-only: (size, next offset)
+    _listed_st: Optional[Tuple[int, int]] = None  # (device, inode) of a listed .log
+
+    @property
+    def _fd(self) -> int:
+        fd = self._fdv
+        if fd < 0 and self._lazy_fd:
+            self._check_open()
+            fd = _fs.open_local_fd(self._log_path)  # regular files only
+            try:
+                st = os.fstat(fd)
+            except OSError:  # pragma: no cover
+                os.close(fd)
+                raise
+            if (st.st_dev, st.st_ino) != self._listed_st:
+                os.close(fd)
+                raise KafkaStorageError(
+                    f"segment {self._log_path} was replaced after its log was opened: open the "
+                    "log again", path=self._log_path, errno=errno.ENOENT,
+                    operation="opening a segment")
+            self._fdv, self._lazy_fd = fd, False
+        return fd
+
+    @_fd.setter
+    def _fd(self, fd: int) -> None:
+        self._fdv = fd
+        self._lazy_fd = False
+
+    def _close_fd(self) -> None:
+        fd, self._fdv, self._lazy_fd = self._fdv, -1, False
+        if fd >= 0:
+            os.close(fd)
 
     # -- indexes (opened on first use, like Kafka's LazyIndex) -------------------------------------
     @property
@@ -317,6 +396,7 @@ class Segment:
         init_file_size: int = 0,
         clock=None,
         fd: Optional[int] = None,
+        listed: Optional["_logdir.SegmentFiles"] = None,
     ) -> "Segment":
         """Open (or, unless ``read_only``, create) the segment at ``base_offset`` in
         ``directory``; like Kafka's ``LogSegment.open`` the roll jitter is drawn at random from
@@ -336,6 +416,7 @@ class Segment:
             init_file_size=init_file_size,
             clock=clock,
             fd=fd,
+            listed=listed,
         )
 
     # -- basic facts -------------------------------------------------------------------------------
@@ -1015,6 +1096,9 @@ class Segment:
         """The offset after the last batch (the base offset when empty), found by walking
         the headers from the last offset-index entry."""
         self._check_open()
+        memo = self._next_offset_memo
+        if memo is not None and memo[0] == self.size:  # read-only: its bytes do not change
+            return memo[1]
         pos = self.offset_index.last_entry().position
         if pos > self.size:
             pos = 0
@@ -1024,6 +1108,8 @@ class Segment:
         if nxt == self.base_offset and pos > 0:
             for h in self.iter_headers(0):
                 nxt = h.last_offset + 1
+        if self.read_only:
+            self._next_offset_memo = (self.size, nxt)
         return nxt
 
     def find_offset_by_timestamp(
@@ -1213,11 +1299,13 @@ class Segment:
         time index that did not exist is emptied, and the transaction index is checked."""
         if time_index_file_existed is None:
             time_index_file_existed = self.time_index_existed
-        if not os.path.exists(self._oi_path):
+        listed = self._listed_st is not None
+        if not (self.offset_index_existed if listed else os.path.exists(self._oi_path)):
             raise FileNotFoundError(f"Offset index file {self._oi_path} does not exist")
         if not time_index_file_existed and not self.read_only:
             self.time_index.resize(0)
-        self.txn_index.sanity_check()
+        if self._txn_listed:  # a listing that found no transaction index: nothing to check
+            self.txn_index.sanity_check()
 
     def verify_indexes(self) -> None:
         """Cross-check the indexes against the log (what ``kafka-dump-log --verify-index-only``
@@ -1341,7 +1429,7 @@ class Segment:
                 self._txn_index.close()
         finally:
             self._wbuf = None
-            os.close(self._fd)
+            self._close_fd()
             self._closed = True
 
     def close_handlers(self) -> None:
@@ -1358,7 +1446,7 @@ class Segment:
             if self._txn_index is not None:
                 self._txn_index.close()
             self._wbuf = None
-            os.close(self._fd)
+            self._close_fd()
             self._closed = True
 
     def _all_paths(self) -> List[str]:
