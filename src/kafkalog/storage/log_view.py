@@ -98,8 +98,9 @@ def _check_on_damage(on_damage: str) -> None:
 # on a page boundary (_ALIGN): the kernel copies into an aligned buffer about 1.5x as fast.
 _SPARE_BYTES = 128 << 20
 # A borrowing scan reads ahead in a helper thread only reads of at least this many bytes:
-# handing a smaller one over costs more (thread wake-ups) than the read itself.
-_READ_AHEAD_MIN = 16 << 20
+# handing a smaller one over costs more (thread wake-ups) than the read itself.  (At 16 MiB,
+# segments of 8 MiB were never read ahead: to_arrow of a root of 8 such partitions 1.2x slower.)
+_READ_AHEAD_MIN = 1 << 20
 _ALIGN = 4096
 _spare: List[Any] = []
 _spare_lock = threading.Lock()
