@@ -288,6 +288,55 @@ def test_iter_batches_survives_truncation(tmp_path):
     assert out == f"ROWS {end}" or out.startswith("RETRY 11 "), out
 
 
+_TASK_CHILD = r"""
+import os, sys
+import pyarrow as pa
+from kafkalog.errors import KafkaLogError
+from kafkalog.spark import _options, _planning, _tasks
+d, seg, fail = sys.argv[1], sys.argv[2], sys.argv[3]
+opts = _options.ReadOptions.parse({"path": d, "failOnDataLoss": fail, "maxRecordsPerBatch": "100"})
+schema = pa.schema([("offset", pa.int64()), ("value", pa.binary())])
+_tasks._LOCAL_BLOCK = 1 << 20  # several windows: the rest is read after the cut
+splits = _planning.plan(opts)
+it = (rb for s in splits for rb in _tasks.read_split(s, opts, schema))
+n = next(it).num_rows
+os.truncate(seg, 100)
+try:
+    for b in it:
+        b.column(1).to_pylist()
+        n += b.num_rows
+except KafkaLogError as e:
+    print("ERROR", type(e).__name__, e)
+    sys.exit(0)
+print("ROWS", n)
+"""
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_spark_task_survives_truncation(tmp_path, fail):
+    """Behaviour 10 for the Spark source's tasks: a segment a broker cuts shorter while a task
+    reads it is bytes the task judges (an error naming it, or with failOnDataLoss=false the
+    rows it could read), never a SIGBUS that kills the Python worker."""
+    pytest.importorskip("pyarrow")
+    d = str(tmp_path / "t-0")
+    with Log.open(d, {"segment.bytes": 64 << 20}) as log:
+        for _ in range(400):
+            _plain(log, 50, value=b"x" * 200)
+        end = log.log_end_offset
+    seg = os.path.join(d, "00000000000000000000.log")
+    assert os.path.getsize(seg) > 4 << 20
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    p = subprocess.run([sys.executable, "-c", _TASK_CHILD, d, seg, fail], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    out = p.stdout.strip()
+    if fail == "true":  # the records the task could not read are an error naming the file
+        assert out.startswith("ERROR ") and seg in out, out
+    else:  # what could be read, and a warning
+        assert out.startswith("ROWS ") and 0 < int(out.split()[1]) < end, out
+
+
 def test_skip_resumes_at_the_next_index_entry(tmp_path):
     """Skipping damage loses only what no index entry points past: with an entry at every
     batch, the records after the damaged batch in the same segment are read (the place the

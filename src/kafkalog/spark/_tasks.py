@@ -20,6 +20,10 @@ from ._schema import BATCH_FIELDS, KAFKA_COLUMNS, batch_type
 from ..storage.logdir import dir_version, version_of
 from ._segments import SegmentRef, offset_index_entries
 from ._store import store_of
+from ..storage.ranged import entry_windows, local_windows
+
+#: a task reads a local segment in windows of about this many bytes (one buffer, reused)
+_LOCAL_BLOCK = 8 << 20
 
 _ENTRY = struct.Struct(">qi")  # an entry's offset and size
 _DECODED = ("key", "value", "offset", "timestamp", "timestampType", "headers")
@@ -90,7 +94,7 @@ class _SplitFiles:
         the split was planned on."""
         fs = self.fs_of(piece.path)
         try:
-            with open_view(d, None if fs.is_local() else fs) as view:
+            with open_view(d, None if fs.is_local() else fs, defer_opens=True) as view:
                 found = view.collect_aborted_transactions(0, view.log_end_offset)
         except (KafkaStorageError, FileNotFoundError):
             if piece.version is not None and dir_version(d) != piece.version:
@@ -197,26 +201,24 @@ def read_split(
             return
         if f.size == 0 or start >= f.size:
             return
-        buf = f.map()
-        if buf is None:  # a store without local pages: ranged reads, a window at a time
-            yield from _decode_windows(piece, f, start, stop)
-            return
-        try:
-            yield from _decode_buffer(piece, buf, start, stop)
-        finally:
-            del buf
-            f.unmap()  # a view still alive (e.g. in a traceback) keeps it until the GC
-
-    def _decode_windows(piece: Piece, f, start: int, stop: Optional[int]):
-        """Decode ``[start, stop)`` of a file in a store: windows of whole entries of about
-        ``block_size`` bytes, the next fetched while this one decodes (memory: two windows,
-        not the piece); positions (in errors and the batch column) are the file's."""
-        from ..storage.ranged import entry_windows
-
         end = f.size if stop is None else min(stop, f.size)
+        fileno = getattr(f, "fileno", None)
+        if fileno is not None:
+            # a local file: read into a reused buffer, never mapped (a segment a broker cuts
+            # shorter meanwhile is then bytes the decoder judges, not a SIGBUS)
+            yield from _decode_runs(piece, local_windows(fileno(), start, end, _LOCAL_BLOCK,
+                                                          piece.path))
+            return
+        # a store: windows of about block_size bytes, the next fetched while this one decodes
+        # (memory: two windows, not the piece)
         block = getattr(getattr(getattr(f, "fs", None), "options", None), "block_size",
                         _fs.DEFAULT_BLOCK_SIZE)
-        for pos, win in entry_windows(_Ranged(f, end), start, block):
+        yield from _decode_runs(piece, entry_windows(_Ranged(f, end), start, block))
+
+    def _decode_runs(piece: Piece, windows):
+        """Decode windows of whole entries; positions (in errors and the batch column) are
+        the file's."""
+        for pos, win in windows:
             try:
                 for rb in _decode_buffer(piece, win, 0, None):
                     if pos:

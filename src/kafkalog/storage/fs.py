@@ -565,6 +565,26 @@ class _LocalDir(DirectoryHandle):
 LOCAL = LocalFileSystem()
 
 
+_PREADV = getattr(os, "preadv", None)
+
+
+def read_into(fd: int, buf: memoryview, position: int) -> int:
+    """Read up to ``len(buf)`` bytes at ``position`` of ``fd`` into ``buf`` (a writable byte
+    memoryview): the count read, fewer only at the end of the file."""
+    got, size = 0, len(buf)
+    while got < size:
+        if _PREADV is not None:
+            n = _PREADV(fd, [buf[got:]], position + got)
+        else:  # pragma: no cover - no preadv here: read, then copy
+            data = os.pread(fd, size - got, position + got)
+            n = len(data)
+            buf[got:got + n] = data
+        if not n:
+            break
+        got += n
+    return got
+
+
 def open_local_fd(path: PathLike) -> int:
     """A read-only descriptor of a local regular file, opened as :meth:`FileSystem.open_read`
     opens (never a FIFO, a device or a directory; KafkaStorageError otherwise).  For the

@@ -4,8 +4,11 @@ range fetched in the background while the caller decodes the current one (Kafka'
 ``FileRecords`` batch iteration, over ranged reads)."""
 from __future__ import annotations
 
+import errno
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Optional, Tuple
+
+from ..errors import KafkaStorageError
 
 #: the largest size a log entry's length field may give (an int32)
 MAX_ENTRY = 2**31 - 1
@@ -93,3 +96,58 @@ def entry_windows(f, start: int, block: int, end_offset: Optional[int] = None,
             buf = bytes(rest) + more
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def local_windows(fd: int, start: int, end: int, block: int, path: str = "",
+                  max_entry: int = MAX_ENTRY) -> Iterator[Tuple[int, memoryview]]:
+    """``(position, bytes)`` windows of whole log entries of ``[start, end)`` of a local file
+    (its descriptor ``fd``), read with ``pread`` into one buffer the windows reuse: each window
+    is valid only until the generator resumes (the caller copies what it keeps).  No mapping,
+    so a file cut shorter meanwhile (``path``, for the error) is never a SIGBUS: it raises
+    KafkaStorageError with errno EAGAIN (read again), as a read view's scan does.  Windows are
+    about ``block`` bytes (one entry larger than that is
+    read whole); the last also holds a partial trailing entry, as the whole file would, and
+    an entry whose framing is bad starts a last window (the decoder says what it is)."""
+    from .. import _speedups
+    from .fs import read_into
+
+    walk = _speedups.batch.walk_frames
+    buf = bytearray(max(1, min(block, end - start)))
+    pos = start  # file position of buf[0]
+    have = 0  # bytes at the head of buf already read (the tail of the last window)
+    while pos + have < end:
+        want = min(max(block, have + 1), end - pos)
+        if want > len(buf):
+            grown = bytearray(want)
+            grown[:have] = memoryview(buf)[:have]
+            buf = grown
+        mv = memoryview(buf)
+        got = have + read_into(fd, mv[have:want], pos + have)
+        if got < want:
+            raise KafkaStorageError(
+                f"segment {path} shrank while it was read ({end - pos - have} bytes expected "
+                f"at position {pos + have}, {got - have} there): it was truncated or replaced "
+                "meanwhile; read again", position=pos + got, path=path or None,
+                errno=errno.EAGAIN, operation="reading")
+        if pos + got >= end:
+            yield pos, mv[:got]
+            return
+        p = walk(mv, 0, got, end - pos, -1, max_entry, 0)[0]
+        while got - p >= _LOG_OVERHEAD:  # past what the compiled walk takes: odd entries
+            total = _entry_header(mv, p)[1]
+            if total < _MIN_ENTRY or total > max_entry + _LOG_OVERHEAD or p + total > got:
+                break
+            p += total
+        if p == 0:
+            total = _entry_header(mv, 0)[1] if got >= _LOG_OVERHEAD else 0
+            if total < _MIN_ENTRY or total > max_entry + _LOG_OVERHEAD or pos + total > end:
+                yield pos, mv[:got]  # bad framing, or an entry past the end
+                return
+            block = total  # one entry larger than a window: read it whole
+            have = got
+            continue
+        yield pos, mv[:p]
+        tail = got - p
+        buf[:tail] = buf[p:got]
+        pos += p
+        have = tail
