@@ -66,9 +66,7 @@ class TopicPartitionLog:
         listing = getattr(self.segments, "view", None)
         # the planner reads little of each .log: opened at the first read (defer_opens); a
         # segment gone by then is an ENOENT KafkaStorageError, which the planner plans again on
-        return open_view(self.directory, self.fs,
-                         listing=listing if (self.fs is None or self.fs.is_local()) else None,
-                         defer_opens=True)
+        return open_view(self.directory, self.fs, listing=listing, defer_opens=True)
 
     @contextlib.contextmanager
     def viewing(self) -> Iterator[None]:

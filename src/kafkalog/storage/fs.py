@@ -212,6 +212,13 @@ class FileSystem:
         time); None where the backend does not say."""
         return None
 
+    def version_key(self, path: PathLike) -> Optional[tuple]:
+        """A value that changes whenever the file ``path`` does (size and modification time),
+        as this file system last saw it (an object store: its latest listing or inspection,
+        no new request where one holds the file); None where it cannot say, and for a file
+        that is not there."""
+        return None
+
     def is_local(self) -> bool:
         return False
 
@@ -769,6 +776,9 @@ class ArrowFileSystem(FileSystem):
         self.bytes_read = 0
         self.requests = 0
         self._infos: dict = {}
+        # the names of each directory as last listed: a name missing there is missing without
+        # a request (a listing is as fresh as what it says is there)
+        self._listed: Dict[str, set] = {}
         import threading
 
         self._lock = threading.Lock()
@@ -918,6 +928,11 @@ class ArrowFileSystem(FileSystem):
         native = self._native(path)
         if native in ("", "/"):
             return _FakeDirInfo(native)
+        parent, _, name = path.rstrip("/").rpartition("/")
+        with self._lock:
+            names = self._listed.get(parent)
+        if names is not None and name not in names:
+            return _MissingInfo(native)
         self.requests += 1
         info = self._retry("inspecting", path, lambda: self.pafs.get_file_info(native))
         if info.type == pafs_mod.FileType.NotFound:
@@ -950,10 +965,12 @@ class ArrowFileSystem(FileSystem):
             raise _not_regular(path, MISSING)
         out: List[Entry] = []
         with self._lock:
+            names = set()
             for info in infos:
                 base = info.path.rstrip("/").rpartition("/")[2]
                 uri = self._uri(info.path.rstrip("/"))
                 self._infos[uri] = info
+                names.add(base)
                 if info.type == pafs_mod.FileType.File:
                     kind = FILE
                 elif info.type == pafs_mod.FileType.Directory:
@@ -961,6 +978,7 @@ class ArrowFileSystem(FileSystem):
                 else:
                     kind = OTHER
                 out.append(Entry(base, uri, kind, False))
+            self._listed[path] = names
         out.sort(key=_by_name)
         return out
 
@@ -1015,6 +1033,26 @@ class ArrowFileSystem(FileSystem):
     def modified_ms(self, path: PathLike) -> Optional[int]:
         mtime = getattr(self._info(os.fspath(path)), "mtime", None)
         return None if mtime is None else int(mtime.timestamp() * 1000)
+
+    def version_key(self, path: PathLike) -> Optional[tuple]:
+        import pyarrow.fs as pafs_mod
+
+        info = self._info(os.fspath(path))
+        mtime = getattr(info, "mtime", None)
+        if info.type != pafs_mod.FileType.File or mtime is None:
+            return None
+        return (info.size, mtime)
+
+
+class _MissingInfo:
+    """What a directory's listing says of a name it does not hold."""
+
+    def __init__(self, path):
+        import pyarrow.fs as pafs_mod
+
+        self.path = path
+        self.type = pafs_mod.FileType.NotFound
+        self.size = None
 
 
 class _FakeDirInfo:

@@ -36,16 +36,22 @@ from .epoch_cache import LeaderEpochCache
 # files, and a root of N partitions would otherwise parse them N times (quadratic).  An entry
 # is used only while the file's identity, size and times are unchanged; Kafka and kafkalog both
 # replace a checkpoint by renaming a new file over it, which changes the inode.
-_ROOT_CHECKPOINTS: Dict[str, Any] = {}
+_ROOT_CHECKPOINTS: Dict[Any, Any] = {}
 _ROOT_CHECKPOINTS_LOCK = threading.Lock()
 _ROOT_CHECKPOINTS_MAX = 64
 
 
 def read_root_checkpoint(path: str, store: Any = None) -> Dict[Any, int]:
-    """``files.read_offset_checkpoint`` of a root checkpoint, reused while the local file is
-    unchanged (a store's file is read each time).  Raises what that function raises."""
+    """``files.read_offset_checkpoint`` of a root checkpoint, reused while the file is
+    unchanged (locally its device, inode, size and times; in a store its size and modification
+    time as the store's latest listing says, so each partition of a root listed once costs no
+    request).  Raises what that function raises."""
     if store is not None:
-        return _files.read_offset_checkpoint(path, store)
+        key = store.version_key(path)
+        if key is None:
+            return _files.read_offset_checkpoint(path, store)
+        return _cached_checkpoint((id(store), path), key,
+                                  lambda: _files.read_offset_checkpoint(path, store))
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -55,15 +61,19 @@ def read_root_checkpoint(path: str, store: Any = None) -> Dict[Any, int]:
     if st is None or not _stat.S_ISREG(st.st_mode):
         return _files.read_offset_checkpoint(path)  # raises the error naming what is there
     key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return _cached_checkpoint(path, key, lambda: _files.read_offset_checkpoint(path))
+
+
+def _cached_checkpoint(where: Any, key: tuple, read) -> Dict[Any, int]:
     with _ROOT_CHECKPOINTS_LOCK:
-        hit = _ROOT_CHECKPOINTS.get(path)
+        hit = _ROOT_CHECKPOINTS.get(where)
     if hit is not None and hit[0] == key:
         return hit[1]
-    entries = _files.read_offset_checkpoint(path)
+    entries = read()
     with _ROOT_CHECKPOINTS_LOCK:
         if len(_ROOT_CHECKPOINTS) >= _ROOT_CHECKPOINTS_MAX:
             _ROOT_CHECKPOINTS.pop(next(iter(_ROOT_CHECKPOINTS)))
-        _ROOT_CHECKPOINTS[path] = (key, entries)
+        _ROOT_CHECKPOINTS[where] = (key, entries)
     return entries
 
 
@@ -320,8 +330,8 @@ class LogLoader:
         FIFO, a device, a socket or a directory is refused (never opened, never waited on);
         other names outside the grammar are kept in ``ignored_files`` and never change offsets."""
         if self._store is not None:
-            view = getattr(self, "_store_view", None) or _logdir.scan_partition(self.dir,
-                                                                                self._store)
+            view = (getattr(self, "_store_view", None) or getattr(self, "_listing", None)
+                    or _logdir.scan_partition(self.dir, self._store))
         else:
             view = getattr(self, "_listing", None) or _logdir.scan_partition(self.dir)
         for ig in view.ignored:

@@ -197,10 +197,13 @@ class Log(LogLoader, LocalLog, LogRetention):
 
     @classmethod
     def _open_in_store(cls, directory: str, fs: "_fs.FileSystem",
-                       config: Union[LogConfig, Mapping[str, Any], None] = None) -> "Log":
-        """Open ``directory`` of the store ``fs`` read-only (``Log.open`` of its URI)."""
+                       config: Union[LogConfig, Mapping[str, Any], None] = None,
+                       listing: Optional["_logdir.PartitionView"] = None) -> "Log":
+        """Open ``directory`` of the store ``fs`` read-only (``Log.open`` of its URI);
+        ``listing``: the directory's listing just taken by the caller (no second one)."""
         self = object.__new__(cls)
         self._store = fs
+        self._listing = listing
         self._init(directory, config if isinstance(config, LogConfig) else LogConfig(config),
                    True, False, now_ms, None, False, 60000)
         return self
@@ -1344,7 +1347,7 @@ def open_view(directory: str, fs: Any = None, config: Any = None,
     offset and time indexes but the last's are checked when first read rather than on open (as
     Kafka's ``LazyIndex`` opens them).  ``listing``: the directory's
     :func:`~kafkalog.storage.logdir.scan_partition` just taken by the caller (a reader that
-    plans from it then sees the same segments; local directories only).  ``defer_opens``: open
+    plans from it then sees the same segments, and a store is not listed twice).  ``defer_opens``: open
     each segment's ``.log`` at its first read, not on load (for a caller that asks the view
     about offsets and positions and reads little, as a planner does; a segment deleted or
     replaced before its first read is then a KafkaStorageError with errno ENOENT, where one
@@ -1360,5 +1363,5 @@ def open_view(directory: str, fs: Any = None, config: Any = None,
                   config if isinstance(config, LogConfig) else LogConfig(config),
                   True, False, now_ms, None, False, 60000)
     else:
-        log = Log._open_in_store(directory, fs, config)
+        log = Log._open_in_store(directory, fs, config, listing=listing)
     return LogView(log, owns_log=True)
