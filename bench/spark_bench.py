@@ -25,9 +25,10 @@ layouts of ``--records`` records (one partition, 8 partitions, 200 partitions) a
 of ``--compression`` (a comma list, e.g. ``none,lz4``), in one ``local[N]`` session per core
 count of ``--cores``: kafkalog against ``spark.read.parquet`` of the same rows (goal <= 1.0x),
 and against the plumbing floor (``spark_floor.py``: a Python source yielding the same rows as
-pre-built Arrow batches; it bounds what any Python source can do).  Each pair is timed
-alternately in the same session; with two core counts the scaling of the kafkalog read is
-printed.  Child sessions import the kafkalog this process imports (checked in a Python worker:
+pre-built Arrow batches; it bounds what any Python source can do).  The three are timed in
+turn in the same session (the first of each round rotating; the session's first reads warm the
+JVM up), so floor/Parquet is measured too; with two core counts the scaling of the kafkalog
+read is printed.  Child sessions import the kafkalog this process imports (checked in a Python worker:
 figures from another build are refused).
 """
 
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -252,11 +254,20 @@ RATIO_LAYOUTS = (("1 large partition", "one", 1), ("8 partitions", "eight", 8),
 RATIO_COLUMNS = ("key", "value", "offset", "timestamp")
 
 
+def _layouts(args):
+    """The layouts of ``--layouts`` (keys of RATIO_LAYOUTS: one, eight, many)."""
+    want = args.layouts.split(",")
+    unknown = set(want) - {k for _, k, _ in RATIO_LAYOUTS}
+    if unknown:
+        raise SystemExit(f"unknown layouts {sorted(unknown)}: one, eight, many")
+    return [lay for lay in RATIO_LAYOUTS if lay[1] in want]
+
+
 def ratio_child(args) -> dict:
     """read -> select(key, value, offset, timestamp) -> noop, in one ``local[N]`` session, for
     each layout and codec: kafkalog over the log root, ``spark.read.parquet`` of the same rows,
     and the plumbing floor (``spark_floor``: the same rows as pre-built Arrow batches from a
-    Python source, as many tasks as kafkalog plans).  Each pair runs alternately."""
+    Python source, as many tasks as kafkalog plans), timed in turn."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -282,8 +293,9 @@ def ratio_child(args) -> dict:
     spark.dataSource.register(FloorSource)
     res = {"cores": cores, "impl": implementations(spark), "cases": []}
     cols = list(RATIO_COLUMNS)
+    first = True
     for codec in args.compression.split(","):
-        for label, key, _n in RATIO_LAYOUTS:
+        for label, key, _n in _layouts(args):
             d = os.path.join(args.dir, f"ratio-{key}-{codec}")
             root, parquet = os.path.join(d, "logs"), os.path.join(d, "parquet")
 
@@ -302,14 +314,16 @@ def ratio_child(args) -> dict:
             def noop(df):
                 return lambda: df().write.format("noop").mode("overwrite").save()
 
-            kl_s, pq_s = _best_pair(noop(kl), noop(pq), args.reps)
-            kl2_s, floor_s = _best_pair(noop(kl), noop(floor), args.reps)
+            if first:  # the JVM compiles its hot paths over the first reads: warm it up
+                _best_of([noop(kl), noop(pq), noop(floor)], 0, warmups=3)
+                first = False
+            kl_s, pq_s, floor_s = _best_of([noop(kl), noop(pq), noop(floor)], args.reps)
             res["cases"].append({
                 "layout": label, "codec": codec, "kafkalog_tasks": tasks,
                 "parquet_tasks": pq().rdd.getNumPartitions(),
-                "kafkalog_s": kl_s, "kafkalog_floor_pair_s": kl2_s, "parquet_s": pq_s,
-                "floor_s": floor_s,
-                "kafkalog_vs_parquet": kl_s / pq_s, "kafkalog_vs_floor": kl2_s / floor_s,
+                "kafkalog_s": kl_s, "parquet_s": pq_s, "floor_s": floor_s,
+                "kafkalog_vs_parquet": kl_s / pq_s, "kafkalog_vs_floor": kl_s / floor_s,
+                "floor_vs_parquet": floor_s / pq_s,
             })
     if args.s3_endpoint:
         codec = args.compression.split(",")[0]
@@ -328,15 +342,61 @@ def ratio_child(args) -> dict:
             def noop(df):
                 return lambda: df().write.format("noop").mode("overwrite").save()
 
-            kl_s, pq_s = _best_pair(noop(kl_s3), noop(pq_s3a), args.reps)
+            kl_s, pq_s = _best_of([noop(kl_s3), noop(pq_s3a)], args.reps)
             res["s3"] = {"layout": label, "codec": codec, "kafkalog_s3_s": kl_s,
                          "parquet_s3a_s": pq_s, "kafkalog_tasks": kl_s3().rdd.getNumPartitions(),
-                         "parquet_tasks": pq_s3a().rdd.getNumPartitions()}
+                         "parquet_tasks": pq_s3a().rdd.getNumPartitions(),
+                         # one more run of each, watched from the server's side
+                         "kafkalog_server": _server_cost(noop(kl_s3)),
+                         "parquet_server": _server_cost(noop(pq_s3a))}
     spark.stop()
     return res
 
 
 S3_BUCKET = "kafkalog-bench"
+
+
+def _server_cost(fn) -> dict:
+    """Run ``fn`` once and say what the S3 test server did for it: its requests by kind (from
+    its request log) and the CPU seconds its process spent (the server shares the cores)."""
+    pid, log = os.environ.get("KAFKALOG_BENCH_S3_PID"), os.environ.get("KAFKALOG_BENCH_S3_LOG")
+    if not pid or not log:
+        return {}
+
+    def cpu() -> float:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    start, c0 = os.path.getsize(log), cpu()
+    t = time.perf_counter()
+    fn()
+    wall = time.perf_counter() - t
+    time.sleep(0.2)  # the log's last lines
+    c1 = cpu()
+    with open(log, "rb") as f:
+        f.seek(start)
+        lines = f.read().decode("utf-8", "replace").splitlines()
+    kinds: dict = {}
+    for ln in lines:
+        ln = re.sub(r"\x1b\[[0-9;]*m", "", ln)  # the server colours its log
+        q = ln.find('"')
+        if q < 0:
+            continue
+        parts = ln[q + 1:].split(" ")
+        if len(parts) < 2:
+            continue
+        method, target = parts[0], parts[1]
+        path = target.split("?", 1)[0]
+        if method == "GET" and ("list-type" in target or "prefix=" in target
+                                or path.rstrip("/").count("/") <= 1):
+            kind = "LIST"
+        else:
+            name = path.rsplit("/", 1)[-1]
+            ext = name.rsplit(".", 1)[-1] if "." in name else name
+            kind = f"{method} {ext}"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return {"wall_s": wall, "server_cpu_s": c1 - c0, "requests": kinds}
 
 
 def _s3_support():
@@ -347,19 +407,37 @@ def _s3_support():
     return s3_support
 
 
-def _best_pair(a, b, reps: int):
-    """Best of ``reps`` for ``a`` and ``b``, run alternately (which goes first alternates
-    too) after one warm-up of each, so a drift in the machine's load reaches both."""
-    a()
-    b()
-    best = [float("inf"), float("inf")]
-    for rep in range(reps):
-        order = ((0, a), (1, b)) if rep % 2 == 0 else ((1, b), (0, a))
-        for i, fn in order:
-            t = time.perf_counter()
+def _best_of(fns, reps: int, warmups: int = 1):
+    """Best of ``reps`` for each of ``fns``, run in turn (the first of each round rotates),
+    after ``warmups`` runs of each, so a drift in the machine's load reaches all of them."""
+    for _ in range(warmups):
+        for fn in fns:
             fn()
+    best = [float("inf")] * len(fns)
+    for rep in range(reps):
+        for k in range(len(fns)):
+            i = (rep + k) % len(fns)
+            t = time.perf_counter()
+            fns[i]()
             best[i] = min(best[i], time.perf_counter() - t)
-    return best[0], best[1]
+    return best
+
+
+def _generated(d: str, records: int, parts: int, codec: str, reuse: bool) -> dict:
+    """The data of one layout in ``d``: generated, or with ``reuse`` the data an earlier run
+    left there for the same records, partitions and codec (``generated.json``)."""
+    mark = os.path.join(d, "generated.json")
+    want = {"records": records, "partitions": parts, "codec": codec}
+    if reuse and os.path.exists(mark):
+        with open(mark) as f:
+            got = json.load(f)
+        if {k: got.get(k) for k in want} == want:
+            return got
+    g = generate(os.path.join(d, "logs"), os.path.join(d, "parquet"), records, parts, codec)
+    g.update(want)
+    with open(mark, "w") as f:
+        json.dump(g, f)
+    return g
 
 
 def ratio_main(args, env) -> int:
@@ -369,10 +447,9 @@ def ratio_main(args, env) -> int:
     env["PYTHONPATH"] = HERE + os.pathsep + env["PYTHONPATH"]  # spark_floor, for the workers
     gens = {}
     for codec in args.compression.split(","):
-        for _label, key, parts in RATIO_LAYOUTS:
+        for _label, key, parts in _layouts(args):
             d = os.path.join(args.dir, f"ratio-{key}-{codec}")
-            gens[(key, codec)] = generate(
-                os.path.join(d, "logs"), os.path.join(d, "parquet"), args.records, parts, codec)
+            gens[(key, codec)] = _generated(d, args.records, parts, codec, args.reuse)
     print(
         f"kafkalog {kafkalog.__version__} ({kafkalog.IMPLEMENTATION}), {os.cpu_count()} CPUs; "
         f"load before: {os.getloadavg()[0]:.2f}",
@@ -380,9 +457,13 @@ def ratio_main(args, env) -> int:
     )
     results = []
     server = None
+    if args.s3 and "eight" not in args.layouts.split(","):
+        raise SystemExit("--s3 reads the 8-partition layout: keep 'eight' in --layouts")
     if args.s3:  # the 8-partition layout, first codec, on an S3 test server
         s3 = _s3_support()
-        server, endpoint = s3.start_server()
+        server_log = os.path.join(args.dir, "s3-server.log")
+        server, endpoint = s3.start_server(log_path=server_log)
+        env.update(KAFKALOG_BENCH_S3_PID=str(server.pid), KAFKALOG_BENCH_S3_LOG=server_log)
         codec = args.compression.split(",")[0]
         for what in ("logs", "parquet"):
             s3.upload_tree(endpoint, os.path.join(args.dir, f"ratio-eight-{codec}", what),
@@ -406,6 +487,7 @@ def _ratio_children(args, env, endpoint):
         cmd = [
             sys.executable, os.path.abspath(__file__), "--ratio-child", str(cores),
             "--dir", args.dir, "--reps", str(args.reps), "--compression", args.compression,
+            "--layouts", args.layouts,
         ] + (["--s3-endpoint", endpoint] if endpoint else [])
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -418,20 +500,21 @@ def _ratio_children(args, env, endpoint):
 
 def _ratio_report(args, gens, results) -> int:
     check_same_build(results)
-    print(f"\nread -> select({', '.join(RATIO_COLUMNS)}) -> noop, best of {args.reps}, "
-          f"pairs run alternately")
-    print("(each ratio is of one pair timed alternately: kafkalog with Parquet, then kafkalog "
-          "again with the floor)")
+    print(f"\nread -> select({', '.join(RATIO_COLUMNS)}) -> noop, best of {args.reps}; the "
+          "three sources of a row timed in turn, the first of each round rotating")
+    print("(floor: a Python source yielding the same rows pre-built, spark_floor.py; where "
+          "floor/pq > 1, no Python source can reach Parquet)")
     print(f"{'':26}{'codec':>6}{'cores':>6}{'records':>10}{'log MB':>8}{'kafkalog':>10}"
-          f"{'parquet':>10}{'kl/pq':>8}{'kafkalog':>10}{'floor':>10}{'kl/floor':>9}{'tasks':>7}")
+          f"{'parquet':>10}{'floor':>10}{'kl/pq':>8}{'kl/floor':>9}{'floor/pq':>9}{'tasks':>7}")
     for r in results:
         for c in r["cases"]:
             key = next(k for lb, k, _ in RATIO_LAYOUTS if lb == c["layout"])
             g = gens[(key, c["codec"])]
             print(f"{c['layout']:26}{c['codec']:>6}{r['cores']:>6}{g['records']:>10}"
                   f"{g['log_bytes'] / 1e6:>8.0f}{c['kafkalog_s']:>9.2f}s{c['parquet_s']:>9.2f}s"
-                  f"{c['kafkalog_vs_parquet']:>7.2f}x{c['kafkalog_floor_pair_s']:>9.2f}s"
-                  f"{c['floor_s']:>9.2f}s{c['kafkalog_vs_floor']:>8.2f}x{c['kafkalog_tasks']:>7}")
+                  f"{c['floor_s']:>9.2f}s{c['kafkalog_vs_parquet']:>7.2f}x"
+                  f"{c['kafkalog_vs_floor']:>8.2f}x{c['floor_vs_parquet']:>8.2f}x"
+                  f"{c['kafkalog_tasks']:>7}")
     for r in results:
         if "s3" in r:
             c = r["s3"]
@@ -439,6 +522,13 @@ def _ratio_report(args, gens, results) -> int:
                   f"kafkalog s3:// {c['kafkalog_s3_s']:.2f}s, Parquet s3a:// "
                   f"{c['parquet_s3a_s']:.2f}s: {c['kafkalog_s3_s'] / c['parquet_s3a_s']:.2f}x "
                   f"(tasks {c['kafkalog_tasks']}/{c['parquet_tasks']})")
+            for who in ("kafkalog", "parquet"):
+                sc = c.get(f"{who}_server") or {}
+                if sc:
+                    reqs = ", ".join(f"{n} {k}" for k, n in sorted(sc["requests"].items()))
+                    print(f"  one more {who} run: {sc['wall_s']:.2f}s; the S3 test server spent "
+                          f"{sc['server_cpu_s']:.2f} CPU s on {sum(sc['requests'].values())} "
+                          f"requests ({reqs})")
     if len(results) > 1:
         a, b = results[0], results[-1]
         for ca, cb in zip(a["cases"], b["cases"]):
@@ -467,6 +557,11 @@ def main(argv=None) -> int:
     p.add_argument("--s3", action="store_true",
                    help="with --ratio: also kafkalog from s3:// against Parquet from s3a:// on an "
                         "S3 test server (moto; hadoop-aws fetched with Maven)")
+    p.add_argument("--layouts", default="one,eight,many",
+                   help="with --ratio: which layouts (one: 1 partition, eight: 8, many: 200)")
+    p.add_argument("--reuse", action="store_true",
+                   help="with --ratio: read the data an earlier run generated in --dir for the "
+                        "same records, layouts and codecs instead of generating it again")
     p.add_argument("--s3-endpoint", help=argparse.SUPPRESS)
     p.add_argument("--root", help=argparse.SUPPRESS)
     p.add_argument("--parquet", help=argparse.SUPPRESS)

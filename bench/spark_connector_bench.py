@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "kafka"))
 
-from spark_bench import _best_pair, child_env, implementations  # noqa: E402
+from spark_bench import _best_of, child_env, implementations  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -110,9 +110,9 @@ def _run(args, ks, env, broker, version, jars) -> int:
     log_bytes = sum(f.stat().st_size for d in broker.log_dir.glob("bench-*")
                     for f in d.glob("*.log"))
     load = os.getloadavg()[0]
-    kl_s, conn_s = _best_pair(
+    kl_s, conn_s = _best_of([
         lambda: files().write.format("noop").mode("overwrite").save(),
-        lambda: connector().write.format("noop").mode("overwrite").save(), args.reps)
+        lambda: connector().write.format("noop").mode("overwrite").save()], args.reps)
     print(f"kafkalog {kafkalog.__version__} (driver {impl['driver']}, worker {impl['worker']}), "
           f"pyspark {pyspark_version()}, connector {version}; {os.cpu_count()} CPUs, "
           f"local[{args.cores}]; load {load:.2f} before, {os.getloadavg()[0]:.2f} after")

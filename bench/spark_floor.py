@@ -20,12 +20,13 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 import kafkalog.spark as ks
 
-_TABLES: Dict[str, object] = {}  # per worker process: the Parquet directory, read once
+_TABLES: Dict[tuple, object] = {}  # per worker process: each directory and schema, read once
 
 
 def _table(parquet: str, schema):
     """The rows of ``parquet`` as one table of ``schema`` (an Arrow schema), built once."""
-    t = _TABLES.get(parquet)
+    key = (parquet, tuple(schema.names))
+    t = _TABLES.get(key)
     if t is None:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -34,7 +35,7 @@ def _table(parquet: str, schema):
                        if f.endswith(".parquet"))
         t = pa.concat_tables([pq.read_table(f, columns=schema.names) for f in files])
         t = t.cast(schema).combine_chunks()
-        _TABLES[parquet] = t
+        _TABLES[key] = t
     return t
 
 
