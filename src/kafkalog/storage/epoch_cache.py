@@ -17,13 +17,19 @@ class LeaderEpochCache:
     """The ``leader-epoch-checkpoint`` of a partition (Kafka's LeaderEpochFileCache): the
     first offset written under each leader epoch, written through on every change."""
 
-    def __init__(self, path: Optional[str], read_only: bool = False, fs=None) -> None:
+    def __init__(self, path: Optional[str], read_only: bool = False, fs=None,
+                 present: Optional[bool] = None) -> None:
         """``fs``: the :class:`~kafkalog.storage.fs.FileSystem` holding ``path`` (default:
-        the local one); one that is not local is only read (``read_only`` is implied)."""
+        the local one); one that is not local is only read (``read_only`` is implied).
+        ``present``: whether the file is there, as the caller's listing says (None: ask)."""
         self.path = path
         self.read_only = read_only or path is None or fs is not None
         self._entries: List[_files.EpochEntry] = []
-        if fs is not None:
+        if present is False:
+            return
+        if present and fs is None and path is not None:
+            self._entries = sorted(_files.read_leader_epoch_checkpoint(path))
+        elif fs is not None:
             if path is not None:
                 self._entries = sorted(_files.read_leader_epoch_checkpoint(path, fs))
         elif path is not None and os.path.exists(path):

@@ -210,7 +210,10 @@ class LogLoader:
     def _exists(self, path: str) -> bool:
         """Whether a file is at ``path``: the local file system asked, or in a store the
         listing of the partition directory (no request) or, outside it, the store."""
+        listing = getattr(self, "_listing", None)
         if self._store is None:
+            if listing is not None and self.read_only and os.path.dirname(path) == self.dir:
+                return os.path.basename(path) in listing.metadata  # the caller's listing
             return os.path.exists(path)
         if os.path.dirname(path) == self.dir:
             return os.path.basename(path) in self._store_view.metadata
@@ -241,12 +244,13 @@ class LogLoader:
             "hw": self._root_checkpoint(_files.REPLICATION_OFFSET_CHECKPOINT_FILE),
         }
 
+        listing = getattr(self, "_listing", None)
+        epoch_path = os.path.join(d, _files.LEADER_EPOCH_CHECKPOINT_FILE)
         self.leader_epoch_cache = LeaderEpochCache(
-            os.path.join(d, _files.LEADER_EPOCH_CHECKPOINT_FILE), read_only=ro, fs=self._store
-        )
+            epoch_path, read_only=ro, fs=self._store,
+            present=(self._exists(epoch_path) if ro and listing is not None else None))
         self.producer_state = ProducerStateManager(d, read_only=ro, clock=self._clock,
                                                    fs=self._store)
-        listing = getattr(self, "_listing", None)
         if ro and listing is not None:  # a view loads from its caller's listing: snapshots too
             self.producer_state.use_listed_snapshots([off for off, _ in listing.snapshots])
 

@@ -275,6 +275,11 @@ class Segment:
         self._fdv = fd
         self._lazy_fd = False
 
+    def _index_file_exists(self, path: str, listed: bool) -> bool:
+        """Whether an index file is there: as the listing said for a segment opened from one,
+        else asked."""
+        return listed if self._listed_st is not None else os.path.exists(path)
+
     def _close_fd(self) -> None:
         fd, self._fdv, self._lazy_fd = self._fdv, -1, False
         if fd >= 0:
@@ -285,7 +290,8 @@ class Segment:
     def offset_index(self) -> OffsetIndex:
         oi = self._offset_index
         if oi is None:
-            if self._memory_indexes or (self.read_only and not os.path.exists(self._oi_path)):
+            if self._memory_indexes or (self.read_only and not self._index_file_exists(
+                    self._oi_path, self.offset_index_existed)):
                 oi = OffsetIndex(
                     self._oi_path, self.base_offset, self.max_index_size, in_memory=True
                 )
@@ -306,7 +312,8 @@ class Segment:
     def time_index(self) -> TimeIndex:
         ti = self._time_index
         if ti is None:
-            if self._memory_indexes or (self.read_only and not os.path.exists(self._ti_path)):
+            if self._memory_indexes or (self.read_only and not self._index_file_exists(
+                    self._ti_path, self.time_index_existed)):
                 ti = TimeIndex(self._ti_path, self.base_offset, self.max_index_size, in_memory=True)
             else:
                 ti = TimeIndex(
