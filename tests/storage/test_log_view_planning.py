@@ -165,3 +165,43 @@ def test_deferred_open_of_a_deleted_or_replaced_segment_is_retryable(tmp_path):
         with pytest.raises(KafkaStorageError, match="replaced") as e:
             list(view.iter_batches(b1, b1 + 1))
         assert e.value.errno == errno.ENOENT and e.value.filename == p1
+
+
+def test_checkpoint_memo_reads_each_root_checkpoint_once_per_pass(tmp_path, monkeypatch):
+    """Views of one pass sharing a CheckpointMemo read each root checkpoint once, answer as
+    views without it do, and a new pass (a new memo) sees a checkpoint changed since."""
+    from kafkalog.storage import loader as _loader
+    from kafkalog.storage.loader import CheckpointMemo
+
+    dirs = []
+    for p in range(3):
+        d = tmp_path / f"t-{p}"
+        _build(d, random.Random(p), 2, compact=False)
+        dirs.append(str(d))
+    start = os.path.join(str(tmp_path), _files.LOG_START_OFFSET_CHECKPOINT_FILE)
+    _files.write_offset_checkpoint(start, {_files.TopicPartition("t", p): 2 for p in range(3)})
+    reads = []
+    real = _loader._files.read_offset_checkpoint
+
+    def spy(path, *a, **kw):
+        reads.append(os.path.basename(path))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(_loader._files, "read_offset_checkpoint", spy)
+
+    def starts(memo):
+        out = []
+        for d in dirs:
+            with open_view(d, checkpoints=memo) as v:
+                out.append((v.log_start_offset, v.log_end_offset))
+        return out
+
+    plain = starts(None)
+    assert [s for s, _ in plain] == [2, 2, 2]
+    reads.clear()
+    memo = CheckpointMemo()
+    assert starts(memo) == plain
+    assert len(reads) == len(set(reads)) <= 3  # each file at most once for the three views
+    _files.write_offset_checkpoint(start, {_files.TopicPartition("t", p): 3 for p in range(3)})
+    assert [s for s, _ in starts(memo)] == [2, 2, 2]  # the same pass: the same answer
+    assert [s for s, _ in starts(CheckpointMemo())] == [3, 3, 3]  # a new pass sees it

@@ -19,6 +19,7 @@ from ..errors import KafkaStorageError
 from ..storage import files as _files
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
+from ..storage.loader import CheckpointMemo
 from ..storage.log import open_view
 from ..storage.log_view import LogView as _LogView
 from ._errors import NoKafkaLogError, OptionError, warn
@@ -45,6 +46,8 @@ class TopicPartitionLog:
     _lso: Optional[int] = field(default=None, compare=False, repr=False)
     _tail: Optional[Tuple[int, int]] = field(default=None, compare=False, repr=False)
     _view: Optional[_LogView] = field(default=None, compare=False, repr=False)
+    # the root checkpoints of the plan that found it, read once for all its partitions
+    checkpoints: Optional[CheckpointMemo] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.version is None:
@@ -66,7 +69,8 @@ class TopicPartitionLog:
         listing = getattr(self.segments, "view", None)
         # the planner reads little of each .log: opened at the first read (defer_opens); a
         # segment gone by then is an ENOENT KafkaStorageError, which the planner plans again on
-        return open_view(self.directory, self.fs, listing=listing, defer_opens=True)
+        return open_view(self.directory, self.fs, listing=listing, defer_opens=True,
+                         checkpoints=self.checkpoints)
 
     @contextlib.contextmanager
     def viewing(self) -> Iterator[None]:
@@ -241,6 +245,9 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
                 _report_ignored(v)
                 found.append(t)
     found = [tp for tp in found if _selected(tp, opts)]
+    memo = CheckpointMemo()  # one plan: each root checkpoint read once
+    for tp in found:
+        tp.checkpoints = memo
     return _dedupe(found, opts.replica_policy)
 
 

@@ -77,11 +77,35 @@ def _cached_checkpoint(where: Any, key: tuple, read) -> Dict[Any, int]:
     return entries
 
 
+class CheckpointMemo:
+    """The root checkpoints of one pass over many partitions (a planner's plan), each file
+    read once for all of them: hand the same memo to each view the pass opens
+    (``open_view(checkpoints=...)``) and a new one to the next pass.  Only files read
+    successfully are kept (an error is met again by the next partition)."""
+
+    def __init__(self) -> None:
+        self._got: Dict[Any, Dict[Any, int]] = {}
+
+    def read(self, path: str, store: Any = None) -> Dict[Any, int]:
+        key = (id(store), path)
+        got = self._got.get(key)
+        if got is None:
+            got = self._got[key] = read_root_checkpoint(path, store)
+        return got
+
+
 class LogLoader:
     """The loading and recovery part of :class:`~kafkalog.storage.log.Log` (a mixin: its
     methods run on the Log being opened)."""
 
     _producer_state_pending: Optional[Any] = None  # (end offset, clean) of a deferred rebuild
+    _checkpoint_memo: Optional[CheckpointMemo] = None  # set by open_view(checkpoints=...)
+
+    def _read_root(self, path: str) -> Dict[Any, int]:
+        memo = self._checkpoint_memo
+        if memo is not None:
+            return memo.read(path, self._store)
+        return read_root_checkpoint(path, self._store)
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -113,7 +137,7 @@ class LogLoader:
             return None
         path = os.path.join(self.root, name)
         try:
-            return read_root_checkpoint(path, self._store).get(self.topic_partition)
+            return self._read_root(path).get(self.topic_partition)
         except FileNotFoundError:
             return None
         except OSError as e:
@@ -132,7 +156,7 @@ class LogLoader:
         name = _files.LOG_START_OFFSET_CHECKPOINT_FILE
         path = os.path.join(self.root, name)
         try:
-            return read_root_checkpoint(path, self._store).get(self.topic_partition)
+            return self._read_root(path).get(self.topic_partition)
         except FileNotFoundError:
             return None
         except OSError as e:  # there but unreachable (an I/O error, a FIFO): refused

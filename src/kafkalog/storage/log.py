@@ -99,7 +99,7 @@ from ._log_common import (
 )
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
-from .loader import LogLoader
+from .loader import CheckpointMemo, LogLoader
 from .local_log import LocalLog
 from .log_view import LogView
 from .retention import LogRetention
@@ -198,12 +198,15 @@ class Log(LogLoader, LocalLog, LogRetention):
     @classmethod
     def _open_in_store(cls, directory: str, fs: "_fs.FileSystem",
                        config: Union[LogConfig, Mapping[str, Any], None] = None,
-                       listing: Optional["_logdir.PartitionView"] = None) -> "Log":
+                       listing: Optional["_logdir.PartitionView"] = None,
+                       checkpoints: Any = None) -> "Log":
         """Open ``directory`` of the store ``fs`` read-only (``Log.open`` of its URI);
-        ``listing``: the directory's listing just taken by the caller (no second one)."""
+        ``listing``: the directory's listing just taken by the caller (no second one);
+        ``checkpoints``: see :func:`open_view`."""
         self = object.__new__(cls)
         self._store = fs
         self._listing = listing
+        self._checkpoint_memo = checkpoints
         self._init(directory, config if isinstance(config, LogConfig) else LogConfig(config),
                    True, False, now_ms, None, False, 60000)
         return self
@@ -1338,9 +1341,25 @@ class Log(LogLoader, LocalLog, LogRetention):
         )
 
 
+_DEFAULT_CONFIG: Optional[LogConfig] = None
+
+
+def _view_config(config: Any) -> LogConfig:
+    """``config`` as a LogConfig; the defaults' one is shared (LogConfig is immutable)."""
+    global _DEFAULT_CONFIG
+    if isinstance(config, LogConfig):
+        return config
+    if config is None:
+        if _DEFAULT_CONFIG is None:
+            _DEFAULT_CONFIG = LogConfig()
+        return _DEFAULT_CONFIG
+    return LogConfig(config)
+
+
 def open_view(directory: str, fs: Any = None, config: Any = None,
               listing: Optional["_logdir.PartitionView"] = None,
-              defer_opens: bool = False) -> "LogView":
+              defer_opens: bool = False,
+              checkpoints: Optional[CheckpointMemo] = None) -> "LogView":
     """The read model (:class:`~kafkalog.storage.log_view.LogView`) of the partition directory
     ``directory`` on ``fs`` (default: the local file system): loaded as a read-only
     :meth:`Log.open` loads it (recovery in memory, nothing written), except that each segment's
@@ -1351,17 +1370,20 @@ def open_view(directory: str, fs: Any = None, config: Any = None,
     each segment's ``.log`` at its first read, not on load (for a caller that asks the view
     about offsets and positions and reads little, as a planner does; a segment deleted or
     replaced before its first read is then a KafkaStorageError with errno ENOENT, where one
-    opened on load could still be read).  Close the view (or use it as a context manager);
-    that closes the log it owns."""
+    opened on load could still be read).  ``checkpoints``: a
+    :class:`~kafkalog.storage.loader.CheckpointMemo` shared by the views of one pass over a
+    root, so that its checkpoints are read once.  Close the view (or use it as a context
+    manager); that closes the log it owns."""
     if fs is None or fs.is_local():
         log = object.__new__(Log)
         log._store = None
         log._lazy_index_checks = True  # each index checked when first read (Kafka's LazyIndex)
         log._listing = listing
         log._defer_opens = defer_opens
-        log._init(os.path.abspath(_fs.local_directory(directory)),
-                  config if isinstance(config, LogConfig) else LogConfig(config),
+        log._checkpoint_memo = checkpoints
+        log._init(os.path.abspath(_fs.local_directory(directory)), _view_config(config),
                   True, False, now_ms, None, False, 60000)
     else:
-        log = Log._open_in_store(directory, fs, config, listing=listing)
+        log = Log._open_in_store(directory, fs, config, listing=listing,
+                                 checkpoints=checkpoints)
     return LogView(log, owns_log=True)

@@ -167,6 +167,18 @@ class Segment:
         self.read_only = read_only
         self._clock = clock or _now_ms
         self._closed = False
+        if (read_only and listed is not None and fd is None and not file_suffix
+                and listed.log.startswith(self.directory)):
+            # the listing's paths; the ones it did not find, built as Kafka names them
+            self._log_path = listed.log
+            self._oi_path = listed.offset_index or _files.offset_index_file(self.directory,
+                                                                            base_offset)
+            self._ti_path = listed.time_index or _files.time_index_file(self.directory,
+                                                                        base_offset)
+            self._txn_path = listed.txn_index or _files.transaction_index_file(self.directory,
+                                                                               base_offset)
+            self._init_listed(listed)
+            return
         self._log_path = _files.log_file(self.directory, base_offset, file_suffix)
         self._oi_path = _files.offset_index_file(self.directory, base_offset, file_suffix)
         self._ti_path = _files.time_index_file(self.directory, base_offset, file_suffix)
