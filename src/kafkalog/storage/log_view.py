@@ -101,6 +101,9 @@ _SPARE_BYTES = 128 << 20
 # handing a smaller one over costs more (thread wake-ups) than the read itself.  (At 16 MiB,
 # segments of 8 MiB were never read ahead: to_arrow of a root of 8 such partitions 1.2x slower.)
 _READ_AHEAD_MIN = 1 << 20
+# A scan that reads ahead makes its first read this short (the caller waits for that one; the
+# next, whole blocks, are read while the caller decodes): 1-2 ms less per to_arrow(dir).
+_FIRST_READ = 2 << 20
 _ALIGN = 4096
 _spare: List[Any] = []
 _spare_lock = threading.Lock()
@@ -172,6 +175,7 @@ class _Blocks:
         self._bufs = [bytearray(), bytearray()]
         self._slot = 1
         self._prefetch = prefetch
+        self._first = True
         self._job: Any = None  # the read under way in the helper thread
         # (k, position): where the scan of segment k stops reading (LogView._stop_position)
         self.stop_at: Tuple[int, Optional[int]] = (-1, None)
@@ -200,7 +204,12 @@ class _Blocks:
         (the first bytes, already read) copied first; in the helper thread where ``ahead``
         (the caller has other work meanwhile) and the scan reads ahead."""
         c = 0 if carry is None else len(carry)
-        want = min(self._block, size - pos) - c
+        block = self._block
+        if self._first:  # the caller waits for the first read: a short one, the rest ahead
+            self._first = False
+            if self._prefetch and _FIRST_READ:
+                block = min(block, _FIRST_READ)
+        want = min(block, size - pos) - c
         total = c + max(want, 0)
         lead = -c % _ALIGN  # the carry ends, and the read starts, on a page boundary
         self._slot ^= 1
