@@ -270,7 +270,10 @@ print("ROWS", n)
 """
 
 
-def test_iter_batches_survives_truncation(tmp_path):
+def _truncated_under_a_reader(tmp_path, child: str, *args: str):
+    """A partition of one segment of over 4 MiB; ``child`` (a script run in a subprocess: it
+    gets the directory, the segment and ``args``) cuts the segment to 100 bytes while it reads.
+    ``(its output, the log end offset, the segment)``; it must not die (of SIGBUS)."""
     d = str(tmp_path / "t-0")
     with Log.open(d, {"segment.bytes": 64 << 20}) as log:
         for _ in range(400):
@@ -280,10 +283,14 @@ def test_iter_batches_survives_truncation(tmp_path):
     assert os.path.getsize(seg) > 4 << 20
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(sys.path)
-    p = subprocess.run([sys.executable, "-c", _CHILD, d, seg], env=env, capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run([sys.executable, "-c", child, d, seg, *args], env=env,
+                       capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
-    out = p.stdout.strip()
+    return p.stdout.strip(), end, seg
+
+
+def test_iter_batches_survives_truncation(tmp_path):
+    out, end, _seg = _truncated_under_a_reader(tmp_path, _CHILD)
     # the old bytes (all of them), or a clear error asking to read again
     assert out == f"ROWS {end}" or out.startswith("RETRY 11 "), out
 
@@ -318,19 +325,7 @@ def test_spark_task_survives_truncation(tmp_path, fail):
     reads it is bytes the task judges (an error naming it, or with failOnDataLoss=false the
     rows it could read), never a SIGBUS that kills the Python worker."""
     pytest.importorskip("pyarrow")
-    d = str(tmp_path / "t-0")
-    with Log.open(d, {"segment.bytes": 64 << 20}) as log:
-        for _ in range(400):
-            _plain(log, 50, value=b"x" * 200)
-        end = log.log_end_offset
-    seg = os.path.join(d, "00000000000000000000.log")
-    assert os.path.getsize(seg) > 4 << 20
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(sys.path)
-    p = subprocess.run([sys.executable, "-c", _TASK_CHILD, d, seg, fail], env=env,
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
-    out = p.stdout.strip()
+    out, end, seg = _truncated_under_a_reader(tmp_path, _TASK_CHILD, fail)
     if fail == "true":  # the records the task could not read are an error naming the file
         assert out.startswith("ERROR ") and seg in out, out
     else:  # what could be read, and a warning
