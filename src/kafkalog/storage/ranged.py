@@ -105,8 +105,7 @@ def local_windows(fd: int, start: int, end: int, block: int, path: str = "",
     is valid only until the generator resumes (the caller copies what it keeps).  No mapping,
     so a file cut shorter meanwhile (``path``, for the error) is never a SIGBUS: it raises
     KafkaStorageError with errno EAGAIN (read again), as a read view's scan does.  Windows are
-    about ``block`` bytes (one entry larger than that is
-    read whole); the last also holds a partial trailing entry, as the whole file would, and
+    about ``block`` bytes (one entry larger than that is read whole); the last also holds a partial trailing entry, as the whole file would, and
     an entry whose framing is bad starts a last window (the decoder says what it is)."""
     from .. import _speedups
     from .fs import read_into
@@ -115,8 +114,10 @@ def local_windows(fd: int, start: int, end: int, block: int, path: str = "",
     buf = bytearray(max(1, min(block, end - start)))
     pos = start  # file position of buf[0]
     have = 0  # bytes at the head of buf already read (the tail of the last window)
+    need = 0  # the size of one entry larger than a window, read whole
     while pos + have < end:
-        want = min(max(block, have + 1), end - pos)
+        want = min(max(block, need, have + 1), end - pos)
+        need = 0
         if want > len(buf):
             grown = bytearray(want)
             grown[:have] = memoryview(buf)[:have]
@@ -125,8 +126,8 @@ def local_windows(fd: int, start: int, end: int, block: int, path: str = "",
         got = have + read_into(fd, mv[have:want], pos + have)
         if got < want:
             raise KafkaStorageError(
-                f"segment {path} shrank while it was read ({end - pos - have} bytes expected "
-                f"at position {pos + have}, {got - have} there): it was truncated or replaced "
+                f"segment {path} shrank while it was read ({want - have} bytes asked at "
+                f"position {pos + have}, {got - have} there): it was truncated or replaced "
                 "meanwhile; read again", position=pos + got, path=path or None,
                 errno=errno.EAGAIN, operation="reading")
         if pos + got >= end:
@@ -143,7 +144,7 @@ def local_windows(fd: int, start: int, end: int, block: int, path: str = "",
             if total < _MIN_ENTRY or total > max_entry + _LOG_OVERHEAD or pos + total > end:
                 yield pos, mv[:got]  # bad framing, or an entry past the end
                 return
-            block = total  # one entry larger than a window: read it whole
+            need = total  # one entry larger than a window: read it whole
             have = got
             continue
         yield pos, mv[:p]
