@@ -209,7 +209,7 @@ def main(argv=None) -> int:
 
     rows = sum(b["rows"] for b in busy)
     busy_s = sum(b["busy_s"] for b in busy)
-    print(f"\n{tasks} tasks, {rows} rows; best of {args.reps}, pairs alternately")
+    print(f"\n{tasks} tasks, {rows} rows; best of {args.reps}, the five timed in turn")
     print(f"{'':28}{'best s':>8}{'/ parquet':>10}{'/ floor':>9}")
     for i, n in enumerate(names):
         fl = best[1] if i < 3 else best[4]
