@@ -205,3 +205,20 @@ def test_checkpoint_memo_reads_each_root_checkpoint_once_per_pass(tmp_path, monk
     _files.write_offset_checkpoint(start, {_files.TopicPartition("t", p): 3 for p in range(3)})
     assert [s for s, _ in starts(memo)] == [2, 2, 2]  # the same pass: the same answer
     assert [s for s, _ in starts(CheckpointMemo())] == [3, 3, 3]  # a new pass sees it
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_deferred_view_refuses_a_fifo_put_at_a_listed_log(tmp_path):
+    """A .log replaced by a FIFO between the caller's listing and the view's load is refused
+    (named, never opened for reading as data, nothing waits on it), as an unlisted one is."""
+    from kafkalog.storage import logdir as _logdir
+
+    path = tmp_path / "t-0"
+    _build(path, random.Random(4), 2, compact=False)
+    listing = _logdir.scan_partition(str(path))
+    first = listing.segments[0].log
+    os.unlink(first)
+    os.mkfifo(first)
+    with pytest.raises(KafkaStorageError) as e:
+        open_view(str(path), listing=listing, defer_opens=True)
+    assert e.value.filename == first

@@ -227,15 +227,21 @@ class Segment:
         and kind), no descriptor until the first read."""
         try:
             st = os.stat(self._log_path)
-        except OSError as e:
-            # opened as an unlisted segment opens (the same error for a vanished file)
-            _fs.open_local_fd(self._log_path)
-            raise KafkaStorageError.from_os_error(e, "opening a segment",
-                                                  path=self._log_path)  # pragma: no cover
-        if not stat.S_ISREG(st.st_mode):
-            _fs.open_local_fd(self._log_path)  # raises: not a regular file
-        self._fdv = -1
-        self._lazy_fd = True
+            regular = stat.S_ISREG(st.st_mode)
+        except OSError:
+            regular = False
+        if regular:
+            self._fdv, self._lazy_fd = -1, True
+        else:
+            # opened now, as an unlisted segment is: the error names what is there (a file
+            # that is regular again by now is simply held open)
+            fd = _fs.open_local_fd(self._log_path)
+            try:
+                st = os.fstat(fd)
+            except OSError:  # pragma: no cover
+                os.close(fd)
+                raise
+            self._fdv, self._lazy_fd = fd, False
         self._preallocated = False
         self._offset_index = None
         self._time_index = None
