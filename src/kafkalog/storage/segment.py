@@ -89,8 +89,6 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _V2_PEEK_STRUCT = struct.Struct(">qiibIhiqq")  # ... through maxTimestamp
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
-# reads into a caller's buffer (Segment._read_into); where the platform lacks it, read and copy
-_PREADV = getattr(os, "preadv", None)
 
 
 class LogOffsetPosition(NamedTuple):
@@ -653,17 +651,7 @@ class Segment:
             return 0
         if position + size > self._file_size:
             self._drain()
-        if _PREADV is None:  # no preadv here: read, then copy
-            data = self._read_at(position, size)
-            buf[:len(data)] = data
-            return len(data)
-        got = 0
-        while got < size:
-            n = _PREADV(self._fd, [buf[got:size]], position + got)
-            if not n:
-                break
-            got += n
-        return got
+        return _fs.read_into(self._fd, buf[:size], position)
 
     # -- header walking (FileLogInputStream) -------------------------------------------------------
     def iter_headers(
