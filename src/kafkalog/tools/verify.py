@@ -144,6 +144,7 @@ class Verifier:
         self.missing: List[str] = []  # what is missing, once each
         self.progress_enabled = progress
         self.on_problem = on_problem
+        self._clean_roots: Dict[str, bool] = {}  # log root -> holds .kafka_cleanshutdown
 
     # -- problems ------------------------------------------------------------------------------------
     def _add(self, severity: str, file: str, message: str, position: Optional[int] = None,
@@ -340,6 +341,8 @@ class Verifier:
             controls = self._walk(mf, log_path, base, prev_last, res, oidx, tidx)
         if txn_path and _logdir.exists(txn_path):
             self._verify_txn_index(txn_path, base, next_base, controls)
+        if tidx is not None and tidx[2]:
+            self._zero_time_index(tidx_path, is_last, res)
         if tidx is not None and not is_last and res.max_timestamp >= 0 and tidx[0]:
             last_ts = tidx[0][-1][0]
             if last_ts < res.max_timestamp:
@@ -347,6 +350,44 @@ class Verifier:
                                         f"{last_ts}, below the segment's largest timestamp "
                                         f"{res.max_timestamp}")
         return res
+
+    def _zero_time_index(self, path: str, is_last: bool, res: _SegmentResult) -> None:
+        """A time index that is all zeros (preallocated, never written, never trimmed).  Benign
+        only for the active (last) segment after an unclean stop: a broker's recovery rebuilds
+        it.  A rolled segment's index was trimmed when the segment rolled, and after a clean
+        stop (the broker's ``.kafka_cleanshutdown`` in the log root) nothing is rebuilt: Kafka
+        then takes the segment's largest timestamp to be 0, and a timestamp lookup skips the
+        segment (``offsetsForTimes`` answers a later offset, or none)."""
+        where = path if _fs.is_uri(path) else os.path.abspath(path)
+        if is_last and not self._root_clean_shutdown(os.path.dirname(os.path.dirname(where))):
+            self.warning(path, "time index is preallocated and holds no entry (not trimmed: "
+                               "the broker did not shut down cleanly; a broker rebuilds it)")
+            return
+        if res.batches == 0:
+            self.warning(path, "time index is preallocated and holds no entry (its segment "
+                               "holds no batch)")
+            return
+        if not is_last:
+            why = ("this segment was rolled: its time index was trimmed then, so it is damaged; "
+                   "a broker does not rebuild a rolled segment's index")
+        else:
+            why = ("the broker shut down cleanly (.kafka_cleanshutdown in the log root), so "
+                   "nothing rebuilds it")
+        self.error(path, f"time index is all zeros and holds no entry for the segment's "
+                         f"{res.batches} batches: {why}; timestamp lookups skip the segment "
+                         f"(it reads as if its largest timestamp were 0)")
+
+    def _root_clean_shutdown(self, root: str) -> bool:
+        """Whether the log root ``root`` holds the broker's clean-shutdown marker (kafkalog's
+        own marker inside a partition directory is not the broker's: a broker ignores it)."""
+        cache = self._clean_roots
+        if root not in cache:
+            try:
+                cache[root] = bool(root) and _logdir.isfile(
+                    os.path.join(root, _files.CLEAN_SHUTDOWN_FILE))
+            except OSError:
+                cache[root] = False
+        return cache[root]
 
     def _load_offset_index(self, path: str, base: int, log_size: int):
         """Entries [(offset, position)] or None when there is no file."""
@@ -388,7 +429,7 @@ class Verifier:
         return entries
 
     def _load_time_index(self, path: str, base: int):
-        """(entries [(timestamp, offset)], path) or None."""
+        """(entries [(timestamp, offset)], path, all zeros) or None."""
         try:
             data = _logdir.read_file(path)
         except FileNotFoundError:
@@ -404,10 +445,9 @@ class Verifier:
         if n and data.count(0) == len(data):
             # a preallocated time index never written to and never trimmed: a broker leaves the
             # active segment's so when it dies before index.interval.bytes were appended; its
-            # loader reads no entry from it (Kafka's sanity check passes, recovery rebuilds it)
-            self.warning(path, "time index is preallocated and holds no entry (not trimmed: "
-                               "the broker did not shut down cleanly; a broker rebuilds it)")
-            return (entries, path)
+            # loader reads no entry from it (Kafka's sanity check passes, recovery rebuilds it).
+            # Benign only there: the caller says (it knows whether the segment is the last one).
+            return (entries, path, True)
         prev: Optional[Tuple[int, int]] = None
         for i in range(n):
             ts, rel = _TIME_ENTRY.unpack_from(data, i * 12)
@@ -429,7 +469,7 @@ class Verifier:
                     continue
             entries.append((ts, off))
             prev = (ts, off)
-        return (entries, path)
+        return (entries, path, False)
 
     def _walk(self, mf: MappedFile, path: str, base: int, prev_last: Optional[int],
               res: _SegmentResult, oidx, tidx) -> List[int]:
@@ -446,7 +486,7 @@ class Verifier:
         o_i = 0
         o_n = len(o_entries)
         idx_path = path[:-4] + ".index"
-        t_entries, t_path = tidx if tidx is not None else ([], None)
+        t_entries, t_path = (tidx[0], tidx[1]) if tidx is not None else ([], None)
         t_i = 0
         t_n = len(t_entries)
         controls: List[int] = []
