@@ -250,7 +250,8 @@ class Verifier:
     def _read_root_checkpoint(self, path: str):
         self.files += 1
         try:
-            return _files.read_offset_checkpoint(path)
+            fs, where = _fs.for_path(path)  # a URI: read in its store, not as a local path
+            return _files.read_offset_checkpoint(where, fs)
         except CorruptCheckpointError as e:
             self.error(path, e.message)
         except (OSError, UnicodeDecodeError) as e:
@@ -734,7 +735,8 @@ class Verifier:
     def _verify_leader_epochs(self, path: str, leo: Optional[int]) -> None:
         self.files += 1
         try:
-            entries = _files.read_leader_epoch_checkpoint(path)
+            fs, where = _fs.for_path(path)
+            entries = _files.read_leader_epoch_checkpoint(where, fs)
         except CorruptCheckpointError as e:
             self.error(path, e.message)
             return
@@ -757,7 +759,8 @@ class Verifier:
     def _verify_partition_metadata(self, path: str) -> None:
         self.files += 1
         try:
-            _files.read_partition_metadata(path)
+            fs, where = _fs.for_path(path)
+            _files.read_partition_metadata(where, fs)
         except CorruptCheckpointError as e:
             self.error(path, e.message)
         except (OSError, UnicodeDecodeError) as e:
