@@ -1849,7 +1849,7 @@ def walk_frames(buf, Py_ssize_t p, Py_ssize_t n, Py_ssize_t left, long long end,
             if (length < 14 or magic > 2 or (magic == 2 and total < 61) or total > left - p
                     or length > max_size):
                 break
-            if off < 0 or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end):
+            if off < seen or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end):
                 break
             if total > n - p:
                 break

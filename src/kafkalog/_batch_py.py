@@ -1017,7 +1017,8 @@ def walk_frames(buf, p: int, n: int, left: int, end: int, max_size: int,
     ``seen`` returned unchanged when none is.  An entry stops the walk where fewer than 17 of
     its bytes are in ``buf``, where its framing is not sound (size below 14, magic above 2, a v2
     batch under 61 bytes, more bytes than the ``left`` the segment has from ``buf``'s start,
-    a size above ``max_size``), where its offset is negative, huge, or at or past ``end``
+    a size above ``max_size``), where its offset is below ``seen`` (offsets go backwards: the
+    caller judges the entry; ``seen`` is never negative), huge, or at or past ``end``
     (``end`` >= 0; -1: no end), or where it is not wholly in ``buf``: the caller handles that
     entry.  The offset after an entry is its last offset + 1 (a v2 batch's base offset + its
     last offset delta + 1; a legacy entry's offset + 1)."""
@@ -1031,7 +1032,7 @@ def walk_frames(buf, p: int, n: int, left: int, end: int, max_size: int,
         if (length < 14 or magic > 2 or (magic == 2 and total < 61) or total > left - p
                 or length > max_size):
             break
-        if off < 0 or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end):
+        if off < seen or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end):
             break
         if total > n - p:
             break

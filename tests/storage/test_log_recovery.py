@@ -7,7 +7,10 @@ import os
 import shutil
 
 
+import pytest
+
 from kafkalog import control
+from kafkalog.errors import CorruptRecordError
 from kafkalog.storage import files
 from kafkalog.storage.index import AbortedTxn, OffsetIndex
 from kafkalog.storage.log import Log
@@ -90,7 +93,26 @@ def test_corruption_in_an_older_unflushed_segment_drops_later_segments(tmp_path)
     one = len(values_batch(0, 1))
     raw[one * 3 + 65] ^= 0x55  # the 4th batch of that segment fails its CRC
     seg_log_path(img, victim).write_bytes(bytes(raw))
-    rec = Log.open(img, {"segment.bytes": 500})
+    before = {p.name: p.read_bytes() for p in img.iterdir() if p.suffix == ".log"}
+    # by default a writable open refuses to cut whole batches, names the damage, cuts nothing
+    with pytest.raises(CorruptRecordError) as info:
+        Log.open(img, {"segment.bytes": 500})
+    assert info.value.path == str(seg_log_path(img, victim))
+    at = sum(len(values_batch(victim + j, 1)) for j in range(3))
+    assert info.value.position == at and info.value.offset == victim + 3
+    assert {p.name: p.read_bytes() for p in img.iterdir() if p.suffix == ".log"} == before
+    # read-only, nothing is lost: the damaged batch is reported, the rest read around it
+    with Log.open(img, {"segment.bytes": 500}, read_only=True) as ro:
+        assert ro.log_end_offset == 60
+        gaps = []
+        got = [r.offset for r in ro.iter_records(on_damage="skip", gaps=gaps)]
+        assert got == [i for i in range(60) if i != victim + 3]
+        assert [(g.offset, g.next_offset) for g in gaps] == [(victim + 3, victim + 4)]
+        with pytest.raises(CorruptRecordError):
+            list(ro.iter_records())
+    # a broker's recovery, asked for by name: cut as Kafka's recovery cuts, with a warning
+    with pytest.warns(UserWarning, match="recovery='broker'"):
+        rec = Log.open(img, {"segment.bytes": 500}, recovery="broker")
     assert rec.log_end_offset == victim + 3
     assert [s.base_offset for s in rec.segments] == bases[:3]
     assert all_records(rec) == [(i, b"v%d" % i) for i in range(victim + 3)]
@@ -260,7 +282,25 @@ def test_invalid_offsets_during_recovery_empty_the_segment(tmp_path):
     )
     seg_log_path(d, 0).write_bytes(data)
     os.unlink(d / files.CLEAN_SHUTDOWN_FILE)
-    log = Log.open(d, {"index.interval.bytes": 0})
+    third = len(data) - len(make_batch([b"d"], base_offset=3))
+    # by default: refused, naming the batch whose offset goes backwards; nothing is cut
+    with pytest.raises(CorruptRecordError) as info:
+        Log.open(d, {"index.interval.bytes": 0})
+    assert (info.value.position, info.value.offset) == (third, 3)
+    assert seg_log_path(d, 0).read_bytes() == data
+    # read-only: the log ends after offset 5; reading reports the batch out of place
+    with Log.open(d, {"index.interval.bytes": 0}, read_only=True) as ro:
+        assert ro.log_end_offset == 6
+        with pytest.raises(CorruptRecordError, match="out of place") as info:
+            list(ro.iter_records())
+        assert info.value.position == third and info.value.path == str(seg_log_path(d, 0))
+        gaps = []
+        assert [r.value for r in ro.iter_records(on_damage="skip", gaps=gaps)] == [b"a", b"b",
+                                                                                  b"c"]
+        assert [(g.position, g.offset) for g in gaps] == [(third, 3)]
+    # a broker's recovery: Kafka empties the segment
+    with pytest.warns(UserWarning, match="recovery='broker'"):
+        log = Log.open(d, {"index.interval.bytes": 0}, recovery="broker")
     assert log.log_end_offset == 0 and log.segments[0].size == 0
     log.close()
 
@@ -285,7 +325,10 @@ def test_transactions_are_rebuilt_by_recovery(tmp_path):
     rec.close()
 
 
-def test_read_only_recovery_stops_at_corruption_without_writing(tmp_path):
+def test_read_only_recovery_reports_corruption_without_writing(tmp_path):
+    """A read-only open of an uncleanly stopped log with a bad batch at the end of a middle
+    segment: the log is not ended there (a broker's recovery would cut it and delete the later
+    segments); reads report the batch, or skip exactly it, and nothing is written."""
     log = Log.open(tmp_path / "topic-0", {"segment.bytes": 400})
     for i in range(20):
         log.append(values_batch(i, 1))
@@ -298,10 +341,16 @@ def test_read_only_recovery_stops_at_corruption_without_writing(tmp_path):
     seg_log_path(img, bases[1]).write_bytes(bytes(raw))
     before = {n: (img / n).read_bytes() for n in os.listdir(img)}
     ro = Log.open(img, read_only=True)
-    last_good = bases[2] - 2
-    assert ro.log_end_offset == last_good + 1
-    assert all_records(ro)[-1] == (last_good, b"v%d" % last_good)
-    assert [s.base_offset for s in ro.segments] == bases[:2]
+    bad = bases[2] - 1  # the last batch of the middle segment
+    assert ro.log_end_offset == 20
+    assert [s.base_offset for s in ro.segments] == bases
+    with pytest.raises(CorruptRecordError) as info:
+        all_records(ro)
+    assert info.value.path == str(seg_log_path(img, bases[1])) and info.value.offset == bad
+    gaps = []
+    assert [r.offset for r in ro.iter_records(on_damage="skip", gaps=gaps)] == [
+        i for i in range(20) if i != bad]
+    assert [(g.offset, g.next_offset) for g in gaps] == [(bad, bad + 1)]
     ro.close()
     assert {n: (img / n).read_bytes() for n in os.listdir(img)} == before
 

@@ -32,6 +32,13 @@ from ._log_common import (
 from .epoch_cache import LeaderEpochCache
 
 
+#: ``Log.open(recovery=...)``: after an unclean stop a writable open cuts only a torn tail and
+#: refuses to cut whole batches (STRICT); BROKER cuts at the first invalid batch and deletes the
+#: later segments, as Kafka's recovery does, warning what it cut.
+STRICT_RECOVERY = "strict"
+BROKER_RECOVERY = "broker"
+RECOVERY_MODES = (STRICT_RECOVERY, BROKER_RECOVERY)
+
 # The root checkpoints last read, by path: every partition of a root reads the same three
 # files, and a root of N partitions would otherwise parse them N times (quadratic).  An entry
 # is used only while the file's identity, size and times are unchanged; Kafka and kafkalog both
@@ -100,6 +107,7 @@ class LogLoader:
 
     _producer_state_pending: Optional[Any] = None  # (end offset, clean) of a deferred rebuild
     _checkpoint_memo: Optional[CheckpointMemo] = None  # set by open_view(checkpoints=...)
+    _recovery: str = STRICT_RECOVERY  # set by Log.open(recovery=...)
 
     def _read_root(self, path: str) -> Dict[Any, int]:
         memo = self._checkpoint_memo
@@ -516,9 +524,22 @@ class LogLoader:
                 self._recover_segment(seg)
 
     def _recover_segment(self, seg: Segment) -> int:
-        """Recover one segment with the producer state rebuilt to its base offset."""
+        """Recover one segment with the producer state rebuilt to its base offset.  Only a
+        torn tail of the last segment may end the log: a read-only open reads on past other
+        damage (its reads report it), a writable one refuses to cut whole batches unless a
+        broker's recovery was asked for (``recovery="broker"``), and then warns what it cut."""
         self._rebuild_producer_state(seg.base_offset)
-        truncated = seg.recover(self.producer_state, self.leader_epoch_cache)
+        broker = self._recovery == BROKER_RECOVERY
+        size = seg.size
+        truncated = seg.recover(self.producer_state, self.leader_epoch_cache,
+                                past_damage=self.read_only, is_last=seg is self._segments[-1],
+                                may_cut_damage=broker)
+        if truncated and not self.read_only and (seg.recovery_damage or seg is not self._segments[-1]):
+            at = size - truncated
+            warnings.warn(
+                f"recovery='broker': cut {seg.log_path} at position {at} ({truncated} bytes "
+                "after it, whole batches among them, are gone) as Kafka's recovery does",
+                stacklevel=4)
         self.producer_state.update_map_end_offset(
             max(self.producer_state.map_end_offset, seg.read_next_offset())
         )
@@ -526,8 +547,9 @@ class LogLoader:
         return truncated
 
     def _recover_from(self, recovery_point: int, log_start: int) -> None:
-        """Recover every segment from the one holding the recovery point; at the first one
-        that lost bytes, drop all later segments (their data would follow a gap)."""
+        """Recover every segment from the one holding the recovery point; where one is cut
+        (a torn tail, or under a broker's recovery any damage), drop all later segments (their
+        data would follow a gap)."""
         start = max(floor_index(self._bases, recovery_point), 0)
         i = start
         while i < len(self._segments):
@@ -535,30 +557,42 @@ class LogLoader:
             try:
                 truncated = self._recover_segment(seg)
             except InvalidOffsetError:
+                # only under recovery="broker" (else it is damage, refused or read around).
                 # Kafka: "Found invalid offset during recovery. Deleting the corrupt segment
                 # and creating an empty one with starting offset <base>".
                 truncated = seg.size
-                if self.read_only:
-                    seg._file_size = 0
-                else:
-                    seg.offset_index.reset()
-                    seg.time_index.reset()
-                    seg.txn_index.reset()
-                    seg._truncate_log(0)
+                warnings.warn(
+                    f"recovery='broker': offsets go backwards in {seg.log_path}; its "
+                    f"{truncated} bytes are gone, as Kafka's recovery deletes such a segment",
+                    stacklevel=3)
+                seg.offset_index.reset()
+                seg.time_index.reset()
+                seg.txn_index.reset()
+                seg._truncate_log(0)
             if truncated > 0:
+                later = len(self._segments) - i - 1
+                if later and not self.read_only:
+                    warnings.warn(
+                        f"recovery='broker': {later} segment(s) after {seg.log_path} deleted, "
+                        "as Kafka's recovery does after cutting a segment", stacklevel=3)
                 self._drop_segments_from(i + 1, delete=not self.read_only)
                 break
             i += 1
 
     def _check_tail_readable(self, log_start: int) -> None:
-        """After a clean shutdown the last segment is trusted; if its headers cannot even be
-        walked it is recovered anyway."""
+        """After a clean shutdown the last segment is trusted as far as its headers frame;
+        where they stop framing before its end, the bytes after decide (Segment.walk): a torn
+        tail is cut (in memory when read-only), damage that whole batches follow is left for
+        the reads to report (read-only) or recovered as above (writable: refused unless a
+        broker's recovery was asked for)."""
         if not self._segments:
             return
         seg = self._segments[-1]
-        try:
-            seg.read_next_offset()
-        except CorruptRecordError:
+        walk = seg.tail_walk()
+        if self.read_only:
+            if walk.tail is not None:
+                seg.cut_torn_tail(walk.tail)
+        elif walk.damage or walk.tail is not None:
             self._recover_segment(seg)
 
     def _drop_segments_from(self, index: int, delete: bool) -> None:

@@ -46,7 +46,7 @@ from typing import Any, Iterator, List, NamedTuple, Optional, Tuple
 from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError, OffsetOutOfRangeError
 from .. import _speedups
 from ..records import MemoryRecords
-from .segment import Segment, TimestampAndOffset
+from .segment import Segment, TimestampAndOffset, whole_entry_at
 from ._log_common import (
     STORAGE_ERRORS,
     LATEST_TIMESTAMP,
@@ -94,7 +94,9 @@ def _check_on_damage(on_damage: str) -> None:
 # Read buffers kept between scans, the largest first, _SPARE_BYTES in all: fresh memory costs
 # a page fault (zeroed pages) per 4 KiB, on a virtual machine more than the read itself, so a
 # scan takes kept buffers and gives them back when it ends (see _Blocks).  They are anonymous
-# memory (``mmap(-1)``: page-aligned, nothing to zero; no file is mapped), and each read lands
+# memory (a *private* anonymous mapping: page-aligned, nothing to zero, no file mapped; never
+# ``mmap(-1, n)`` alone, which is MAP_SHARED, so a forked child would read into its parent's
+# pages), and each read lands
 # on a page boundary (_ALIGN): the kernel copies into an aligned buffer about 1.5x as fast.
 _SPARE_BYTES = 128 << 20
 # A borrowing scan reads ahead in a helper thread only reads of at least this many bytes:
@@ -129,7 +131,30 @@ def _take_buffer(n: int) -> Any:
         fits = [i for i, b in enumerate(_spare) if len(b) >= n]
         if fits:
             return _spare.pop(fits[-1])
-    return mmap.mmap(-1, n)
+    return _new_buffer(n)
+
+
+if hasattr(mmap, "MAP_PRIVATE") and hasattr(mmap, "MAP_ANONYMOUS"):
+    _PRIVATE = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+
+    def _new_buffer(n: int) -> Any:
+        return mmap.mmap(-1, n, flags=_PRIVATE)
+else:  # no private anonymous mappings here (Windows): plain memory
+    def _new_buffer(n: int) -> Any:
+        return bytearray(n)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child starts with no kept buffers, a fresh lock (another thread may have held
+    the parent's at the fork) and no read-ahead thread (the parent's does not run here)."""
+    global _spare, _spare_lock, _helper, _helper_pid
+    _spare = []
+    _spare_lock = threading.Lock()
+    _helper, _helper_pid = None, 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _give_buffer(buf: Any) -> None:
@@ -547,20 +572,29 @@ class LogView:
             f"{next_offset}, so the read stops here rather than leave out what follows",
             pos, offset, seg.log_path)
 
-    def _resume_after(self, seg: Segment, bad: int, size: int) -> Optional[Tuple[int, int]]:
+    def _resume_after(self, seg: Segment, bad: int, size: int,
+                      head: bytes) -> Optional[Tuple[int, int]]:
         """Where a scan that skips damage goes on after the unreadable entry at ``bad`` of
-        ``seg``: ``(position, offset)`` of the first offset-index entry past it (an index entry
-        marks where a batch starts), or None when the segment has none (the scan goes on with
-        the next segment)."""
+        ``seg`` (of ``size`` bytes; ``head``: its first bytes): ``(position, offset)`` of the
+        entry after it when its size field still frames it (the segment ends there or a whole
+        valid entry starts there: exactly that entry is skipped), else of the first whole valid
+        entry after it (:meth:`Segment.whole_batch_after`: the offset-index entries first, then
+        the bytes); None when none follows in the segment (the scan goes on with the next)."""
         log = self._log
         with log._lock:
             try:
-                for e in seg.offset_index:
-                    if bad < e.position < size:
-                        head = seg._read_at(e.position, 8)
-                        if len(head) == 8:
-                            return e.position, _Q.unpack_from(head, 0)[0]
-                        return None
+                nxt = None
+                if len(head) >= _LOG_OVERHEAD:
+                    after = bad + _ENTRY.unpack_from(head, 0)[1] + _LOG_OVERHEAD
+                    if bad + _MIN_ENTRY <= after <= size and (
+                            after == size or whole_entry_at(seg, after, size)):
+                        nxt = after
+                if nxt is None:
+                    nxt = seg.whole_batch_after(bad)
+                if nxt is None or nxt >= size:
+                    return None
+                head = seg._read_at(nxt, 8)
+                return (nxt, _Q.unpack_from(head, 0)[0]) if len(head) == 8 else None
             except STORAGE_ERRORS as err:
                 log._io_error(err, "reading")
         return None
@@ -586,13 +620,6 @@ class LogView:
         if size > max_size:
             return f"the batch claims {size} bytes, more than the limit of {max_size}"
         return None
-
-    @staticmethod
-    def _is_inside(k: int, segs: List[Segment], next_offset: int, leo: int) -> bool:
-        """Whether an unreadable entry of ``segs[k]`` after batches ending before
-        ``next_offset`` lies inside the log (damage) rather than past its end (a torn tail
-        that recovery would cut)."""
-        return k + 1 < len(segs) or next_offset < leo
 
     def chunks(
         self,
@@ -672,6 +699,12 @@ class LogView:
                                                 max_size)
                         if damaged is not None:
                             break
+                    upper = segs[k + 1].base_offset if k + 1 < len(segs) else leo
+                    if off < seen or off >= upper:  # offsets a segment cannot hold here
+                        damaged = (f"the entry's offset {off} is out of place (the entry before "
+                                   f"ends at offset {seen - 1}; the segment's offsets end "
+                                   f"below {upper})")
+                        break
                     if end is not None and off >= end and magic == 2:
                         stop = True  # a v2 batch wholly at or after the end
                         break
@@ -687,18 +720,19 @@ class LogView:
                         yield path, pos, (data[:p] if borrow else bytes(data[:p]))
                     if stop:
                         return
-                    if self._is_inside(k, segs, seen, leo):
-                        resume = (self._resume_after(seg, pos + p, size)
-                                  if on_damage == SKIP else None)
-                        if resume is not None:
-                            nxt = resume[1]
-                        else:
-                            nxt = segs[k + 1].base_offset if k + 1 < len(segs) else leo
-                        self._damage(seg, pos + p, bytes(data[p:p + 8]), damaged, on_damage,
-                                     gaps, nxt)
-                        if resume is not None:
-                            cur = self._plan(blocks, segs, k, resume[0], None, start, end)
-                            continue
+                    # inside the log: the loader cut the one thing that may end it quietly (a
+                    # torn tail of the last segment), so every byte left is the log's
+                    resume = (self._resume_after(seg, pos + p, size, bytes(data[p:p + 17]))
+                              if on_damage == SKIP else None)
+                    if resume is not None:
+                        nxt = resume[1]
+                    else:
+                        nxt = segs[k + 1].base_offset if k + 1 < len(segs) else leo
+                    self._damage(seg, pos + p, bytes(data[p:p + 8]), damaged, on_damage,
+                                 gaps, nxt)
+                    if resume is not None:
+                        cur = self._plan(blocks, segs, k, resume[0], None, start, end)
+                        continue
                     cur = self._plan(blocks, segs, k + 1, None, None, start, end)
                     continue
                 if p == 0:  # one batch larger than the read: read it whole
@@ -805,6 +839,42 @@ class LogView:
                 "meanwhile; read again", position=pos, path=seg.log_path,
                 errno=_errno.EAGAIN, operation="reading")
 
+    def _batches(self, start_offset: Optional[int], end_offset: Optional[int], on_damage: str,
+                 gaps: Optional[list]) -> Iterator[Tuple[str, int, Any]]:
+        """``(.log path, chunk position, batch)`` for every batch of :meth:`chunks`, each one's
+        CRC checked: a batch that fails it raises CorruptRecordError naming the file, its
+        position and offset, or (``on_damage="skip"``) exactly that batch is reported as a
+        :class:`DamageGap` and left out."""
+        leo = self._log._log_end_offset
+        for path, pos, data in self.chunks(start_offset, end_offset, SCAN_CHUNK, on_damage,
+                                           gaps):
+            try:
+                for b in MemoryRecords(data):
+                    try:
+                        b.ensure_valid()
+                    except KafkaLogError as e:
+                        if on_damage != SKIP:
+                            raise
+                        self._skip_batch(path, pos, b, e, leo, gaps)
+                        continue
+                    yield path, pos, b
+            except KafkaLogError as e:  # name the file and the file position
+                if e.path is None:
+                    if e.position is None:
+                        e.position = 0
+                    e.located(path, pos)
+                raise
+
+    @staticmethod
+    def _skip_batch(path: str, pos: int, b: Any, e: KafkaLogError, leo: int,
+                    gaps: Optional[list]) -> None:
+        if gaps is None:
+            return
+        base = b.base_offset if b.magic >= 2 else b.offset
+        last = b.last_offset if b.magic >= 2 else b.offset
+        nxt = min(max(last + 1, base + 1), max(leo, base + 1))
+        gaps.append(DamageGap(path, pos + b.position, base, nxt, str(e.message)))
+
     def iter_batches(
         self,
         start_offset: Optional[int] = None,
@@ -814,16 +884,27 @@ class LogView:
     ) -> Iterator[Any]:
         """Every batch from the one holding ``start_offset`` (default: the log start) up to
         the log end offset (or the last one holding an offset below ``end_offset``), as
-        RecordBatch / LegacyRecordBatch objects over copies of the bytes; ``batch.position`` is
-        its position in the chunk it was read with.  Damage follows ``on_damage``."""
-        for _path, _pos, data in self.chunks(start_offset, end_offset, SCAN_CHUNK, on_damage,
-                                             gaps):
-            try:
-                yield from MemoryRecords(data)
-            except KafkaLogError as e:  # name the file and the file position
-                if e.path is None:
-                    e.located(_path, _pos)
-                raise
+        RecordBatch / LegacyRecordBatch objects over copies of the bytes, each one's CRC
+        checked; ``batch.position`` is its position in the chunk it was read with.  Damage
+        follows ``on_damage``."""
+        for _path, _pos, b in self._batches(start_offset, end_offset, on_damage, gaps):
+            yield b
+
+    def _records(self, path: str, pos: int, b: Any, on_damage: str, gaps: Optional[list]
+                 ) -> List[Any]:
+        """The records of ``b`` (of the chunk at ``pos`` of ``path``); one that cannot be
+        decoded raises naming the file and position, or is skipped and reported."""
+        try:
+            return b.records()
+        except KafkaLogError as e:
+            if on_damage == SKIP:
+                self._skip_batch(path, pos, b, e, self._log._log_end_offset, gaps)
+                return []
+            if e.path is None:
+                if e.position is None:
+                    e.position = b.position
+                e.located(path, pos)
+            raise
 
     def iter_records(
         self,
@@ -838,10 +919,10 @@ class LogView:
         log = self._log
         start = log._log_start_offset if start_offset is None else start_offset
         if isolation == "read_uncommitted":
-            for b in self.iter_batches(start, None, on_damage, gaps):
+            for path, pos, b in self._batches(start, None, on_damage, gaps):
                 if b.is_control_batch:
                     continue
-                for r in b:
+                for r in self._records(path, pos, b, on_damage, gaps):
                     if r.offset >= start:
                         yield r
             return
@@ -854,7 +935,7 @@ class LogView:
             )
         k = 0
         aborted_pids = set()
-        for b in self.iter_batches(start, lso, on_damage, gaps):
+        for path, pos, b in self._batches(start, lso, on_damage, gaps):
             if b.magic >= 2 and b.base_offset >= lso:
                 break
             if b.magic >= 2 and b.producer_id >= 0:
@@ -862,7 +943,7 @@ class LogView:
                     aborted_pids.add(aborted[k].producer_id)
                     k += 1
                 if b.is_control_batch:
-                    for r in b:
+                    for r in self._records(path, pos, b, on_damage, gaps):
                         if is_abort_marker(r.key):
                             aborted_pids.discard(b.producer_id)
                         break
@@ -871,7 +952,7 @@ class LogView:
                     continue
             elif b.magic >= 2 and b.is_control_batch:
                 continue
-            for r in b:
+            for r in self._records(path, pos, b, on_damage, gaps):
                 if r.offset >= lso:
                     return
                 if r.offset >= start:

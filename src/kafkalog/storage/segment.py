@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import re
 import stat
 import struct
 import time
@@ -56,6 +57,7 @@ from .index import (
     TxnIndexSearchResult,
     read_store_index,
 )
+from .. import _speedups
 from ..records import MemoryRecords
 
 __all__ = [
@@ -67,6 +69,9 @@ __all__ = [
     "BatchHeader",
     "WRITE_BUFFER_BYTES",
     "open_segment",
+    "whole_batch_after",
+    "whole_entry_at",
+    "SegmentWalk",
 ]
 
 WRITE_BUFFER_BYTES = 512 * 1024
@@ -89,6 +94,8 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _V2_PEEK_STRUCT = struct.Struct(">qiibIhiqq")  # ... through maxTimestamp
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_PLACEHOLDER = (2**31 - 1).to_bytes(4, "big")  # see Segment._write
 
 
 class LogOffsetPosition(NamedTuple):
@@ -126,6 +133,112 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+# Where a whole log entry may start: a positive size of at least 14 bytes and a magic byte of
+# 0, 1 or 2 (a zero-filled range matches nowhere).  Candidates are then checked whole.
+_ENTRY_CANDIDATE = re.compile(
+    rb"(?=[\x00-\xff]{8}(?!\x00\x00\x00[\x00-\x0d])[\x00-\x7f][\x00-\xff]{7}[\x00-\x02])",
+    re.S)
+_RESYNC_BLOCK = 1 << 20
+
+
+def whole_batch_after(read_at, size: int, position: int, base_offset: int,
+                      hints: Iterator[int] = ()) -> Optional[int]:
+    """The position of the first whole, valid log entry (framing and CRC sound, offsets those
+    of a segment at ``base_offset``) that starts after ``position`` in a file of ``size``
+    bytes read with ``read_at(position, n)``; None when none does.  This is what tells a torn
+    tail (nothing whole follows: the end of a log) from damage (whole batches follow: records
+    a reader must not leave out silently), judged by the bytes that follow, never by the
+    damaged entry's own size or offset fields.  ``hints``: positions to try first (the
+    offset-index entries past ``position``, where batches started)."""
+    for q in hints:
+        if position < q < size and _whole_entry_at(read_at, size, q, base_offset):
+            return q
+    q = position + 1
+    while q + _HEADER_SIZE_UP_TO_MAGIC <= size:
+        block = read_at(q, min(_RESYNC_BLOCK + _HEADER_SIZE_UP_TO_MAGIC, size - q))
+        if len(block) < _HEADER_SIZE_UP_TO_MAGIC:
+            return None
+        usable = len(block) - _HEADER_SIZE_UP_TO_MAGIC + 1  # candidates starting in this block
+        for m in _ENTRY_CANDIDATE.finditer(block, 0, len(block)):
+            at = m.start()
+            if at >= usable:
+                break
+            if _whole_entry_at(read_at, size, q + at, base_offset, block, at):
+                return q + at
+        q += usable
+    return None
+
+
+def _whole_entry_at(read_at, size: int, q: int, base_offset: int,
+                    block: bytes = b"", at: int = 0) -> bool:
+    """Whether a whole valid entry starts at ``q`` (see :func:`whole_batch_after`)."""
+    head = block[at:at + _HEADER_SIZE_UP_TO_MAGIC]
+    if len(head) < _HEADER_SIZE_UP_TO_MAGIC:
+        head = read_at(q, _HEADER_SIZE_UP_TO_MAGIC)
+        if len(head) < _HEADER_SIZE_UP_TO_MAGIC:
+            return False
+    offset, length = _ENTRY.unpack_from(head, 0)
+    magic = head[16]
+    total = length + _LOG_OVERHEAD
+    if (length < _RECORD_OVERHEAD_V0 or magic > 2 or (magic == 2 and total < _V2_OVERHEAD)
+            or q + total > size or offset < base_offset or offset - base_offset > _INT32_MAX):
+        return False
+    data = block[at:at + total]
+    if len(data) < total:
+        data = read_at(q, total)
+        if len(data) < total:
+            return False
+    try:
+        for batch in MemoryRecords(data):
+            batch.ensure_valid()
+            return batch.position == 0 and batch.size_in_bytes == total and (
+                batch.last_offset - base_offset <= _INT32_MAX)
+    except (KafkaLogError, ValueError):
+        return False
+    return False
+
+
+def append_in_flight(read_at, position: int, following: int, expected_offset: int) -> bool:
+    """Whether the entry at ``position`` is the first batch of a multi-batch append that has
+    not finished (or failed part-way): kafkalog's writer writes its size field as 2**31 - 1
+    and fixes it last, so that readers see one incomplete batch, never part of the append.
+    Known by all of it, not by the size alone: the offset is the one the log expects next, and
+    the bytes up to the whole batch that follows (``following``) are a v2 batch whose CRC
+    holds.  Such bytes are a torn tail (the append never happened), not damage."""
+    head = read_at(position, 21)
+    if len(head) < 21 or following - position < _V2_OVERHEAD:
+        return False
+    offset = _Q.unpack_from(head, 0)[0]
+    real = _I.pack(following - position - _LOG_OVERHEAD)
+    # the size field as the writer left it: 2**31 - 1, or its fix-up to the real size cut off
+    # part-way (each byte the placeholder's or the real size's)
+    if offset != expected_offset or head[16] != 2 or not all(
+            b in (p, r) for b, p, r in zip(head[8:12], _PLACEHOLDER, real)):
+        return False
+    body = read_at(position + 21, following - position - 21)
+    return len(body) == following - position - 21 and \
+        _speedups.crc.crc32c(body) == _U32.unpack_from(head, 17)[0]
+
+
+def whole_entry_at(seg: "Segment", position: int, size: int) -> bool:
+    """Whether a whole valid entry (framing and CRC) starts at ``position`` of ``seg``."""
+    return _whole_entry_at(seg._read_at, size, position, seg.base_offset)
+
+
+class SegmentWalk(NamedTuple):
+    """What a walk over a segment's entries from some position found: ``next_offset``, the
+    offset after the last whole entry; ``end``, the position after it; ``damage``, the
+    ``(position, resumed at)`` of each stretch of bytes that did not frame but was followed by
+    whole entries (reported, never taken for the end); ``tail``, where the bytes after the
+    last whole entry begin when they are not one (a torn tail: nothing whole follows), else
+    None."""
+
+    next_offset: int
+    end: int
+    damage: List[Tuple[int, int]]
+    tail: Optional[int]
+
+
 class Segment:
     """A log segment (Kafka's LogSegment).  Open one with :meth:`open`.
 
@@ -133,6 +246,10 @@ class Segment:
     offset), :meth:`find_offset_by_timestamp`, :meth:`recover`, :meth:`truncate_to`,
     :meth:`flush`, :meth:`close` and :meth:`delete`.
     """
+
+    # what the last :meth:`recover` found (see there)
+    recovery_damage: List[Tuple[int, int]] = []
+    recovery_tail: Optional[int] = None
 
     def __init__(
         self,
@@ -1106,24 +1223,88 @@ class Segment:
         return MemoryRecords(self._read_at(start.position, fetch_size))
 
     def read_next_offset(self) -> int:
-        """The offset after the last batch (the base offset when empty), found by walking
-        the headers from the last offset-index entry."""
+        """The offset after the last whole batch (the base offset when empty), found by
+        walking the headers from the last offset-index entry (:meth:`walk`: past damage that
+        whole batches follow, to the torn tail if there is one)."""
         self._check_open()
         memo = self._next_offset_memo
         if memo is not None and memo[0] == self.size:  # read-only: its bytes do not change
             return memo[1]
-        pos = self.offset_index.last_entry().position
-        if pos > self.size:
-            pos = 0
-        nxt = self.base_offset
-        for h in self.iter_headers(pos):
-            nxt = h.last_offset + 1
-        if nxt == self.base_offset and pos > 0:
-            for h in self.iter_headers(0):
-                nxt = h.last_offset + 1
+        nxt = self.tail_walk().next_offset
         if self.read_only:
             self._next_offset_memo = (self.size, nxt)
         return nxt
+
+    def tail_walk(self) -> "SegmentWalk":
+        """:meth:`walk` from the last offset-index entry (from the start when that finds no
+        whole batch): how the segment ends."""
+        pos = self.offset_index.last_entry().position
+        if pos > self.size:
+            pos = 0
+        w = self.walk(pos)
+        if w.next_offset == self.base_offset and pos > 0:
+            w = self.walk(0)
+        return w
+
+    def walk(self, position: int = 0) -> "SegmentWalk":
+        """Walk the entry headers from ``position`` (no CRCs) to the end of the segment; where
+        the bytes stop framing, look at what follows (:func:`whole_batch_after`): whole
+        entries after them make it damage (recorded, and the walk goes on there), none makes it
+        the segment's tail."""
+        size = self.size
+        nxt = self.base_offset
+        damage: List[Tuple[int, int]] = []
+        pos = position
+        while True:
+            end = pos
+            try:
+                for h in self.iter_headers(pos):
+                    end = h.position + h.size
+                    if (h.base_offset if h.magic >= 2 else h.last_offset) < nxt:
+                        damage.append((h.position, end))  # offsets going backwards
+                        continue
+                    nxt = h.last_offset + 1
+                stop = end
+            except CorruptRecordError as e:
+                stop = e.position if e.position is not None else end
+            if stop >= size:
+                return SegmentWalk(nxt, stop, damage, None)
+            q = self.whole_batch_after(stop)
+            if q is None or append_in_flight(self._read_at, stop, q, nxt):
+                return SegmentWalk(nxt, stop, damage, stop)
+            damage.append((stop, q))
+            pos = q
+
+    def whole_batch_after(self, position: int) -> Optional[int]:
+        """The position of the first whole valid entry after ``position`` (see the module's
+        :func:`whole_batch_after`), trying the offset-index entries past it first."""
+        try:
+            hints = [e.position for e in self.offset_index if e.position > position]
+        except KafkaLogError:
+            hints = []
+        return whole_batch_after(self._read_at, self.size, position, self.base_offset, hints)
+
+    def cut_torn_tail(self, position: int) -> None:
+        """A read-only segment ends at ``position`` (a torn tail after it; nothing is
+        written)."""
+        if not self.read_only:
+            raise ValueError("cut_torn_tail is for read-only segments")
+        self._file_size = min(self._file_size, position)
+        self._next_offset_memo = None
+
+    def _damage_error(self, position: int, resumed: Optional[int]) -> CorruptRecordError:
+        """The error for a writable open that would have to cut whole batches (or a later
+        segment's) to recover: nothing is cut."""
+        head = self._read_at(position, 12)
+        offset = _ENTRY.unpack_from(head, 0)[0] if len(head) >= 8 + 4 else None
+        follows = (f"whole valid batches follow at position {resumed}" if resumed is not None
+                   else "the log goes on in later segments")
+        return CorruptRecordError(
+            f"Corrupt batch in {self._log_path} at position {position} ({self.size - position} "
+            f"bytes from there to the end of the segment), and {follows}: recovering as a "
+            "broker does would discard them, so nothing was cut; open the log read-only to read "
+            "around the damage (on_damage='skip'), salvage it, or pass recovery='broker' to cut "
+            "the log there as Kafka's recovery does", position, offset, self._log_path)
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int = 0
@@ -1173,14 +1354,26 @@ class Segment:
         self._offset_index = self._time_index = self._txn_index = None
         self._memory_indexes = True
 
-    def recover(self, producer_state=None, leader_epoch_cache=None) -> int:
+    def recover(self, producer_state=None, leader_epoch_cache=None, *,
+                past_damage: bool = False, is_last: bool = True,
+                may_cut_damage: bool = True) -> int:
         """Rebuild the indexes from the ``.log`` and truncate it at the first invalid batch
         (Kafka's ``LogSegment.recover``): every batch's size and CRC are checked, index entries
         are added every ``index.interval.bytes`` (per batch), and the leader-epoch cache and
         producer state (with the transaction index) are updated from v2 batches.  Returns the
         number of bytes truncated.  A read-only segment recovers into memory and just stops
         reading at the first invalid batch.  Raises InvalidOffsetError when offsets go
-        backwards at an index entry (the caller then drops the segment, as Kafka does)."""
+        backwards at an index entry (the caller then drops the segment, as Kafka does).
+
+        Afterwards ``recovery_damage`` lists ``(position, resumed at)`` for each invalid
+        stretch that whole valid batches follow (:func:`whole_batch_after`), and
+        ``recovery_tail`` is where the bytes after the last whole batch begin when nothing
+        whole follows them (a torn tail), else None.  Only a torn tail of the log's last
+        segment (``is_last``) is the end of a log.  With ``past_damage`` (a read-only view,
+        which must not end a log at damage) recovery goes on at each such batch and nothing is
+        cut but that torn tail.  Without it, everything from the first invalid batch is cut, as
+        Kafka's recovery does, where ``may_cut_damage`` (a broker's recovery asked for by name)
+        or it is that torn tail; else CorruptRecordError is raised before anything is cut."""
         self._check_open()
         self._drain()
         if self.read_only:
@@ -1195,56 +1388,97 @@ class Segment:
         max_ts_off = self.base_offset
         interval = self.index_interval_bytes
         base = self.base_offset
-        try:
-            for pos, batch in self.iter_batches(0):
-                batch.ensure_valid()
-                last = batch.last_offset
-                if batch.magic >= 2 and batch.base_offset < base:
-                    raise CorruptRecordError(
-                        f"Batch base offset {batch.base_offset} is below the segment base offset "
-                        f"{base}",
-                        pos,
-                        batch.base_offset,
-                        self._log_path,
-                    )
-                rel = last - base
-                if rel < 0 or rel > _INT32_MAX:
-                    raise CorruptRecordError(
-                        f"Batch with last offset {last} cannot be stored relative to base offset "
-                        f"{base}",
-                        pos,
-                        last,
-                        self._log_path,
-                    )
-                if batch.max_timestamp > max_ts:
-                    max_ts = batch.max_timestamp
-                    max_ts_off = last
-                if valid - last_index_entry > interval:
-                    oi.append(last, valid)
-                    ti.maybe_append(max_ts, max_ts_off)
-                    last_index_entry = valid
-                valid += batch.size_in_bytes
-                if batch.magic >= 2:
-                    if leader_epoch_cache is not None:
-                        epoch = batch.partition_leader_epoch
-                        latest = leader_epoch_cache.latest_epoch
-                        if epoch >= 0 and (latest is None or epoch > latest):
-                            leader_epoch_cache.assign(epoch, batch.base_offset)
-                    if producer_state is not None:
-                        completed = producer_state.update(batch)
-                        if completed is not None:
-                            lso = producer_state.last_stable_offset(completed)
-                            self.update_txn_index(completed, lso)
-                            producer_state.complete_txn(completed)
-                elif producer_state is not None:
-                    producer_state.update(batch)
-        except CorruptRecordError:
-            pass  # everything from here on is dropped
-        truncated = self.size - valid
-        if self.read_only:
-            self._file_size = valid
+        damage: List[Tuple[int, int]] = []
+        tail: Optional[int] = None
+        pos0 = 0
+        expected = base  # the offset after the last valid batch
+        while True:
+            backwards = None
+            try:
+                for pos, batch in self.iter_batches(pos0):
+                    batch.ensure_valid()
+                    last = batch.last_offset
+                    if (batch.base_offset if batch.magic >= 2 else last) < expected:
+                        # offsets going backwards: damage (whatever follows)
+                        if may_cut_damage and not past_damage:
+                            # a broker's recovery: the caller empties the segment, as Kafka does
+                            raise InvalidOffsetError(
+                                f"Found invalid offset {last} after {expected - 1} during "
+                                f"recovery of {self._log_path}", pos, last, self._log_path)
+                        backwards = (pos, pos + batch.size_in_bytes)
+                        break
+                    if batch.magic >= 2 and batch.base_offset < base:
+                        raise CorruptRecordError(
+                            f"Batch base offset {batch.base_offset} is below the segment base offset "
+                            f"{base}",
+                            pos,
+                            batch.base_offset,
+                            self._log_path,
+                        )
+                    rel = last - base
+                    if rel < 0 or rel > _INT32_MAX:
+                        raise CorruptRecordError(
+                            f"Batch with last offset {last} cannot be stored relative to base offset "
+                            f"{base}",
+                            pos,
+                            last,
+                            self._log_path,
+                        )
+                    if batch.max_timestamp > max_ts:
+                        max_ts = batch.max_timestamp
+                        max_ts_off = last
+                    if valid - last_index_entry > interval:
+                        oi.append(last, valid)
+                        ti.maybe_append(max_ts, max_ts_off)
+                        last_index_entry = valid
+                    valid += batch.size_in_bytes
+                    expected = last + 1
+                    if batch.magic >= 2:
+                        if leader_epoch_cache is not None:
+                            epoch = batch.partition_leader_epoch
+                            latest = leader_epoch_cache.latest_epoch
+                            if epoch >= 0 and (latest is None or epoch > latest):
+                                leader_epoch_cache.assign(epoch, batch.base_offset)
+                        if producer_state is not None:
+                            completed = producer_state.update(batch)
+                            if completed is not None:
+                                lso = producer_state.last_stable_offset(completed)
+                                self.update_txn_index(completed, lso)
+                                producer_state.complete_txn(completed)
+                    elif producer_state is not None:
+                        producer_state.update(batch)
+            except (CorruptRecordError, InvalidRecordError):
+                pass
+            if backwards is not None:
+                damage.append(backwards)
+                if not past_damage:
+                    break
+                valid = pos0 = backwards[1]
+                continue
+            if valid >= self.size:
+                break
+            q = self.whole_batch_after(valid)
+            if q is None or append_in_flight(self._read_at, valid, q, expected):
+                tail = valid
+                break
+            damage.append((valid, q))
+            if not past_damage:
+                break
+            valid = pos0 = q
+        self.recovery_damage, self.recovery_tail = damage, tail
+        torn = tail is not None and is_last  # the one thing that may end a log
+        if past_damage:
+            cut = tail if torn else self.size
         else:
-            self._truncate_log(valid)
+            bad = damage[0][0] if damage else tail
+            if bad is not None and not torn and not may_cut_damage:
+                raise self._damage_error(bad, damage[0][1] if damage else None)
+            cut = self.size if bad is None else bad
+        truncated = self.size - cut
+        if self.read_only:
+            self._file_size = cut
+        else:
+            self._truncate_log(cut)
         self._max_ts = max_ts
         self._max_ts_offset = max_ts_off
         oi.trim_to_valid_size()
