@@ -61,6 +61,11 @@ def test_read_committed_stops_at_lso_of_open_transaction(tmp_path):
     with Log.open(d) as log:  # writable
         assert log.last_stable_offset == 3
         assert _log_offsets(log, isolation="read_committed") == [0, 1, 2]
+        # an open Log read into Arrow asks its own read model (it read past the LSO)
+        assert _offsets(ka.to_arrow(log, ["offset"], read_committed=True)) == [0, 1, 2]
+        assert [o for b in ka.iter_batches(log, ["offset"], read_committed=True, max_rows=2)
+                for o in b.column(0).to_pylist()] == [0, 1, 2]
+        assert _offsets(ka.to_arrow(log, ["offset"])) == list(range(7))
     # read_uncommitted reads everything
     assert _one_answer(_everywhere(d)) == list(range(7))
 
@@ -376,3 +381,31 @@ def test_read_view_checks_each_index_when_first_read(tmp_path, monkeypatch):
     assert lazy == eager and None not in lazy[:-1]
     assert got == want == list(range(bases[1] + 1, 60))
     assert {n: open(os.path.join(d, n), "rb").read() for n in os.listdir(d)} == before
+
+
+# -- a middle segment's .log that is a dangling or looping symbolic link ------------------------
+@pytest.mark.parametrize("link", ["dangling", "looping"])
+def test_a_middle_segment_that_is_a_bad_link_is_refused_everywhere(tmp_path, link):
+    from kafkalog.errors import KafkaLogError
+
+    d = str(tmp_path / "t-0")
+    with Log.open(d, {"segment.bytes": 300}) as log:
+        for _ in range(20):
+            _plain(log, 3)
+    segs = sorted(f for f in os.listdir(d) if f.endswith(".log"))
+    assert len(segs) >= 3
+    mid = os.path.join(d, segs[1])
+    os.unlink(mid)
+    os.symlink(os.path.join(d, "nowhere") if link == "dangling" else mid, mid)
+    readers = {
+        "Log read-only": lambda: _log_offsets(Log.open(d, read_only=True)),
+        "Log writable": lambda: _log_offsets(Log.open(d)),
+        "open_view": lambda: [b.base_offset for b in open_view(d).iter_batches()],
+        "to_arrow": lambda: ka.to_arrow(d),
+        "iter_batches": lambda: list(ka.iter_batches(d)),
+    }
+    for name, read in readers.items():
+        with pytest.raises(KafkaLogError) as info:
+            read()
+        assert info.value.path == mid, (name, info.value)
+        assert link in str(info.value), (name, info.value)

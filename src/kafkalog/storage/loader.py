@@ -363,16 +363,16 @@ class LogLoader:
 
     def _scan(self) -> "_logdir.PartitionView":
         """The directory as the storage model sees it.  A name of the log's grammar that is a
-        FIFO, a device, a socket or a directory is refused (never opened, never waited on);
+        FIFO, a device, a socket, a directory or a dangling or looping link is refused (never
+        opened, never waited on: a log read without that segment would have a hole);
         other names outside the grammar are kept in ``ignored_files`` and never change offsets."""
         if self._store is not None:
             view = (getattr(self, "_store_view", None) or getattr(self, "_listing", None)
                     or _logdir.scan_partition(self.dir, self._store))
         else:
             view = getattr(self, "_listing", None) or _logdir.scan_partition(self.dir)
-        for ig in view.ignored:
-            if ig.kind in (_fs.FIFO, _fs.DEVICE, _fs.SOCKET, _fs.DIRECTORY, _fs.OTHER) and (
-                _files.parse_segment_file_name(ig.name) is not None
+        for ig in view.refused():  # not a regular file: a FIFO, a directory, a bad link...
+            if (_files.parse_segment_file_name(ig.name) is not None
                 or ig.name in (_files.LEADER_EPOCH_CHECKPOINT_FILE, _files.PARTITION_METADATA_FILE)
             ):
                 raise _fs.not_regular_error(
