@@ -262,40 +262,46 @@ def _readable_segments(view):
 
 
 def _directory_segments(directory: str, fs=None, refuse_empty: bool = True) -> List["_Segment"]:
-    """The partitions to read in a partition directory, or in a log root (a broker's
-    ``log.dirs`` entry, whatever its name: ``kafka-logs-1`` is one too): every live
-    ``<topic>-<partition>`` directory in it, by topic then partition, each with its topic and
-    partition.  A directory without segments named ``<topic>-<partition>`` is an empty
-    partition; one that is nothing of these is refused with ``refuse_empty``: reading it would
-    give an empty table that looks like an empty log."""
-    from .storage.fs import DIRECTORY, LOCAL
-    from .storage.logdir import scan_partition, scan_root
+    """The partitions to read in a directory, by the rule every reader follows
+    (:func:`kafkalog.storage.logdir.locate`): a partition directory, or a log root (a broker's
+    ``log.dirs`` entry, whatever its name: ``kafka-logs-1`` is one too) whose live
+    ``<topic>-<partition>`` directories are read by topic then partition, each with its topic
+    and partition.  Anything else raises
+    :class:`~kafkalog.storage.logdir.NotALogError` naming the path (and, for a directory
+    above log roots, the paths to give), never an empty table that would look like an empty
+    log; so does a ``<topic>-<partition>`` directory holding nothing of a log.  With
+    ``refuse_empty`` false a directory under which nothing is (an object-store key, not a
+    prefix) gives ``[]``: the caller looks at what the path is."""
+    from .storage.fs import LOCAL
+    from .storage.logdir import NotALogError, locate, scan_partition
 
     fs = fs or LOCAL
-    view = scan_partition(directory, fs)
-    t, p = _tp_of_dir(directory)
-    if _readable_segments(view):
-        return [_Segment(directory=directory, topic=t, partition=p, fs=fs)]
-    refs = []
-    if any(ig.kind == DIRECTORY for ig in view.ignored):  # subdirectories: a log root?
-        refs = scan_root(directory, fs).live_partitions
-    if refs:
-        out: List[_Segment] = []
-        for ref in refs:
-            tp = ref.topic_partition
-            if _readable_segments(scan_partition(ref.path, fs)):
-                out.append(_Segment(directory=ref.path, topic=tp.topic, partition=tp.partition,
-                                    fs=fs))
-        return out
-    if refuse_empty and t is None:
-        from .errors import KafkaStorageError
-
-        raise KafkaStorageError(
-            f"cannot read {directory}: no Kafka log segments (<20-digit offset>.log) and no "
-            "partition directories (<topic>-<partition>) in it; pass a segment file, a "
-            "partition directory or a log root (a broker's log.dirs entry)",
-            path=directory, operation="listing")
-    return []
+    try:
+        loc = locate(directory, fs)
+    except NotALogError as e:
+        if refuse_empty or e.instead:
+            raise
+        return []
+    if loc.kind == "partition":
+        if not loc.holds_logs:
+            if not refuse_empty:
+                return []
+            raise NotALogError(
+                f"no Kafka log under {directory}: a directory named <topic>-<partition> that "
+                "holds no Kafka log segments (<20-digit offset>.log) nor any other file of a "
+                "partition; pass a segment file, a partition directory or a log root (a "
+                "broker's log.dirs entry)", directory)
+        t, p = _tp_of_dir(directory)
+        if _readable_segments(loc.view):
+            return [_Segment(directory=directory, topic=t, partition=p, fs=fs)]
+        return []  # the files of a partition without a segment: an empty log
+    out: List[_Segment] = []
+    for ref in loc.partitions:
+        tp = ref.topic_partition
+        if _readable_segments(scan_partition(ref.path, fs)):
+            out.append(_Segment(directory=ref.path, topic=tp.topic, partition=tp.partition,
+                                fs=fs))
+    return out
 
 
 def _segment_name(path: str):

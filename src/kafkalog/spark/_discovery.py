@@ -4,7 +4,12 @@
 Layout understood: every path is a log-dir root holding ``<topic>-<partition>`` directories,
 one such partition directory, a directory of segments whose name is not
 ``<topic>-<partition>`` (topic and partition are then null), or one ``<20 digits>.log``
-segment file.  ``-delete``, ``-future`` and ``-stray`` directories are skipped, and so are
+segment file.  Which of these a directory is follows the rule every reader of kafkalog follows
+(:func:`kafkalog.storage.logdir.locate`): a directory one level above log roots
+(``backups/broker-1/orders-0`` given as ``backups``) is refused with a ``NoKafkaLogError``
+naming the roots to give instead (a glob such as ``backups/*`` reads them all, with
+``replicaPolicy`` choosing between copies of a partition), and so is a directory under which
+nothing looks like a Kafka log.  ``-delete``, ``-future`` and ``-stray`` directories are skipped, and so are
 internal topics (``__*``) unless ``includeInternalTopics`` is set or a ``subscribe``/``assign``
 option names them."""
 from __future__ import annotations
@@ -185,6 +190,11 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
     """Every partition log under ``opts.paths`` that the topic options select, sorted by topic
     and partition."""
     found: List[TopicPartitionLog] = []
+    # a new plan: nothing the stores' clients remember from an earlier plan is trusted (a
+    # long-lived planner; kafkalog.storage.fs.FileSystem.refresh)
+    for fs in {id(f): f for f in (store_of(raw, opts.storage_options)
+                                  for raw in opts.paths)}.values():
+        fs.refresh()
     for raw in opts.paths:
         fs = store_of(raw, opts.storage_options)
         _fs_arg = None if fs.is_local() else fs
@@ -218,32 +228,30 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
                                       fs=_fs_arg)
                 )
                 continue
-            tp = _parse_tp_dir(_fs.basename(path))
-            segs = segment_refs(path, fs)
-            view = getattr(segs, "view", None)
-            if tp is not None and (segs or not _has_tp_children(path, fs)):
-                if not _holds_log_files(view):
+            # a partition directory or a log root, by the rule every reader follows
+            # (storage.logdir.locate); anything else is refused, naming the path
+            try:
+                loc = _logdir.locate(path, fs)
+            except _logdir.NotALogError as e:
+                if e.instead:  # the logs are one level down: which to read is the caller's
+                    raise NoKafkaLogError(e.message) from None
+                _no_kafka_log(path, fs, opts)  # a stream may wait on an empty directory
+                continue
+            if loc.kind == "partition":
+                tp = _parse_tp_dir(_fs.basename(path))
+                segs = segment_refs(path, fs)
+                view = getattr(segs, "view", None)
+                if not loc.holds_logs:
                     _no_kafka_log(path, fs, opts)
                 _report_ignored(view)
-                found.append(TopicPartitionLog(tp[0], tp[1], path, segs, fs=_fs_arg))
+                found.append(TopicPartitionLog(tp[0] if tp else None, tp[1] if tp else None,
+                                               path, segs, fs=_fs_arg))
                 continue
-            here = []
-            if segs:  # a directory of segments that is not named <topic>-<partition>
-                here.append((view, TopicPartitionLog(None, None, path, segs, fs=_fs_arg)))
-            # a log-dir root
-            root = _logdir.scan_root(path, fs)
-            for ref in root.live_partitions:
+            for ref in loc.partitions:  # a log-dir root
                 tp = (ref.topic_partition.topic, ref.topic_partition.partition)
                 psegs = segment_refs(ref.path, fs)
-                here.append((getattr(psegs, "view", None),
-                             TopicPartitionLog(tp[0], tp[1], ref.path, psegs, fs=_fs_arg)))
-            if not (root.checkpoints or root.metadata
-                    or len(root.partitions) > len(root.live_partitions)  # -delete, -future
-                    or any(_holds_log_files(v) for v, _ in here)):
-                _no_kafka_log(path, fs, opts)
-            for v, t in here:
-                _report_ignored(v)
-                found.append(t)
+                _report_ignored(getattr(psegs, "view", None))
+                found.append(TopicPartitionLog(tp[0], tp[1], ref.path, psegs, fs=_fs_arg))
     found = [tp for tp in found if _selected(tp, opts)]
     memo = CheckpointMemo()  # one plan: each root checkpoint read once
     for tp in found:
@@ -251,17 +259,7 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
     return _dedupe(found, opts.replica_policy)
 
 
-def _holds_log_files(view: Any) -> bool:
-    """Whether a directory's listing (a PartitionView; None: it could not be listed) holds a
-    file of Kafka's log: a segment or index, a producer snapshot, a partition checkpoint, or
-    a name of the log's grammar (even one that is not a regular file)."""
-    if view is None:
-        return False
-    return bool(
-        view.segments or view.orphan_indexes or view.snapshots or view.state_files
-        or view.metadata or view.kraft_snapshots
-        or any(ig.reason != "not a Kafka log file name" for ig in view.ignored)
-    )
+_holds_log_files = _logdir.holds_log_files
 
 
 def _no_kafka_log(path: str, fs: "_fs.FileSystem", opts: ReadOptions) -> None:
@@ -279,13 +277,6 @@ def _no_kafka_log(path: str, fs: "_fs.FileSystem", opts: ReadOptions) -> None:
         "log-dir root (a broker's log.dirs entry), a <topic>-<partition> directory or a "
         "segment file"
     )
-
-
-def _has_tp_children(path: str, fs: "_fs.FileSystem" = _fs.LOCAL) -> bool:
-    try:
-        return bool(_logdir.scan_root(path, fs).live_partitions)
-    except KafkaStorageError:
-        return False
 
 
 def _selected(tp: TopicPartitionLog, opts: ReadOptions) -> bool:

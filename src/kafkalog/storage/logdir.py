@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import re
 import uuid as _uuid
-from typing import Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import files as _files
 from . import fs as _fs
@@ -46,6 +46,10 @@ __all__ = [
     "scan_partition",
     "scan_root",
     "classify_dir",
+    "locate",
+    "Located",
+    "NotALogError",
+    "holds_log_files",
     "snapshot_files",
     "open_file",
     "read_file",
@@ -200,6 +204,11 @@ def scan_partition(directory: Union[PathLike, _fs.DirectoryHandle],
     else:
         fs, directory = _fs.for_path(directory, fs)
         entries = fs.list_dir(directory)
+    return _partition_view(directory, fs, entries)
+
+
+def _partition_view(directory: str, fs: _fs.FileSystem, entries) -> PartitionView:
+    """:func:`scan_partition` of a listing already made."""
     view = PartitionView(directory, fs)
     logs: Dict[int, str] = {}
     indexes: Dict[Tuple[int, str], str] = {}
@@ -281,8 +290,13 @@ def scan_root(root: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> RootView:
     ``parseTopicPartitionName`` does: a topic name Kafka would not create today is still read
     (writers check names with :func:`kafkalog.storage.files.validate_topic` before making one)."""
     fs, root = _fs.for_path(root, fs)
+    return _root_view(root, fs, fs.list_dir(root))
+
+
+def _root_view(root: str, fs: _fs.FileSystem, entries) -> RootView:
+    """:func:`scan_root` of a listing already made."""
     view = RootView(root, fs)
-    for e in fs.list_dir(root):
+    for e in entries:
         name = e.name
         if name in ROOT_CHECKPOINT_FILES or name in (
             _files.CLEAN_SHUTDOWN_FILE, META_PROPERTIES_FILE, ROOT_LOCK_FILE
@@ -353,6 +367,166 @@ def classify_dir(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:
     except ValueError:
         pass
     return "other"
+
+
+# -- what a directory given to read is: one rule for every reader ---------------------------------
+class NotALogError(KafkaStorageError):
+    """A directory given to read is not a Kafka log: nothing under it looks like one, or the
+    logs are one level down (it holds log roots or partition directories: ``instead`` lists
+    them, the paths to give).  Never read as an empty log."""
+
+    def __init__(self, message: str, directory: str, instead: Sequence[str] = ()) -> None:
+        super().__init__(message, path=directory, operation="listing")
+        self.directory = directory
+        self.instead = list(instead)
+
+    def __str__(self) -> str:  # the message names the directory already
+        return self.message
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.directory, self.instead))
+
+
+class Located(NamedTuple):
+    """What :func:`locate` found a directory to be."""
+
+    kind: str  # "partition" or "root"
+    path: str
+    fs: _fs.FileSystem
+    view: PartitionView  # the directory's own listing, read as a partition directory
+    root: Optional[RootView]  # kind "root": its partition directories and checkpoints
+    # False only for a directory named <topic>-<partition> that holds no file of a Kafka log
+    # (an empty one): each reader refuses it, as a partition without segments (a stream may
+    # wait on an empty one)
+    holds_logs: bool
+
+    @property
+    def partitions(self) -> List[PartitionRef]:
+        """A root's live ``<topic>-<partition>`` directories (topic, then partition order)."""
+        return self.root.live_partitions if self.root is not None else []
+
+
+_ROOT_ONLY_FILES = ROOT_CHECKPOINT_FILES + (META_PROPERTIES_FILE, ROOT_LOCK_FILE)
+_MAX_LOOKS_BELOW = 256  # subdirectories examined to name the logs one level down
+
+
+def holds_log_files(view: Optional[PartitionView]) -> bool:
+    """Whether a directory's listing (None: it could not be listed) holds a file of a Kafka
+    partition: a segment or index, a producer snapshot, a partition checkpoint
+    (``.kafka_cleanshutdown`` alone is not: a broker writes it in its log roots), a KRaft
+    snapshot, or a name of the log's grammar (even one that is not a regular file, or a near
+    miss such as a segment name with 19 digits: the reader reports it)."""
+    if view is None:
+        return False
+    return bool(
+        view.segments or view.orphan_indexes or view.snapshots or view.state_files
+        or view.kraft_snapshots
+        # not the clean-shutdown marker alone: a broker leaves it in its log roots
+        or any(name != _files.CLEAN_SHUTDOWN_FILE for name in view.metadata)
+        or any(ig.reason != "not a Kafka log file name" for ig in view.ignored)
+    )
+
+
+def _holds_segments(view: PartitionView) -> bool:
+    """A ``.log`` segment (a live one, or a name of one that is not a regular file: the reader
+    names it) or a KRaft snapshot: the directory is a partition, whatever else is there."""
+    if view.segments or view.kraft_snapshots:
+        return True
+    for ig in view.ignored:
+        sf = _files.parse_segment_file_name(ig.name)
+        if sf is not None and sf.kind == _files.LOG_FILE_SUFFIX:
+            return True
+    return False
+
+
+def _kind_of(path: str, fs: _fs.FileSystem, entries) -> Tuple[Optional[str], PartitionView,
+                                                                 RootView]:
+    """``"partition"``, ``"root"`` or None (nothing of a log here) for one listing."""
+    view = _partition_view(path, fs, entries)
+    root = _root_view(path, fs, entries)
+    if _holds_segments(view):
+        return "partition", view, root
+    if len(root.partitions) > len(root.live_partitions):  # -delete/-future/-stray: Kafka's
+        return "root", view, root
+    for ref in root.live_partitions:
+        try:
+            if holds_log_files(scan_partition(ref.path, fs)):
+                return "root", view, root
+        except KafkaStorageError:  # gone, or cannot be listed: not known to hold a log
+            continue
+    if holds_log_files(view):
+        return "partition", view, root
+    if any(name in root.checkpoints or name in root.metadata for name in _ROOT_ONLY_FILES):
+        return "root", view, root
+    return None, view, root
+
+
+def _is_partition_name(path: str) -> bool:
+    name = _fs.basename(path) if _fs.is_uri(path) else os.path.basename(os.path.normpath(path))
+    try:
+        return not _files.parse_partition_dir(name).kind
+    except ValueError:
+        return False
+
+
+def locate(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> Located:
+    """What a directory given to read is, by one rule every reader follows (``to_arrow`` /
+    ``iter_batches`` of a path, ``kafkalog dump|verify|stats|salvage``, the Spark source):
+
+    1. it holds a ``<20 digits>.log`` segment (or a KRaft snapshot): a **partition** directory,
+       whatever its name and whatever else is in it;
+    2. it holds ``<topic>-<partition>`` directories of which one holds a file of a Kafka log
+       (or a ``-delete``/``-future``/``-stray`` one): a log **root** (a broker's ``log.dirs``
+       entry), whatever its own name (``kafka-logs-1``, ``broker-1``);
+    3. it holds other files of a partition (indexes, snapshots, ``leader-epoch-checkpoint``,
+       ``partition.metadata``...): a **partition** directory without segments;
+    4. it holds a root's own files (its offset checkpoints, ``meta.properties``, ``.lock``): a
+       **root** (without partitions);
+    5. otherwise, when some of its subdirectories are log roots or partition directories by
+       rules 1-4 (a directory of backups, ``backups/broker-1/orders-0``), it is refused with
+       :class:`NotALogError` naming them: the logs are one level down, and which of them to
+       read (replicas of the same partitions?) is the caller's choice;
+    6. otherwise a directory named ``<topic>-<partition>`` is a partition directory that holds
+       nothing of a log (``holds_logs`` False: every reader refuses it, naming it; a Spark
+       stream may wait on an empty one);
+    7. anything else (an empty directory, ``/etc``) is refused with :class:`NotALogError`.
+
+    A directory that cannot be listed raises KafkaStorageError (MissingFileError where it is
+    missing)."""
+    fs, path = _fs.for_path(path, fs)
+    entries = fs.list_dir(path)
+    kind, view, root = _kind_of(path, fs, entries)
+    if kind is not None:
+        return Located(kind, path, fs, view, root if kind == "root" else None, True)
+    below: List[Tuple[str, str]] = []
+    subdirs = sorted((e for e in entries if e.kind == _fs.DIRECTORY), key=lambda e: e.name)
+    for e in subdirs[:_MAX_LOOKS_BELOW]:
+        try:
+            k = _kind_of(e.path, fs, fs.list_dir(e.path))[0]
+        except KafkaStorageError:
+            continue
+        if k is not None:
+            below.append((e.path, k))
+    if below:
+        kinds = {k for _, k in below}
+        what = ("log root" if kinds == {"root"} else "partition director"
+                if kinds == {"partition"} else "log director")
+        plural = len(below) > 1
+        what += ("ies" if what.endswith("director") else "s") if plural else (
+            "y" if what.endswith("director") else "")
+        more = " (and maybe more)" if len(subdirs) > _MAX_LOOKS_BELOW else ""
+        raise NotALogError(
+            f"{path} is neither a log root nor a partition directory: its Kafka logs are one "
+            f"level down, in the {what} {', '.join(p for p, _ in below)}{more}; pass "
+            f"{'those paths' if plural else 'that path'} instead",
+            path, [p for p, _ in below])
+    if _is_partition_name(path):
+        return Located("partition", path, fs, view, None, False)
+    raise NotALogError(
+        f"no Kafka log under {path}" + (" (an empty directory)" if not entries else "")
+        + ": no Kafka log segments (<20-digit offset>.log), no <topic>-<partition> directory "
+        "with log files and no log-dir checkpoint in it; pass a segment file, a partition "
+        "directory or a log root (a broker's log.dirs entry)", path)
 
 
 def file_kind(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:

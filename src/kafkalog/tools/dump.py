@@ -148,26 +148,28 @@ def partition_dirs(root: str) -> List[str]:
 
 
 def classify_dir(path: str) -> str:
-    """``"partition"``, ``"root"`` or ``"other"`` for a directory."""
-    return _logdir.classify_dir(path)
+    """``"partition"`` or ``"root"`` for a directory given to read, by the rule every reader
+    follows (:func:`kafkalog.storage.logdir.locate`); a directory that is neither (nothing of a
+    log under it, or its logs one level down) raises
+    :class:`~kafkalog.storage.logdir.NotALogError`, whose message names it (and the paths to
+    give instead)."""
+    return _logdir.locate(path).kind
 
 
 def expand_inputs(paths: Sequence[str]) -> List[str]:
     """Expand directories into the files to dump: a partition directory gives its ``.log``
     segments (base-offset order) and KRaft ``.checkpoint`` snapshots; a log root gives those of
-    every ``<topic>-<partition>`` directory in it (topic, then partition order).  Files are kept
-    as given (including missing ones: the dump reports them)."""
+    every ``<topic>-<partition>`` directory in it (topic, then partition order); any other
+    directory is refused (:func:`classify_dir`).  Files are kept as given (including missing
+    ones: the dump reports them)."""
     out: List[str] = []
     for p in paths:
         if _logdir.isdir(p):
-            kind = classify_dir(p)
-            if kind == "partition":
+            if classify_dir(p) == "partition":
                 out.extend(segment_files(p))
-            elif kind == "root":
+            else:
                 for d in partition_dirs(p):
                     out.extend(segment_files(d))
-            else:
-                raise DumpError(f"{p}: no Kafka log segments or partition directories in it")
         else:
             out.append(p)
     return out

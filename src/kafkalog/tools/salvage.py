@@ -218,18 +218,23 @@ def _extra_files(directory: str) -> List[str]:
 
 def _plan(src: str, dst: str) -> List[_PartitionJob]:
     if os.path.isdir(src):
-        kind = classify_dir(src)
-        if kind == "partition":
+        # a partition directory or a log root, by the rule every reader follows; anything else
+        # (nothing of a log under it, its logs one level down) raises NotALogError naming it
+        if classify_dir(src) == "partition":
             logs = [p for p in segment_files(src) if p.endswith(".log")]
-            return [_PartitionJob(logs, dst, _topic_id(src), _extra_files(src))]
-        if kind == "root":
-            jobs = []
-            for d in partition_dirs(src):
-                logs = [p for p in segment_files(d) if p.endswith(".log")]
-                jobs.append(_PartitionJob(logs, os.path.join(dst, os.path.basename(d)), _topic_id(d),
-                                          _extra_files(d)))
-            return jobs
-        raise SalvageError(f"{src}: no Kafka log segments or partition directories in it")
+            extra = _extra_files(src)
+            if not logs and not extra:  # nothing to copy: never an empty "salvaged" log
+                from ..storage.logdir import scan_partition
+                from .verify import no_segments_problem
+
+                raise SalvageError(f"{src}: {no_segments_problem(scan_partition(src))}")
+            return [_PartitionJob(logs, dst, _topic_id(src), extra)]
+        jobs = []
+        for d in partition_dirs(src):
+            logs = [p for p in segment_files(d) if p.endswith(".log")]
+            jobs.append(_PartitionJob(logs, os.path.join(dst, os.path.basename(d)), _topic_id(d),
+                                      _extra_files(d)))
+        return jobs
     if os.path.isfile(src):
         return [_PartitionJob([src], dst, None, [])]
     raise SalvageError(f"{src}: no such file or directory")

@@ -462,17 +462,15 @@ def stats_for_paths(paths: Sequence[str], deep: bool = True, progress: bool = Fa
     groups: List[tuple] = []
     for p in paths:
         if _logdir.isdir(p):
-            kind = classify_dir(p)
+            kind = classify_dir(p)  # NotALogError: nothing of a log, or the logs one level down
             if kind == "partition":
                 logs = _logs_of(p)
                 if not logs:
                     raise ValueError(f"{p}: {no_segments_problem(_logdir.scan_partition(p))}")
                 groups.append((p, logs))
-            elif kind == "root":
+            else:
                 for d in partition_dirs(p):
                     groups.append((d, _logs_of(d)))
-            else:
-                raise ValueError(f"{p}: no Kafka log segments or partition directories in it")
         elif _logdir.isfile(p):
             if not p.endswith((".log", ".checkpoint")):
                 raise ValueError(

@@ -168,13 +168,15 @@ class Verifier:
     # -- entry points ---------------------------------------------------------------------------------
     def verify_path(self, path: str) -> None:
         if _logdir.isdir(path):
-            kind = classify_dir(path)
+            try:
+                kind = classify_dir(path)
+            except _logdir.NotALogError as e:  # nothing of a log, or the logs one level down
+                self.error(path, e.message)
+                return
             if kind == "partition":
                 self.verify_partition(path, alone=True)
-            elif kind == "root":
-                self.verify_root(path)
             else:
-                self.error(path, "no Kafka log segments or partition directories in it")
+                self.verify_root(path)
         elif _logdir.exists(path):
             self.verify_file(path)
         else:
