@@ -555,9 +555,10 @@ def test_directory_without_a_log_is_refused(twin, tmp_path):
         ka.to_arrow(other)
     with pytest.raises(KafkaLogError, match="no Kafka log segments"):
         list(ka.iter_batches(str(other)))
-    empty = tmp_path / "orders-7"  # an empty partition directory is an empty log
+    empty = tmp_path / "orders-7"  # an empty directory is refused too, whatever its name
     empty.mkdir()
-    assert ka.to_arrow(empty).num_rows == 0
+    with pytest.raises(KafkaLogError, match=f"no Kafka log under {empty}"):
+        ka.to_arrow(empty)
 
 
 def test_control_batches_skipped_or_kept(twin):
