@@ -409,3 +409,53 @@ def test_a_middle_segment_that_is_a_bad_link_is_refused_everywhere(tmp_path, lin
             read()
         assert info.value.path == mid, (name, info.value)
         assert link in str(info.value), (name, info.value)
+
+
+# -- damaged index entries and checkpoint values give kafkalog errors or warnings ----------------
+def test_last_index_entry_with_a_negative_position_is_rebuilt(tmp_path):
+    d = str(tmp_path / "t-0")
+    with Log.open(d, {"segment.bytes": 3000, "index.interval.bytes": 100}) as log:
+        for _ in range(40):
+            _plain(log, 3)
+    idx = sorted(f for f in os.listdir(d) if f.endswith(".index"))
+    assert len(idx) >= 2
+    for name in (idx[-1], idx[0]):  # the active segment's, then a middle one's
+        p = os.path.join(d, name)
+        raw = bytearray(open(p, "rb").read())
+        n = len(raw) // 8
+        assert n >= 2
+        raw[(n - 1) * 8 + 4] |= 0x80  # the position's sign bit
+        open(p, "wb").write(bytes(raw))
+        for ro in (True, False):
+            with Log.open(d, read_only=ro) as log:
+                assert log.log_end_offset == 120
+                assert _log_offsets(log) == list(range(120))
+                assert [next(iter(log.read(o, 1).batches())).base_offset
+                        for o in (0, 50, 119)] == [0, 48, 117]
+        assert _offsets(ka.to_arrow(d, ["offset"])) == list(range(120))
+
+
+@pytest.mark.parametrize("value", [2**63, 2**64 + 5, -2**63 - 1])
+def test_log_start_checkpoint_out_of_range_is_malformed(tmp_path, value):
+    d = str(tmp_path / "t-0")
+    with Log.open(d) as log:
+        _plain(log, 3)
+    with open(os.path.join(str(tmp_path), "log-start-offset-checkpoint"), "w") as f:
+        f.write(f"0\n1\nt 0 {value}\n")
+    for open_ in (lambda: Log.open(d, read_only=True), lambda: Log.open(d)):
+        with pytest.warns(RuntimeWarning, match="cannot read the log start offset checkpoint"):
+            log = open_()
+        with log:
+            assert (log.log_start_offset, log.log_end_offset) == (0, 3)
+    with pytest.warns(RuntimeWarning, match="cannot read the log start offset checkpoint"):
+        assert _offsets(ka.to_arrow(d, ["offset"])) == [0, 1, 2]
+
+
+def test_log_start_checkpoint_past_the_end_is_said(tmp_path):
+    d = str(tmp_path / "t-0")
+    with Log.open(d) as log:
+        _plain(log, 3)
+    _files.write_offset_checkpoint(os.path.join(str(tmp_path), "log-start-offset-checkpoint"),
+                                   {("t", 0): 2**62})
+    with pytest.warns(RuntimeWarning, match="past its segments' end 3: it reads as empty"):
+        assert ka.to_arrow(d, ["offset"]).num_rows == 0

@@ -700,7 +700,10 @@ def read_offset_checkpoint(path: PathLike,
     for parts in _read_checkpoint_lines(path, 0, 3, fs):
         topic, part, off = parts
         try:
-            result[TopicPartition(topic, int(part))] = int(off)
+            value = int(off)
+            if not -2**63 <= value < 2**63 or not -2**31 <= int(part) < 2**31:
+                raise ValueError(off)  # what Kafka's parseLong/parseInt refuse
+            result[TopicPartition(topic, int(part))] = value
         except ValueError:
             raise CorruptCheckpointError(
                 f"Malformed line in checkpoint file ({path}): '{' '.join(parts)}'", path=path

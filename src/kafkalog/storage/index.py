@@ -702,6 +702,8 @@ class OffsetIndex(_Index):
                 lo = mid
                 break
         rel, pos = _OFFSET_ENTRY.unpack_from(buf, lo * 8)
+        if pos < 0:  # a damaged entry (no batch starts there): a walk from the start is right
+            return OffsetPosition(self.base_offset, 0)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def fetch_upper_bound_offset(
@@ -776,6 +778,12 @@ class OffsetIndex(_Index):
             raise CorruptIndexError(
                 f"Index file {self.path} is corrupt, found {self._length} bytes which is "
                 f"neither positive nor a multiple of {self.ENTRY_SIZE}.",
+                path=self.path,
+            )
+        if self._entries != 0 and self.last_entry().position < 0:
+            raise CorruptIndexError(
+                f"Corrupt index found, index file ({self.path}) has a last entry with the "
+                f"negative position {self.last_entry().position}.",
                 path=self.path,
             )
         if full:

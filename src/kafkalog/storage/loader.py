@@ -303,6 +303,12 @@ class LogLoader:
         if self._segments:
             leo = self._segments[-1].read_next_offset()
             if leo < log_start_ckpt:
+                if ro:  # never an empty answer without a word: say which file makes it empty
+                    warnings.warn(
+                        f"the log start offset checkpoint puts log {self._tp_name()} at "
+                        f"{log_start_ckpt}, past its segments' end {leo}: it reads as empty "
+                        f"(a broker deletes its {len(self._segments)} segment(s))",
+                        RuntimeWarning, stacklevel=4)
                 self._drop_segments_from(0, delete=not ro)
                 self.leader_epoch_cache.clear()  # in memory only when read-only
                 self.producer_state.truncate_fully_and_start_at(log_start_ckpt)

@@ -1239,7 +1239,7 @@ class Segment:
         """:meth:`walk` from the last offset-index entry (from the start when that finds no
         whole batch): how the segment ends."""
         pos = self.offset_index.last_entry().position
-        if pos > self.size:
+        if pos < 0 or pos > self.size:  # a damaged entry: walk from the start
             pos = 0
         w = self.walk(pos)
         if w.next_offset == self.base_offset and pos > 0:
