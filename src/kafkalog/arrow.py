@@ -165,7 +165,6 @@ _FIXED_TYPES: Dict[str, pa.DataType] = {
 # limit, checked between batches); Arrow's ``binary`` caps one chunk's column at 2 GiB.
 _TABLE_CHUNK_BYTES = 1 << 30
 # A Log source is read in fetches of this many bytes (whole batches).
-_LOG_READ_BYTES = 64 << 20
 # A local partition directory is read (and decoded) in runs of about this many bytes unless
 # storage_options names a block_size; two runs are held at once, the next read ahead (in a
 # helper thread) while this one decodes.  8 MiB: the run just read is still in the CPU's caches
@@ -630,32 +629,37 @@ def _decode_segments(
         if start_position or stop_position is not None:
             raise ValueError("start_position/stop_position need a single buffer or segment file")
         with open_view(seg.directory, seg.fs) as view:
-            first = view.log_start_offset
-            last = view.log_end_offset
-            lo = first if start_offset is None else max(start_offset, first)
-            hi = last if end_offset is None else min(end_offset, last)
-            if read_committed:
-                hi = min(hi, view.last_stable_offset)
-            if lo >= hi:
-                return
-            aborted = None
-            if read_committed:
-                aborted = (list(aborted_transactions) if aborted_transactions is not None
-                           else [(t.producer_id, t.first_offset, t.last_offset)
-                                 for t in view.collect_aborted_transactions(lo, hi)])
-            dec = new_decoder(aborted)
-            # borrowed: each run is a view into a buffer the scan reuses, valid until the scan
-            # resumes; the decoder copies what it keeps, and the scan is closed (its read-ahead
-            # ended) before the view closes the files
-            local = seg.fs is None or seg.fs.is_local()
-            run_bytes = (_DIR_READ_BYTES if local and "block_size" not in (storage_options or {})
-                         else block)
-            runs = view.chunks(lo, hi, run_bytes, borrow=True)
-            try:
-                for path, base, buf in runs:
-                    yield from decode_all(dec, buf, seg, path, base, 0, None, lo, hi)
-            finally:
-                runs.close()
+            yield from from_model(view, seg)
+
+    def from_model(view, seg: _Segment) -> Iterator[pa.RecordBatch]:
+        # what the read model answers: log start, end, last stable offset, aborted
+        # transactions, and the bytes of the range under its damage policy
+        first = view.log_start_offset
+        last = view.log_end_offset
+        lo = first if start_offset is None else max(start_offset, first)
+        hi = last if end_offset is None else min(end_offset, last)
+        if read_committed:
+            hi = min(hi, view.last_stable_offset)
+        if lo >= hi:
+            return
+        aborted = None
+        if read_committed:
+            aborted = (list(aborted_transactions) if aborted_transactions is not None
+                       else [(t.producer_id, t.first_offset, t.last_offset)
+                             for t in view.collect_aborted_transactions(lo, hi)])
+        dec = new_decoder(aborted)
+        # borrowed: each run is a view into a buffer the scan reuses, valid until the scan
+        # resumes; the decoder copies what it keeps, and the scan is closed (its read-ahead
+        # ended) before the view closes the files
+        local = seg.fs is None or seg.fs.is_local()
+        run_bytes = (_DIR_READ_BYTES if local and "block_size" not in (storage_options or {})
+                     else block)
+        runs = view.chunks(lo, hi, run_bytes, borrow=True)
+        try:
+            for path, base, buf in runs:
+                yield from decode_all(dec, buf, seg, path, base, 0, None, lo, hi)
+        finally:
+            runs.close()
 
     txn_cache: Dict[str, list] = {}
 
@@ -687,29 +691,10 @@ def _decode_segments(
         return found
 
     def from_log(seg: _Segment) -> Iterator[pa.RecordBatch]:
-        log = seg.log
+        # an open Log: its own read model (its live segments), as a directory is read
         if start_position or stop_position is not None:
             raise ValueError("start_position/stop_position do not apply to a Log; use its offsets")
-        offset = log.log_start_offset
-        end = log.log_end_offset
-        aborted = None
-        if read_committed:
-            aborted = (
-                list(aborted_transactions)
-                if aborted_transactions is not None
-                else list(log.collect_aborted_transactions(offset, end))
-            )
-        dec = new_decoder(aborted)
-        while offset < end:
-            mr = log.read(offset, max_bytes=max(_LOG_READ_BYTES, max_bytes or 0), max_offset=end)
-            buf = mr.buffer()
-            last = None
-            for b in mr.batches():
-                last = b
-            if last is None:
-                break
-            yield from decode_all(dec, buf, seg, None, 0, 0, None, start_offset, end_offset)
-            offset = last.next_offset
+        yield from from_model(seg.log.view, seg)
 
     def gen() -> Iterator[pa.RecordBatch]:
         for seg in segments:
