@@ -6,7 +6,14 @@ CRC matches; with ``deep`` its records must also decode.  Where the walk meets a
 resynchronises: it searches forward for the next position where a valid batch starts (candidate
 positions are found with a byte pattern on the size and magic fields, runs of zero bytes are
 skipped at C speed) and records the bytes in between as lost.  Valid batches whose offsets do not
-increase past what was already copied are skipped (and reported), so the output is a valid log.
+increase past what was already copied are skipped (and reported), so the output is a valid log;
+so are batches whose offsets cannot be in their segment (outside ``[base, base + 2^31 - 1]`` or
+at or past the next segment's base: a damaged base offset, which the CRC does not cover) and
+batches the log writer refuses.
+
+The destination is written under a temporary name in its parent (``.<name>.salvage-*/<name>``)
+and renamed into place once complete; on failure it is removed, so a half-written destination
+never looks like a finished one.
 
 The batches are appended, byte for byte, to a new :class:`~kafkalog.storage.log.Log` in DST (the
 follower append path: offsets, producer ids, sequences, timestamps and leader epochs are kept),
@@ -26,8 +33,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import struct
 import sys
+import tempfile
 import time
 from typing import IO, Any, Dict, List, Optional, Tuple
 
@@ -35,7 +44,7 @@ from ..storage import files as _files
 from ..storage import fs as _fs
 from .._speedups import crc as _crc
 from .dump import MappedFile, Progress, NoProgress, classify_dir, partition_dirs, segment_files
-from ..errors import InvalidTopicError, KafkaLogError
+from ..errors import InvalidTopicError, KafkaLogError, KafkaStorageError
 from ..records import LegacyRecordBatch, RecordBatch
 
 __all__ = ["SalvageError", "LostRegion", "scan_segment", "run_salvage"]
@@ -191,7 +200,8 @@ def scan_segment(buf, size: int, path: str, deep: bool = False):
 class _PartitionJob:
     def __init__(self, sources: List[str], dst: str, topic_id, extra_files: List[str]) -> None:
         self.sources = sources
-        self.dst = dst
+        self.dst = dst  # where it is written
+        self.final: Optional[str] = None  # where it will be once finished (None: dst)
         self.topic_id = topic_id
         self.extra_files = extra_files
 
@@ -286,6 +296,21 @@ class SalvageReport:
         return sum(r.size for r in self.lost)
 
 
+def _segment_range(src: str, next_src: Optional[str]) -> Tuple[Optional[int], Optional[int]]:
+    """The offsets a source segment can hold, from the file names: ``(base, highest)``, Kafka's
+    ``[base, base + 2^31 - 1]`` and below the next segment's base; ``(None, None)`` for a file
+    whose name is not a base offset."""
+    sf = _files.parse_segment_file_name(os.path.basename(src))
+    if sf is None:
+        return None, None
+    hi = sf.base_offset + INT_MAX
+    if next_src is not None:
+        nf = _files.parse_segment_file_name(os.path.basename(next_src))
+        if nf is not None and nf.base_offset > sf.base_offset:
+            hi = min(hi, nf.base_offset - 1)
+    return sf.base_offset, hi
+
+
 def _salvage_partition(job: _PartitionJob, dst_root: str, deep: bool, segment_bytes: int,
                        report: SalvageReport, progress_enabled: bool) -> Dict[str, Any]:
     from ..storage.log import Log
@@ -295,12 +320,48 @@ def _salvage_partition(job: _PartitionJob, dst_root: str, deep: bool, segment_by
     _files.check_inside(job.dst, dst_root)
     config = {"segment.bytes": segment_bytes, "max.message.bytes": INT_MAX}
     log = Log.open(job.dst, config, topic_id=job.topic_id)
-    part = {"source": [os.fspath(s) for s in job.sources], "destination": job.dst, "batches": 0,
+    part = {"source": [os.fspath(s) for s in job.sources],
+            "destination": getattr(job, "final", None) or job.dst, "batches": 0,
             "bytes": 0, "firstOffset": None, "lastOffset": None, "lost": 0}
-    last: Optional[int] = None
+    last: Optional[int] = None  # the last offset copied, or about to be (in the pending chunk)
+    copied: Optional[int] = None  # the last offset the log took
     pending_lost: List[LostRegion] = []  # regions waiting for the next copied offset
+
+    def lose(region: LostRegion) -> None:
+        if region.first_offset is None and not region.reason.startswith("zero-filled"):
+            if copied is not None:
+                region.first_offset = copied + 1
+            elif seg_base is not None:
+                region.first_offset = seg_base
+        pending_lost.append(region)
+        report.lost.append(region)
+        part["lost"] += region.size
+
+    def take(data, batches: List[Tuple[int, int, int, int]]) -> None:
+        """Append whole batches ``(pos, size, first, last)`` to the log (raises what it
+        raises) and account for them."""
+        nonlocal copied
+        first = batches[0][2]
+        if copied is None and first != log.log_end_offset:
+            log.truncate_fully_and_start_at(first)  # the log starts where the source does
+        log.append_as_follower(data)
+        n = sum(b[1] for b in batches)
+        report.batches += len(batches)
+        report.bytes_copied += n
+        part["batches"] += len(batches)
+        part["bytes"] += n
+        if part["firstOffset"] is None:
+            part["firstOffset"] = first
+        for region in pending_lost:
+            if region.last_offset is None and region.first_offset is not None:
+                region.last_offset = first - 1
+        pending_lost.clear()
+        copied = batches[-1][3]
+
     try:
         for si, src in enumerate(job.sources):
+            next_src = job.sources[si + 1] if si + 1 < len(job.sources) else None
+            seg_base, seg_hi = _segment_range(src, next_src)
             try:
                 mf = MappedFile(src)
             except OSError as e:
@@ -313,63 +374,67 @@ def _salvage_partition(job: _PartitionJob, dst_root: str, deep: bool, segment_by
                             else NoProgress())
                 if si > 0 and log.active_segment.size > 0:
                     log.roll()
-                chunk_start = chunk_end = None
-                chunk_n = 0
+                chunk: List[Tuple[int, int, int, int]] = []  # contiguous batches to append
+                chunk_bytes = 0
 
                 def flush_chunk():
-                    nonlocal chunk_start, chunk_end, chunk_n
-                    if chunk_start is not None:
-                        log.append_as_follower(buf[chunk_start:chunk_end])
-                        report.batches += chunk_n
-                        report.bytes_copied += chunk_end - chunk_start
-                        part["batches"] += chunk_n
-                        part["bytes"] += chunk_end - chunk_start
-                    chunk_start = chunk_end = None
-                    chunk_n = 0
+                    """Append the pending batches; a batch the log writer refuses (offsets it
+                    cannot store: a damaged base offset, which the CRC does not cover) is
+                    damage, skipped and reported like any other.  I/O errors stop the run."""
+                    nonlocal chunk, chunk_bytes, last
+                    batches, chunk, chunk_bytes = chunk, [], 0
+                    if not batches:
+                        return
+                    try:
+                        take(buf[batches[0][0]:batches[-1][0] + batches[-1][1]], batches)
+                    except KafkaStorageError:
+                        raise
+                    except KafkaLogError:
+                        for b in batches:  # one by one: which of them is refused?
+                            try:
+                                take(buf[b[0]:b[0] + b[1]], [b])
+                            except KafkaStorageError:
+                                raise
+                            except KafkaLogError as e:
+                                lose(LostRegion(src, b[0], b[0] + b[1],
+                                                f"a valid batch the log writer refused ({e.message}); "
+                                                f"its header says offsets {b[2]}-{b[3]}"))
+                    last = copied
 
                 for item in scan_segment(buf, size, src, deep):
                     if item[0] == "lost":
-                        region = item[1]
-                        if region.first_offset is None and not region.reason.startswith("zero-filled"):
-                            if last is not None:
-                                region.first_offset = last + 1
-                            else:
-                                sf = _files.parse_segment_file_name(os.path.basename(src))
-                                if sf is not None:
-                                    region.first_offset = sf.base_offset
-                        pending_lost.append(region)
-                        report.lost.append(region)
-                        part["lost"] += region.size
                         flush_chunk()
+                        lose(item[1])
                         continue
                     _, pos, n, first, lastoff = item
                     if last is not None and first <= last:
                         flush_chunk()
-                        region = LostRegion(src, pos, pos + n,
-                                            f"valid batch whose offsets {first}-{lastoff} do not follow "
-                                            f"offset {last} already copied", first, lastoff)
-                        report.lost.append(region)
-                        part["lost"] += n
-                        continue
-                    for region in pending_lost:
-                        if region.last_offset is None and region.first_offset is not None:
-                            region.last_offset = first - 1
-                    pending_lost.clear()
-                    if part["firstOffset"] is None:
-                        part["firstOffset"] = first
-                        if log.log_end_offset == 0 and first > 0:
-                            log.truncate_fully_and_start_at(first)
-                    if chunk_start is not None and (chunk_end != pos or chunk_end - chunk_start >= _CHUNK):
+                        if first <= last:
+                            region = LostRegion(src, pos, pos + n,
+                                                f"valid batch whose offsets {first}-{lastoff} do not follow "
+                                                f"offset {last} already copied", first, lastoff)
+                            report.lost.append(region)
+                            part["lost"] += n
+                            continue
+                    if seg_base is not None and (
+                            lastoff > seg_hi or (buf[pos + 16] >= 2 and first < seg_base)):
+                        # Kafka keeps a segment's offsets within [base, base + 2^31 - 1] and
+                        # below the next segment's base: a damaged base offset field
                         flush_chunk()
-                    if chunk_start is None:
-                        chunk_start = pos
-                    chunk_end = pos + n
-                    chunk_n += 1
+                        lose(LostRegion(src, pos, pos + n,
+                                        f"valid batch whose offsets {first}-{lastoff} cannot be in "
+                                        f"this segment (offsets {seg_base}-{seg_hi}): a damaged "
+                                        "base offset (the CRC does not cover it)"))
+                        continue
+                    if chunk and (chunk[-1][0] + chunk[-1][1] != pos or chunk_bytes >= _CHUNK):
+                        flush_chunk()
+                    chunk.append((pos, n, first, lastoff))
+                    chunk_bytes += n
                     last = lastoff
                     progress.set(pos + n)
                 flush_chunk()
                 progress.finish()
-        part["lastOffset"] = last
+        part["lastOffset"] = copied
     finally:
         log.close()
     for extra in job.extra_files:
@@ -377,6 +442,49 @@ def _salvage_partition(job: _PartitionJob, dst_root: str, deep: bool, segment_by
         _files.atomic_copy(extra, target)  # never through a link planted at the name
         report.copied_files.append(target)
     return part
+
+
+def _staging(dst: str) -> Tuple[str, str, str, List[str]]:
+    """Where a salvage into ``dst`` is written until it is complete: ``(staging directory,
+    work directory, final path, parents made)``.  The work directory, named as ``dst`` (a
+    partition directory keeps its ``<topic>-<partition>`` name), is in a fresh temporary
+    directory in ``dst``'s parent (the same file system), renamed to ``dst`` at the end."""
+    final = os.path.realpath(dst) if os.path.islink(dst) else os.path.abspath(dst)
+    parent = os.path.dirname(final)
+    made: List[str] = []
+    p = parent
+    while not os.path.isdir(p):
+        made.append(p)
+        p = os.path.dirname(p)
+    if made:
+        os.makedirs(parent)
+    name = os.path.basename(final)
+    staging = tempfile.mkdtemp(prefix=f".{name}.salvage-", dir=parent)
+    work = os.path.join(staging, name)
+    os.mkdir(work)
+    return staging, work, final, made
+
+
+def _finish(staging: str, work: str, final: str) -> None:
+    """Put the finished destination in place: ``work`` renamed to ``final`` (an empty
+    directory there is replaced), then the staging directory removed."""
+    if os.path.isdir(final) and not os.path.islink(final):
+        if os.listdir(final):
+            raise SalvageError(f"{final}: exists and is not empty (written to meanwhile)")
+        os.rmdir(final)
+    os.rename(work, final)
+    _files.fsync_dir(os.path.dirname(final))
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def _discard(staging: str, made: List[str]) -> None:
+    """Remove an unfinished destination (and the parents made for it, if still empty)."""
+    shutil.rmtree(staging, ignore_errors=True)
+    for p in made:  # deepest first
+        try:
+            os.rmdir(p)
+        except OSError:
+            break
 
 
 def run_salvage(src: str, dst: str, *, deep: bool = False, segment_bytes: int = 1024 ** 3,
@@ -388,10 +496,22 @@ def run_salvage(src: str, dst: str, *, deep: bool = False, segment_bytes: int = 
     _check_destination_names(jobs)
     report = SalvageReport()
     t0 = time.monotonic()
-    if not os.path.exists(dst):
-        os.makedirs(dst)
-    for job in jobs:
-        report.partitions.append(_salvage_partition(job, dst, deep, segment_bytes, report, progress))
+    # an unfinished destination must never look finished: everything is written under a
+    # temporary name in DST's parent and renamed to DST at the end (removed on failure)
+    staging, work, final, made = _staging(dst)
+    try:
+        for job in jobs:
+            job.final = job.dst
+            rel = os.path.relpath(job.dst, dst)
+            job.dst = work if rel == os.curdir else os.path.join(work, rel)
+            report.partitions.append(_salvage_partition(job, work, deep, segment_bytes, report,
+                                                        progress))
+        report.copied_files = [os.path.join(dst, os.path.relpath(f, work))
+                               for f in report.copied_files]
+        _finish(staging, work, final)
+    except BaseException:
+        _discard(staging, made)
+        raise
     elapsed = time.monotonic() - t0
     if json_output:
         for p in report.partitions:
