@@ -272,15 +272,12 @@ def test_thing_in_place_of_a_segment(tmp_path, what, no_hang):
     with pytest.raises(KafkaStorageError) as ei:
         fs.LOCAL.open_read(victim)
     assert ei.value.path == str(victim)
-    # Log.open refuses what it cannot read or write past (links: the writer's own refusal)
-    if what not in ("looping link", "dangling link"):
-        for ro in (True, False):
-            with pytest.raises(KafkaStorageError) as ei:
-                Log.open(d, read_only=ro)
-            assert str(victim) in str(ei.value)
-    else:
-        with Log.open(d, read_only=True) as log:
-            assert log.log_end_offset == bases[-1]
+    # Log.open refuses what it cannot read or write past, bad links too (read without that
+    # segment, a log would have a hole no error mentions)
+    for ro in (True, False):
+        with pytest.raises(KafkaStorageError) as ei:
+            Log.open(d, read_only=ro)
+        assert str(victim) in str(ei.value)
     # to_arrow fails with KafkaStorageError naming the file (never skips it, never hangs)
     from kafkalog.arrow import iter_batches, to_arrow
 
