@@ -213,11 +213,17 @@ class FileSystem:
         return None
 
     def version_key(self, path: PathLike) -> Optional[tuple]:
-        """A value that changes whenever the file ``path`` does (size and modification time),
-        as this file system last saw it (an object store: its latest listing or inspection,
-        no new request where one holds the file); None where it cannot say, and for a file
-        that is not there."""
+        """A value that changes whenever the file ``path`` does, as this file system last saw
+        it (an object store: its latest listing or inspection, no new request where one holds
+        the file); None where it cannot say, and for a file that is not there.  A cache keyed
+        on it (the root checkpoints' parse) is valid while the key is equal."""
         return None
+
+    def refresh(self) -> None:
+        """Forget what this file system remembers of files and directories (an object store's
+        listings and inspections): the next question about any of them asks again.  Called
+        when a new plan or a new read starts, so that neither trusts what an earlier one saw;
+        nothing to forget locally, where every open asks the system."""
 
     def is_local(self) -> bool:
         return False
@@ -766,7 +772,20 @@ class ArrowFileSystem(FileSystem):
     sizing a listed file costs no extra request.  Reads are ranged (``block_size`` at a time,
     at most one block cached per open file), retried with backoff, and never short: a range
     that comes back shorter than asked is an error naming the URI, not data.  ``map()`` is
-    ``None``: callers read ranges.  ``bytes_read``/``requests`` count what was fetched."""
+    ``None``: callers read ranges.  ``bytes_read``/``requests`` count what was fetched.
+
+    What is remembered (the sizes and names of listings and inspections) lasts until
+    :meth:`refresh`, which a new plan and a new read call: a client kept for the life of a
+    process (a reused Spark worker, a long-lived planner) never answers from what an earlier
+    plan or task saw (a segment that grew since, a name that appeared).  A listing always asks
+    the store, and replaces what was remembered of the names it holds.
+
+    :meth:`version_key` is the size, the modification time and the identity of the listing or
+    inspection that saw the file: S3 keeps modification times to the second and pyarrow's
+    listings carry no ETag or version, so a file rewritten with the same size within the same
+    second has the same size and time; each new listing of its directory gives a new key, so a
+    cache keyed on it (the root checkpoints' parse) reads the file again once per listing
+    (once per plan), never across plans."""
 
     def __init__(self, pafs, prefix: str, options: RemoteOptions) -> None:
         self.pafs = pafs
@@ -775,13 +794,20 @@ class ArrowFileSystem(FileSystem):
         self.options = options
         self.bytes_read = 0
         self.requests = 0
-        self._infos: dict = {}
+        # path -> (pyarrow FileInfo, the number of the listing or inspection that gave it)
+        self._infos: Dict[str, tuple] = {}
         # the names of each directory as last listed: a name missing there is missing without
-        # a request (a listing is as fresh as what it says is there)
+        # a request (a listing is as fresh as what it says is there; until refresh())
         self._listed: Dict[str, set] = {}
+        self._seen = 0  # listings and inspections so far (what version_key tells apart)
         import threading
 
         self._lock = threading.Lock()
+
+    def refresh(self) -> None:
+        with self._lock:
+            self._infos.clear()
+            self._listed.clear()
 
     # -- construction
     @classmethod
@@ -919,27 +945,33 @@ class ArrowFileSystem(FileSystem):
 
     # -- listing
     def _info(self, path: str):
+        return self._seen_info(path)[0]
+
+    def _seen_info(self, path: str) -> tuple:
+        """(FileInfo, which listing or inspection gave it) of ``path``: remembered, else one
+        request (a name its directory's listing lacks is missing without one)."""
         with self._lock:
-            info = self._infos.get(path)
-        if info is not None:
-            return info
+            got = self._infos.get(path)
+        if got is not None:
+            return got
         import pyarrow.fs as pafs_mod
 
         native = self._native(path)
         if native in ("", "/"):
-            return _FakeDirInfo(native)
+            return _FakeDirInfo(native), 0
         parent, _, name = path.rstrip("/").rpartition("/")
         with self._lock:
             names = self._listed.get(parent)
         if names is not None and name not in names:
-            return _MissingInfo(native)
+            return _MissingInfo(native), 0
         self.requests += 1
         info = self._retry("inspecting", path, lambda: self.pafs.get_file_info(native))
-        if info.type == pafs_mod.FileType.NotFound:
-            return info
         with self._lock:
-            self._infos[path] = info
-        return info
+            self._seen += 1
+            got = (info, self._seen)
+            if info.type != pafs_mod.FileType.NotFound:
+                self._infos[path] = got
+        return got
 
     def kind(self, path: PathLike) -> str:
         import pyarrow.fs as pafs_mod
@@ -965,11 +997,13 @@ class ArrowFileSystem(FileSystem):
             raise _not_regular(path, MISSING)
         out: List[Entry] = []
         with self._lock:
+            self._seen += 1
+            seen = self._seen
             names = set()
             for info in infos:
                 base = info.path.rstrip("/").rpartition("/")[2]
                 uri = self._uri(info.path.rstrip("/"))
-                self._infos[uri] = info
+                self._infos[uri] = (info, seen)
                 names.add(base)
                 if info.type == pafs_mod.FileType.File:
                     kind = FILE
@@ -1035,13 +1069,15 @@ class ArrowFileSystem(FileSystem):
         return None if mtime is None else int(mtime.timestamp() * 1000)
 
     def version_key(self, path: PathLike) -> Optional[tuple]:
+        """(size, modification time, the listing or inspection that saw the file): see the
+        class doc; a new listing of the file's directory gives a new key."""
         import pyarrow.fs as pafs_mod
 
-        info = self._info(os.fspath(path))
+        info, seen = self._seen_info(os.fspath(path))
         mtime = getattr(info, "mtime", None)
         if info.type != pafs_mod.FileType.File or mtime is None:
             return None
-        return (info.size, mtime)
+        return (info.size, mtime, seen)
 
 
 class _MissingInfo:
