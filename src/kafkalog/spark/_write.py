@@ -8,7 +8,11 @@ Protocol (one Spark write job):
    :class:`kafkalog.storage.log.Log` (v2 batches built by :func:`kafkalog.arrow.from_arrow`; segments
    rolled at ``segmentBytes``; ``.index``/``.timeindex``/``leader-epoch-checkpoint`` written by
    the Log), closes them cleanly and returns what it staged (a commit message).
-2. ``commit`` (driver) groups the staged pieces by partition.  Several pieces of one partition
+2. ``commit`` (driver) groups the staged pieces by partition and locks every partition it
+   will write (:class:`kafkalog.storage.commit.RootCommit`; the lock every writer of a
+   partition takes, :mod:`kafkalog.storage.partition_lock`) until its directory is swapped in
+   and the checkpoints are written: a concurrent job committing to the same partition waits,
+   then numbers its records after this one's.  Several pieces of one partition
    (from several tasks) are accepted when their offsets are preserved and do not overlap, or
    when their tasks assigned the offsets (the pieces are then numbered one after another in
    task order); they are joined into one log rolled at ``segmentBytes`` (a single piece that
@@ -19,7 +23,9 @@ Protocol (one Spark write job):
    so a partition directory is always either the old one or the complete new one.  Root
    checkpoints (recovery point, log start offset, high watermark) are updated last (a
    log-start entry that would hide new records is lowered before the swap), and the staging
-   area is removed.
+   area is removed.  This module keeps the orchestration (which pieces, their offsets, the
+   staging area); the directory swap and its undo, the root checkpoints and the leader-epoch
+   merge are the storage's (:mod:`kafkalog.storage.commit`, a broker's ``LogManager``).
 3. ``abort`` (driver, failed job) deletes the staging area; the target is untouched.
 
 A commit that fails (an I/O error, a full disk) puts back, before it raises
@@ -55,13 +61,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from ..storage import commit as _commit
 from ..storage import files as _files
 from ..storage import fs as _fs
-from ..storage import logdir as _logdir
-from ..errors import CorruptCheckpointError, KafkaStorageError
+from ..storage import partition_lock as _partition_lock
+from ..errors import KafkaStorageError
 from . import _errors, _options
 from ._paths import local_path
-from ..storage.logdir import write_generation
 
 STAGING_DIR = ".kafkalog-staging"
 GiB = 1024 * 1024 * 1024
@@ -73,6 +79,22 @@ _BASE = struct.Struct(">q")
 
 class WriteError(ValueError):
     """The rows cannot be written as asked (raised in a task or at commit)."""
+
+
+class WriteOptionError(WriteError, _errors.OptionError):
+    """A write option the sink refuses, raised on the driver when the options are parsed
+    (before any task runs or anything is written); it names the option and what it accepts.
+    The source's option error (:class:`~kafkalog.spark._errors.OptionError`) and a
+    :class:`WriteError` both."""
+
+
+INT32_MAX = 2**31 - 1
+# compressionLevel, per codec (kafkalog.compression's ranges, Kafka's compression.<codec>.level)
+_LEVELS = {
+    "gzip": (lambda n: n == -1 or 1 <= n <= 9, "-1 (the codec's default) or 1..9"),
+    "lz4": (lambda n: 1 <= n <= 17, "1..17"),
+    "zstd": (lambda n: -131072 <= n <= 22, "-131072..22"),
+}
 
 
 def _check_topic(topic: str) -> None:
@@ -87,16 +109,24 @@ def _lower(options: Mapping[str, Any]) -> Dict[str, Any]:
     return {str(k).lower(): v for k, v in dict(options).items()}
 
 
-def _opt_int(o: Mapping[str, Any], key: str, default: Optional[int], lo: int = 0) -> Optional[int]:
+def _opt_name(key: str) -> str:
+    return _OPTION_SPELLING.get(key, key)
+
+
+def _opt_int(o: Mapping[str, Any], key: str, default: Optional[int], lo: int = 0,
+             hi: int = INT32_MAX) -> Optional[int]:
+    """The integer option ``key`` (lower-cased), in ``lo..hi`` (WriteOptionError naming the
+    option and the range otherwise: a value every task would refuse is refused here)."""
     v = o.get(key)
     if v is None:
         return default
     try:
         n = int(str(v).strip())
     except ValueError:
-        raise WriteError(f"option {key!r} must be an integer, not {v!r}") from None
-    if n < lo:
-        raise WriteError(f"option {key!r} must be >= {lo}, not {n}")
+        raise WriteOptionError(
+            f"option {_opt_name(key)!r} must be an integer in {lo}..{hi}, not {v!r}") from None
+    if not lo <= n <= hi:
+        raise WriteOptionError(f"option {_opt_name(key)!r} must be in {lo}..{hi}, not {n}")
     return n
 
 
@@ -109,7 +139,18 @@ def _opt_bool(o: Mapping[str, Any], key: str, default: Optional[bool]) -> Option
         return True
     if s in ("false", "0", "no", "off"):
         return False
-    raise WriteError(f"option {key!r} must be true or false, not {v!r}")
+    raise WriteOptionError(f"option {_opt_name(key)!r} must be true or false, not {v!r}")
+
+
+def _compression_level(o: Mapping[str, Any], codec: str) -> Optional[int]:
+    """The ``compressionLevel`` option, in the range of ``codec`` (none and snappy have no
+    level: it is accepted and not used)."""
+    n = _opt_int(o, "compressionlevel", None, lo=-131072, hi=INT32_MAX)
+    rule = _LEVELS.get(codec)
+    if n is not None and rule is not None and not rule[0](n):
+        raise WriteOptionError(
+            f"option 'compressionLevel' must be, for {codec}, {rule[1]}; not {n}")
+    return n
 
 
 # The sink's options as documented (keys arrive lower-cased); unknown ones are refused with
@@ -132,7 +173,7 @@ def check_option_keys(options: Mapping[str, Any]) -> List[str]:
     store's (:mod:`kafkalog.spark._remote`)."""
     return _options.check_option_keys(
         _lower(options), spelling=_OPTION_SPELLING, known=_OPTION_SPELLING, ignored_names=(),
-        rejected={}, what="sink", error=WriteError)
+        rejected={}, what="sink", error=WriteOptionError)
 
 
 SAVE_MODES = {
@@ -152,16 +193,23 @@ def _topic_id_option(v: Any) -> Optional[str]:
         return None
     text = str(v).strip()
     try:
-        return _files.topic_id_to_string(uuid.UUID(text))
+        tid = uuid.UUID(text)
     except ValueError:
-        pass
-    try:
-        return _files.topic_id_to_string(_files.topic_id_from_string(text))
-    except ValueError:
-        raise WriteError(
-            f"option 'topicId' must be a topic id, in Kafka's base64 form (as kafka-topics "
-            f"--describe prints it) or as a UUID, not {text!r}"
-        ) from None
+        try:
+            tid = _files.topic_id_from_string(text)
+        except ValueError:
+            raise WriteOptionError(
+                f"option 'topicId' must be a topic id, in Kafka's base64 form (as kafka-topics "
+                f"--describe prints it) or as a UUID, not {text!r}"
+            ) from None
+    if tid.int == 0:
+        # Kafka's Uuid.ZERO_UUID means "no id": partition.metadata may not carry it
+        raise WriteOptionError(
+            f"option 'topicId' must be a topic's id, not the zero UUID ({text!r}), which Kafka "
+            "reserves for \"no id\": give the id kafka-topics --describe prints, or leave the "
+            "option out"
+        )
+    return _files.topic_id_to_string(tid)
 
 
 def _save_mode(v: Any) -> Optional[str]:
@@ -169,7 +217,7 @@ def _save_mode(v: Any) -> Optional[str]:
         return None
     mode = SAVE_MODES.get(str(v).strip().lower())
     if mode is None:
-        raise WriteError(
+        raise WriteOptionError(
             f"unknown save mode {v!r}: use append, overwrite, errorifexists (error, default) or "
             "ignore"
         )
@@ -194,8 +242,8 @@ def effective_mode(opts: "WriteOptions", overwrite: bool) -> str:
 
 
 def target_has_data(root: str) -> bool:
-    """Whether the target exists with anything in it but kafkalog's staging area (what the
-    errorifexists and ignore modes test at commit)."""
+    """Whether the target exists with anything in it but kafkalog's staging area and the
+    partitions' lock files (what the errorifexists and ignore modes test at commit)."""
     kind = _fs.LOCAL.kind(root)
     if kind in (_fs.MISSING, _fs.DANGLING_LINK):
         return False
@@ -205,7 +253,8 @@ def target_has_data(root: str) -> bool:
         entries = _fs.LOCAL.list_dir(root)
     except _fs.MissingFileError:
         return False
-    return any(e.name != STAGING_DIR for e in entries)
+    return any(e.name != STAGING_DIR and not _partition_lock.is_lock_file_name(e.name)
+               for e in entries)
 
 
 def check_save_mode(opts: "WriteOptions", mode: str) -> bool:
@@ -257,7 +306,7 @@ class WriteOptions:
                          + ", ".join(ignored))
         path = o.get("path")
         if not path:
-            raise WriteError(
+            raise WriteOptionError(
                 'no path given: use df.write.format("kafkalog").save("/path/to/log-dir")'
             )
         path = local_path(str(path))
@@ -265,7 +314,7 @@ class WriteOptions:
         try:
             CompressionType.parse(comp)
         except ValueError:
-            raise WriteError(
+            raise WriteOptionError(
                 f"option 'compression' must be none, gzip, snappy, lz4 or zstd, not {comp!r}"
             ) from None
         topic = o.get("topic")
@@ -273,12 +322,13 @@ class WriteOptions:
             path=os.path.abspath(path),
             topic=str(topic) if topic else None,
             compression=comp,
-            compression_level=_opt_int(o, "compressionlevel", None, lo=-131072),
+            compression_level=_compression_level(o, CompressionType.parse(comp).name.lower()),
             segment_bytes=_opt_int(o, "segmentbytes", GiB, lo=1024),
             batch_bytes=_opt_int(o, "batchbytes", 1024 * 1024, lo=64),
             batch_records=_opt_int(o, "batchrecords", None, lo=1),
             index_interval_bytes=_opt_int(o, "indexintervalbytes", 4096, lo=0),
             preserve_offsets=_opt_bool(o, "preserveoffsets", None),
+            # a batch's partitionLeaderEpoch is an int32 (Kafka: -1 = none; a write has one)
             leader_epoch=_opt_int(o, "leaderepoch", 0, lo=0),
             num_partitions=_opt_int(o, "numpartitions", None, lo=1),
             topic_id=_topic_id_option(o.get("topicid")),
@@ -447,18 +497,7 @@ class _TPState:
 
 def existing_log_end(root: str, topic: str, partition: int) -> Optional[int]:
     """The log end offset of ``<root>/<topic>-<partition>`` if it exists (None otherwise)."""
-    from ..storage.log import open_view
-
-    d = os.path.join(root, _files.partition_dir_name(topic, partition))
-    if _fs.LOCAL.kind(d) != _fs.DIRECTORY:
-        return None
-    try:
-        if not _logdir.scan_partition(d).segments:
-            return None
-    except KafkaStorageError:
-        return None
-    with open_view(d) as view:
-        return view.log_end_offset
+    return _commit.log_end_offset(os.path.join(root, _files.partition_dir_name(topic, partition)))
 
 
 class TaskWriter:
@@ -721,7 +760,7 @@ class TaskWriter:
 # ------------------------------------------------------------------------------------------------
 # Driver side
 # ------------------------------------------------------------------------------------------------
-_SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
+_SEGMENT_KINDS = _commit.SEGMENT_KINDS
 
 
 def _segment_files(d: str) -> List[str]:
@@ -733,105 +772,28 @@ def _segment_files(d: str) -> List[str]:
     return sorted(out)
 
 
-def _epoch_entries(d: str) -> List[Tuple[int, int]]:
-    p = os.path.join(d, _files.LEADER_EPOCH_CHECKPOINT_FILE)
-    if not os.path.isfile(p):
-        return []
-    try:
-        return [(e.epoch, e.start_offset) for e in _files.read_leader_epoch_checkpoint(p)]
-    except Exception:
-        return []
-
-
-def _merge_epochs(entries: Iterable[Tuple[int, int]]) -> List[Tuple[int, int]]:
-    out: List[Tuple[int, int]] = []
-    for epoch, start in sorted(entries, key=lambda e: (e[1], e[0])):
-        if out and epoch <= out[-1][0]:
-            continue  # epochs only grow along the log
-        if out and start <= out[-1][1]:
-            continue
-        out.append((epoch, start))
-    return out
-
-
-def _write_epochs(d: str, entries: List[Tuple[int, int]], fsync: bool) -> None:
-    _files.write_leader_epoch_checkpoint(
-        os.path.join(d, _files.LEADER_EPOCH_CHECKPOINT_FILE), entries, fsync=fsync
-    )
-
-
-class _Swap:
-    """One partition directory being put in place by a commit: ``placed`` once the new
-    directory is at ``target``, ``old`` where the previous directory is (None: there was
-    none), ``back`` where the new one came from (in the staging area)."""
-
-    __slots__ = ("target", "back", "placed", "old")
-
-    def __init__(self, target: str, back: str) -> None:
-        self.target = target
-        self.back = back
-        self.placed = False
-        self.old: Optional[str] = None
-
-
-def _checkpoint_entries(
-    path: str, updates: Mapping[Tuple[str, int], Optional[int]]
-) -> Dict[Tuple[str, int], Optional[int]]:
-    """The current entries of ``updates``' partitions in a root checkpoint (None: absent)."""
-    try:
-        current = _files.read_offset_checkpoint(path)
-    except CorruptCheckpointError:
-        current = {}
-    return {tp: current.get(_files.TopicPartition(*tp)) for tp in updates}
+# The directory swap, its undo, the root checkpoints and the leader-epoch merge are the
+# storage's (kafkalog.storage.commit, a broker's LogManager); these names stay for callers.
+_Swap = _commit.Swap
 
 
 def _undo_commit(
-    swaps: List[_Swap], ckpt_old: Mapping[str, Mapping[Tuple[str, int], Optional[int]]],
+    swaps: List[_commit.Swap], ckpt_old: Mapping[str, Mapping[Tuple[str, int], Optional[int]]],
     fsync: bool,
 ) -> str:
-    """Put back what a failed commit changed, newest first: each new partition directory goes
-    back into the staging area (removed with it) and the previous one returns to its name; then
-    the checkpoint entries are restored - directories first, so that no moment pairs a new
-    directory with an old (higher) log-start entry that would hide its first records, and only
-    for the partitions whose directory did go back.  Returns a sentence for the error message:
-    every step is tried, and one that fails names where the previous data is."""
-    problems = []
-    stuck = set()  # targets whose previous directory could not be put back
-    for sw in reversed(swaps):
-        try:
-            if sw.placed:
-                away = sw.back
-                if os.path.lexists(away):
-                    away = f"{sw.back}.{uuid.uuid4().hex}"
-                os.rename(sw.target, away)
-                sw.placed = False
-            if sw.old is not None:
-                os.rename(sw.old, sw.target)
-                sw.old = None
-        except OSError as e:
-            stuck.add(sw.target)
-            where = f"; the previous directory is at {sw.old}" if sw.old is not None else ""
-            problems.append(f"could not put back {sw.target} ({e}){where}")
-    for path, entries in ckpt_old.items():
-        root = os.path.dirname(path)
-        keep = {
-            tp: v for tp, v in entries.items()
-            if os.path.join(root, f"{tp[0]}-{tp[1]}") not in stuck
-        }
-        if not keep:
-            continue
-        try:
-            _files.update_offset_checkpoint(path, keep, fsync=fsync)
-        except OSError as e:
-            problems.append(f"could not restore {path} ({e})")
-    if not problems and swaps and fsync:
-        try:
-            _files.fsync_dir(os.path.dirname(swaps[0].target))
-        except OSError as e:
-            problems.append(f"could not sync {os.path.dirname(swaps[0].target)} ({e})")
-    if problems:
-        return "putting the target back failed: " + "; ".join(problems)
-    return "the target was left as it was before the job"
+    """:func:`kafkalog.storage.commit.undo` (the sentence for the commit's error)."""
+    return _commit.undo(swaps, ckpt_old, fsync)
+
+
+def _storage_error(job_id: str, root: str, e: OSError, doing: str, undone: str) -> KafkaStorageError:
+    path = getattr(e, "path", None) or getattr(e, "filename", None)
+    why = e if isinstance(e, KafkaStorageError) else KafkaStorageError.from_os_error(e, doing)
+    return KafkaStorageError(
+        f"write job {job_id} could not be committed to {root}: {why}; {undone}",
+        path=os.fsdecode(path) if path is not None else root,
+        errno=e.errno,
+        operation="committing a write job",
+    )
 
 
 def commit_job(
@@ -839,9 +801,13 @@ def commit_job(
     save_mode: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Move the staged partitions of a job into ``opts.path`` (see the module doc).  Returns a
-    summary ``{"partitions": n, "records": n, "bytes": n}``."""
-    from ..storage.log import Log
+    summary ``{"partitions": n, "records": n, "bytes": n}``.
 
+    Every partition written is locked (:class:`kafkalog.storage.commit.RootCommit`) from the
+    check of its log end to its swap and checkpoints: a concurrent job committing to the same
+    partition waits and then appends after this one (or, with given offsets below the new log
+    end, fails saying so); a writable ``Log`` open on it makes this commit wait, and fail
+    naming it after ``kafkalog.storage.partition_lock.WAIT_TIMEOUT_S`` seconds."""
     root = opts.path
     job_dir = os.path.join(root, STAGING_DIR, job_id)
     if save_mode in ("errorifexists", "ignore") and target_has_data(root):
@@ -850,46 +816,57 @@ def commit_job(
             abort_job(opts, job_id)
             return {"partitions": 0, "records": 0, "bytes": 0}
         raise WriteError(_exists_message(root))
-    def log_end(topic: str, partition: int) -> Optional[int]:
-        # reading the existing partition fails: nothing was touched yet
-        try:
-            return existing_log_end(root, topic, partition)
-        except OSError as e:
-            why = e if isinstance(e, KafkaStorageError) else KafkaStorageError.from_os_error(
-                e, "reading the existing partition"
-            )
-            raise KafkaStorageError(
-                f"write job {job_id} could not be committed to {root}: {why}; the target was "
-                "left as it was before the job",
-                path=getattr(e, "path", None) or getattr(e, "filename", None) or root,
-                errno=e.errno,
-                operation="committing a write job",
-            ) from e
 
     by_tp: Dict[Tuple[str, int], List[StagedPartition]] = {}
     for s in staged:
-        by_tp.setdefault((s.topic, s.partition), []).append(s)
+        if s.end_offset > s.first_offset or s.records:
+            by_tp.setdefault((s.topic, s.partition), []).append(s)
+    commit = _commit.RootCommit(
+        root, os.path.join(job_dir, "_merged"), fsync=opts.fsync,
+        holder=f"the commit of write job {job_id}")
+    try:
+        try:
+            commit.lock(by_tp)
+        except OSError as e:  # the lock file could not be made: nothing was touched
+            raise _storage_error(job_id, root, e, "locking the partitions",
+                                 "the target was left as it was before the job") from e
+        summary = _commit_locked(opts, job_id, by_tp, overwrite, commit)
+    finally:
+        commit.release()
+    abort_job(opts, job_id)
+    return summary
+
+
+def _commit_locked(
+    opts: WriteOptions, job_id: str, by_tp: Mapping[Tuple[str, int], List[StagedPartition]],
+    overwrite: bool, commit: "_commit.RootCommit",
+) -> Dict[str, Any]:
+    """The commit, its partitions locked: validate against the log ends as they are now,
+    assemble each partition's directory, swap it in, update the checkpoints."""
+    root = opts.path
+    job_dir = os.path.join(root, STAGING_DIR, job_id)
+
+    def log_end(topic: str, partition: int) -> Optional[int]:
+        # reading the existing partition fails: nothing was touched yet
+        try:
+            return commit.log_end(topic, partition)
+        except OSError as e:
+            raise _storage_error(job_id, root, e, "reading the existing partition",
+                                 "the target was left as it was before the job") from e
+
     # validate everything before touching the target
     plans = []
     for (topic, partition), pieces in sorted(by_tp.items()):
-        pieces = sorted(
-            [p for p in pieces if p.end_offset > p.first_offset or p.records],
-            key=lambda p: (p.first_offset, p.end_offset),
-        )
-        if not pieces:
-            continue
-        target = os.path.join(root, _files.partition_dir_name(topic, partition))
-        exists = os.path.isdir(target)
+        pieces = sorted(pieces, key=lambda p: (p.first_offset, p.end_offset))
+        exists = commit.exists(topic, partition)
+        end = log_end(topic, partition) if exists and not overwrite else None
         if any(p.assigned for p in pieces):
             if not all(p.assigned for p in pieces):
                 raise WriteError(
                     f"partition {topic}-{partition}: some tasks kept the given offsets and others "
                     "assigned new ones"
                 )
-            base = 0
-            if exists and not overwrite:
-                base = log_end(topic, partition) or 0
-            pieces = _number_pieces(pieces, base)
+            pieces = _number_pieces(pieces, end or 0)
         for a, b in zip(pieces, pieces[1:]):
             if b.first_offset < a.end_offset:
                 raise WriteError(
@@ -899,47 +876,26 @@ def commit_job(
                     "kafkalog.spark.write(df, path) does (or drop the offset column to assign new "
                     "offsets)"
                 )
-        if exists and not overwrite:
-            end = log_end(topic, partition)
-            if end is not None and pieces[0].first_offset < end:
-                raise WriteError(
-                    f"cannot append to {topic}-{partition}: the new records start at offset "
-                    f"{pieces[0].first_offset}, below the log end offset {end} of the existing "
-                    "partition (use mode('overwrite') to replace it, or drop the offset column to "
-                    "assign offsets after the log end)"
-                )
-        plans.append((topic, partition, pieces, target, exists))
+        if end is not None and pieces[0].first_offset < end:
+            raise WriteError(
+                f"cannot append to {topic}-{partition}: the new records start at offset "
+                f"{pieces[0].first_offset}, below the log end offset {end} of the existing "
+                "partition (use mode('overwrite') to replace it, or drop the offset column to "
+                "assign offsets after the log end)"
+            )
+        plans.append((topic, partition, pieces, exists))
 
-    # what a failure must undo: the partition directories swapped so far and the checkpoint
-    # entries as they were
-    swaps: List[_Swap] = []
-    ckpt_old: Dict[str, Dict[Tuple[str, int], Optional[int]]] = {}
     records = nbytes = 0
     try:
-        merged_root = os.path.join(job_dir, "_merged")
-        os.makedirs(merged_root, exist_ok=True)
-        _files.check_inside(merged_root, root)  # no planted link out of the target root
-        records = 0
-        nbytes = 0
-        ckpt_updates: Dict[str, Dict[Tuple[str, int], Optional[int]]] = {
-            _files.RECOVERY_POINT_CHECKPOINT_FILE: {},
-            _files.LOG_START_OFFSET_CHECKPOINT_FILE: {},
-            _files.REPLICATION_OFFSET_CHECKPOINT_FILE: {},
-        }
+        os.makedirs(commit.staging, exist_ok=True)
+        _files.check_inside(commit.staging, root)  # no planted link out of the target root
         # A log-start entry above where a new directory starts would hide its first records
         # (and make a writable open delete them all) should the commit stop between a swap and
-        # the checkpoint update below: such entries are lowered before any swap.
-        start_path = os.path.join(root, _files.LOG_START_OFFSET_CHECKPOINT_FILE)
-        starts = {(t, p): pieces[0].first_offset for t, p, pieces, _d, _e in plans}
-        current = _checkpoint_entries(start_path, starts)
-        lower = {tp: s for tp, s in starts.items() if current[tp] is not None and current[tp] > s}
-        if lower:
-            ckpt_old[start_path] = {tp: current[tp] for tp in lower}
-            _files.update_offset_checkpoint(start_path, lower, fsync=opts.fsync)
-        for topic, partition, pieces, target, exists in plans:
+        # the checkpoint update: such entries are lowered before any swap.
+        commit.lower_log_starts({(t, p): pieces[0].first_offset for t, p, pieces, _e in plans})
+        for topic, partition, pieces, exists in plans:
             name = _files.partition_dir_name(topic, partition)
-            merged = os.path.join(merged_root, name)
-            os.makedirs(merged)
+            merged = commit.new_directory(topic, partition)
             if len(pieces) > 1 or pieces[0].shift:
                 # several tasks' pieces (or offsets to renumber): one log, rolled at
                 # segmentBytes, whatever the number of tasks
@@ -947,31 +903,9 @@ def commit_job(
             epochs: List[Tuple[int, int]] = []
             log_start = pieces[0].first_offset
             if exists and not overwrite:
-                # close the existing log cleanly (trimmed indexes), then link its files
-                existing = Log.open(target, read_only=False)
-                log_start = existing.log_start_offset
-                existing.close()
-                for entry in _fs.LOCAL.list_dir(target):
-                    fname = entry.name
-                    src = os.path.join(target, fname)
-                    sf = _files.parse_segment_file_name(fname)
-                    if (
-                        sf is not None
-                        and sf.kind in _SEGMENT_KINDS
-                        and sf.base_offset >= pieces[0].first_offset
-                    ):
-                        # an empty active segment at the old log end: the new data replaces it
-                        continue
-                    if entry.link:
-                        # a link leading out of the partition is never carried into the new one
-                        _refuse_outside_link(src, target)
-                    if entry.kind == _fs.FILE:
-                        _link_or_copy(src, os.path.join(merged, fname))
-                epochs.extend(_epoch_entries(target))
-                try:
-                    os.unlink(os.path.join(merged, _files.LEADER_EPOCH_CHECKPOINT_FILE))
-                except FileNotFoundError:
-                    pass
+                # the existing log's files (closed cleanly first), the new records after them
+                log_start, epochs = commit.carry_existing(
+                    topic, partition, merged, pieces[0].first_offset)
             for p in pieces:
                 for fname in _segment_files(p.directory):
                     dst = os.path.join(merged, fname)
@@ -982,7 +916,7 @@ def commit_job(
                             continue
                         raise WriteError(f"segment file {fname} of {name} written twice")
                     os.rename(os.path.join(p.directory, fname), dst)
-                epochs.extend(_epoch_entries(p.directory))
+                epochs.extend(_commit.epoch_entries(p.directory))
                 meta = os.path.join(p.directory, _files.PARTITION_METADATA_FILE)
                 if os.path.isfile(meta) and not os.path.exists(
                     os.path.join(merged, _files.PARTITION_METADATA_FILE)
@@ -990,71 +924,14 @@ def commit_job(
                     os.rename(meta, os.path.join(merged, _files.PARTITION_METADATA_FILE))
                 records += p.records
                 nbytes += p.nbytes
-            merged_epochs = _merge_epochs(epochs)
-            if merged_epochs:
-                _write_epochs(merged, merged_epochs, opts.fsync)
-            _files.write_clean_shutdown_file(
-                os.path.join(merged, _files.CLEAN_SHUTDOWN_FILE), fsync=opts.fsync
-            )
-            # a fresh generation marker: readers planned on the directory this one replaces
-            # tell it from this one (an inode number may be reused) and fail instead of mixing
-            write_generation(merged)
-            _fsync_tree(merged, opts.fsync)
-            end = pieces[-1].end_offset
-            # swap into place; the old directory is kept, outside the staging area, until the
-            # whole job is in place (a failure puts every partition back)
-            swap = _Swap(target, merged)
-            swaps.append(swap)
-            if exists:
-                trash = os.path.join(root, f"{name}.{uuid.uuid4().hex}{_files.DELETE_DIR_SUFFIX}")
-                if _files.exchange_paths(merged, target):
-                    # one atomic swap: the old directory (or link) is now at `merged`
-                    swap.placed, swap.old = True, merged
-                    os.rename(merged, trash)
-                    swap.old = trash
-                else:  # two renames: for a moment there is no partition directory
-                    os.rename(target, trash)
-                    swap.old = trash
-                    os.rename(merged, target)
-                    swap.placed = True
-            else:
-                os.rename(merged, target)
-                swap.placed = True
-            if opts.fsync:
-                _files.fsync_dir(root)  # the new directory is durably in place first
-            ckpt_updates[_files.RECOVERY_POINT_CHECKPOINT_FILE][(topic, partition)] = end
-            ckpt_updates[_files.REPLICATION_OFFSET_CHECKPOINT_FILE][(topic, partition)] = end
-            ckpt_updates[_files.LOG_START_OFFSET_CHECKPOINT_FILE][(topic, partition)] = log_start
-        for fname, updates in ckpt_updates.items():
-            if updates:
-                path = os.path.join(root, fname)
-                old = ckpt_old.setdefault(path, {})
-                for tp, value in _checkpoint_entries(path, updates).items():
-                    old.setdefault(tp, value)
-                _files.update_offset_checkpoint(path, updates, fsync=opts.fsync)
+            commit.place(topic, partition, merged, log_start, pieces[-1].end_offset, epochs)
+        commit.write_checkpoints()
     except BaseException as e:
-        undone = _undo_commit(swaps, ckpt_old, opts.fsync)
+        undone = _undo_commit(commit.swaps, commit.checkpoints_before, opts.fsync)
         if isinstance(e, OSError):
-            path = getattr(e, "path", None) or getattr(e, "filename", None)
-            why = e if isinstance(e, KafkaStorageError) else KafkaStorageError.from_os_error(
-                e, "committing"
-            )
-            raise KafkaStorageError(
-                f"write job {job_id} could not be committed to {root}: {why}; {undone}",
-                path=os.fsdecode(path) if path is not None else root,
-                errno=e.errno,
-                operation="committing a write job",
-            ) from e
+            raise _storage_error(job_id, root, e, "committing", undone) from e
         raise
-    # committed: the old directories go
-    for swap in swaps:
-        if swap.old is None:
-            continue
-        if os.path.islink(swap.old):
-            os.unlink(swap.old)  # a linked partition directory: drop the link, not its target
-        else:
-            shutil.rmtree(swap.old, ignore_errors=True)
-    abort_job(opts, job_id)
+    commit.finish()  # committed: the old directories go
     return {"partitions": len(plans), "records": records, "bytes": nbytes}
 
 
@@ -1125,38 +1002,6 @@ def _copy_batches(path: str, shift: int, log: Any) -> None:
             if shift:
                 _BASE.pack_into(batch, 0, _BASE.unpack_from(batch, 0)[0] + shift)
             log.append_as_follower(batch)
-
-
-def _refuse_outside_link(path: str, directory: str) -> None:
-    """UnsafePathError unless the symbolic link ``path`` leads to a regular file inside
-    ``directory``."""
-    from ..errors import UnsafePathError
-
-    real = os.path.realpath(path)
-    real_dir = os.path.realpath(directory)
-    if not os.path.isfile(real) or os.path.commonpath([real, real_dir]) != real_dir:
-        raise UnsafePathError(
-            f"refusing to carry {path} into the new partition directory: it is a symbolic link "
-            f"to {real}, not a file inside {real_dir}",
-            path=path,
-        )
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
-def _fsync_tree(d: str, fsync: bool) -> None:
-    if not fsync:
-        return
-    for e in _fs.LOCAL.list_dir(d):
-        if e.kind == _fs.FILE:
-            with _fs.LOCAL.open_read(e.path) as f:
-                os.fsync(f.fileno())  # type: ignore[attr-defined]
-    _files.fsync_dir(d)
 
 
 def prepare_job(opts: WriteOptions, job_id: str) -> str:
