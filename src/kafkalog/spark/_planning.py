@@ -31,9 +31,12 @@ class Piece:
     nbytes: int
     directory: str = ""
     version: Optional[DirVersion] = None  # of ``directory`` when planned (see dir_version)
-    # the piece ends the partition's last segment: bytes after its last whole entry at or past
-    # ``until_offset`` are a torn tail (Kafka's recovery cuts it), not damage
+    # the piece ends the partition's last segment (``end`` None: it reads the ``nbytes``
+    # planned, which the read view took as the log's: a torn tail was cut before planning)
     tail: bool = False
+    # the offsets of the piece's segment lie below this (the next segment's base offset, or the
+    # log end): an entry at or past it is damage (None: not known)
+    limit: Optional[int] = None
 
 
 @dataclass
@@ -172,6 +175,7 @@ def _pieces_for_range(r: Range, target: int, pruning: Optional[Pruning]) -> List
                         tp.directory,
                         tp.version,
                         nxt is None and b == stop and e_pos is None,
+                        nxt if nxt is not None else tp.latest(),
                     )
                 )
     return pieces

@@ -4,28 +4,23 @@ damage reported (``failOnDataLoss``) or skipped with a warning."""
 from __future__ import annotations
 
 import os
-import struct
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError
+from ..errors import KafkaLogError, KafkaStorageError
 from ..storage import files as _files
 from ..storage import fs as _fs
-from ..storage import logdir as _logdir
 from ..storage.log import open_view
-from ..storage.segment import open_segment
 from ._errors import ConcurrentWriteError, DataLossError, OptionError, warn
 from ._options import ReadOptions
 from ._planning import Piece, Pruning, Split
 from ._schema import BATCH_FIELDS, KAFKA_COLUMNS, batch_type
 from ..storage.logdir import dir_version, version_of
-from ._segments import SegmentRef, offset_index_entries
 from ._store import store_of
-from ..storage.ranged import entry_windows, local_windows
+from ..storage.ranged import sound_entries
 
 #: a task reads a local segment in windows of about this many bytes (one buffer, reused)
 _LOCAL_BLOCK = 8 << 20
 
-_ENTRY = struct.Struct(">qi")  # an entry's offset and size
 _DECODED = ("key", "value", "offset", "timestamp", "timestampType", "headers")
 
 
@@ -52,6 +47,10 @@ class _SplitFiles:
 
     def __init__(self, pieces: Sequence[Piece], opts: ReadOptions) -> None:
         self.opts = opts
+        # a new read: nothing this process's store clients remember from an earlier task (a
+        # reused worker) is trusted - a segment may have grown since (FileSystem.refresh)
+        for fs in {id(f): f for f in (self.fs_of(p.path) for p in pieces)}.values():
+            fs.refresh()
         self.paths: Dict[str, List[str]] = {}  # directory -> its segments in this split
         for piece in pieces:
             ps = self.paths.setdefault(self._dirname(piece), [])
@@ -178,7 +177,7 @@ def read_split(
                 f"column {n!r} is not a column of the kafkalog source ({', '.join(sorted(known))})"
             )
     dec_cols = [c for c in _DECODED if c in names]
-    for c in ("offset", "position"):  # position: where the walk for damage starts
+    for c in ("offset", "position"):  # position: the file's (errors and the batch column)
         if c not in dec_cols:
             dec_cols.append(c)
     if (
@@ -194,57 +193,6 @@ def read_split(
     if opts.max_decompressed_size is not None:
         kw["max_decompressed_size"] = opts.max_decompressed_size
     files = _SplitFiles(split.pieces, opts)
-
-    def decode(piece: Piece, start: int, stop: Optional[int]):
-        f = files.file(piece)
-        if f is None:
-            return
-        if f.size == 0 or start >= f.size:
-            return
-        end = f.size if stop is None else min(stop, f.size)
-        fileno = getattr(f, "fileno", None)
-        if fileno is not None:
-            # a local file: read into a reused buffer, never mapped (a segment a broker cuts
-            # shorter meanwhile is then bytes the decoder judges, not a SIGBUS)
-            yield from _decode_runs(piece, local_windows(fileno(), start, end, _LOCAL_BLOCK,
-                                                          piece.path))
-            return
-        # a store: windows of about block_size bytes, the next fetched while this one decodes
-        # (memory: two windows, not the piece)
-        block = getattr(getattr(getattr(f, "fs", None), "options", None), "block_size",
-                        _fs.DEFAULT_BLOCK_SIZE)
-        yield from _decode_runs(piece, entry_windows(_Ranged(f, end), start, block))
-
-    def _decode_runs(piece: Piece, windows):
-        """Decode windows of whole entries; positions (in errors and the batch column) are
-        the file's."""
-        for pos, win in windows:
-            try:
-                for rb in _decode_buffer(piece, win, 0, None):
-                    if pos:
-                        i = rb.schema.get_field_index("position")
-                        rb = rb.set_column(i, rb.schema.field(i), pc.add(rb.column(i), pos))
-                    yield rb
-            except KafkaLogError as e:
-                if e.position is not None:
-                    e.position += pos
-                raise
-
-    def _decode_buffer(piece: Piece, buf, start: int, stop: Optional[int]):
-        aborted = files.aborted_for(piece) if opts.read_committed else None
-        return ka.iter_batches(
-            buf,
-            columns=dec_cols,
-            timestamp_unit="us",
-            max_rows=opts.max_records_per_batch,
-            max_bytes=opts.max_batch_bytes,
-            check_crcs=opts.check_crcs,
-            read_committed=opts.read_committed,
-            aborted_transactions=aborted,
-            start_position=start,
-            stop_position=stop,
-            **kw,
-        )
 
     def piece_batches(piece: Piece) -> Iterator[Any]:
         # open first, outside the corrupt-data handling below: a replaced directory or a
@@ -264,82 +212,71 @@ def read_split(
                 raise DataLossError(msg + "; set failOnDataLoss=false to read what is left",
                                     path=piece.path, offset=piece.from_offset)
             warn(msg + "; reading what is left (failOnDataLoss=false)")
-        def last_position(rb, at: int) -> int:
-            return rb.column("position")[-1].as_py() if rb.num_rows else at
-
-        if opts.fail_on_data_loss:
-            try:
-                at = piece.start
-                for rb in decode(piece, piece.start, piece.end):
-                    at = last_position(rb, at)
-                    yield rb
-                damage = _damage_in(piece, files.file(piece), at, files.fs_of(piece.path))
-                if damage is not None:
-                    raise CorruptRecordError(damage[2], damage[0], damage[1], piece.path)
-            except KafkaLogError as e:
-                try:
-                    err = type(e)(
-                        f"{e.message} [set failOnDataLoss=false to skip corrupt batches]",
-                        e.position,
-                        e.offset,
-                        e.path or piece.path,
-                    )
-                except Exception:
-                    raise e from None
-                raise err from e
+        # what the read model planned is the log's bytes (a torn tail was cut before planning),
+        # so the storage layer reads it under one damage rule: failOnDataLoss=false is
+        # on_damage="skip" (exactly the damaged entry where its framing holds, else to the next
+        # whole batch), with CRCs checked there so that what it hands over decodes
+        stop = min(planned, f.size)
+        if stop <= piece.start:
             return
-        restart: Optional[int] = piece.start
-        last_yielded = None
-
-        def fresh(rb):
-            nonlocal last_yielded
-            if last_yielded is not None:
-                rb = rb.filter(pc.greater(rb.column("offset"), pa.scalar(last_yielded, pa.int64())))
-            if rb.num_rows:
-                last_yielded = rb.column("offset")[-1].as_py()
-            return rb
-
-        while restart is not None:
-            at = restart
-            try:
-                for rb in decode(piece, restart, piece.end):
-                    at = last_position(rb, at)
-                    rb = fresh(rb)
-                    if rb.num_rows:
+        sf = _files.parse_segment_file_name(_fs.basename(piece.path))
+        base = sf.base_offset if sf is not None else 0
+        skip = not opts.fail_on_data_loss
+        gaps: List[Any] = []
+        block = _LOCAL_BLOCK if getattr(f, "fileno", None) is not None else getattr(
+            getattr(getattr(f, "fs", None), "options", None), "block_size",
+            _fs.DEFAULT_BLOCK_SIZE)
+        runs = sound_entries(f, piece.path, base, piece.start, stop, block, limit=piece.limit,
+                             on_damage="skip" if skip else "raise", gaps=gaps,
+                             check_crcs=skip)
+        try:
+            for pos, run in runs:
+                while gaps:
+                    g = gaps.pop(0)
+                    warn(f"skipping corrupt data in {g.path} at position {g.position} (offsets "
+                         f"{g.offset} to {g.next_offset}): {g.reason} (failOnDataLoss=false)")
+                try:
+                    for rb in _decode_buffer(piece, run, not skip):
+                        if pos:
+                            i = rb.schema.get_field_index("position")
+                            rb = rb.set_column(i, rb.schema.field(i), pc.add(rb.column(i), pos))
                         yield rb
-                f = files.file(piece)
-                damage = _damage_in(piece, f, at, files.fs_of(piece.path))
-                if damage is None:
-                    return
-                bad, why = damage[0], damage[2]
-                size = None
-            except KafkaLogError as e:
-                bad, why = e.position, str(e)
-                f = files.file(piece)
-                size = _entry_size(f, bad) if bad is not None and f is not None else None
-                if bad is None or bad < restart:
-                    warn(f"skipping corrupt data in {piece.path} at position {bad}: {why} "
-                          "(failOnDataLoss=false)")
-                    return
-                # re-decode the good entries before the bad one, then go on after it
-                if bad > restart:
-                    try:
-                        for rb in decode(piece, restart, bad):
-                            rb = fresh(rb)
-                            if rb.num_rows:
-                                yield rb
-                    except KafkaLogError:
-                        pass
-            stop = f.size if piece.end is None else min(piece.end, f.size)
-            if size is not None and bad + size <= stop:
-                restart = bad + size  # one whole entry that does not decode: skip it
-            else:  # framing lost: go on at the next offset index entry of the segment
-                restart = _resync(piece, bad, stop, files.fs_of(piece.path))
-            warn(f"skipping corrupt data in {piece.path} at position {bad}: {why}; reading on "
-                  + ("at the end of the segment" if restart is None else f"at position {restart}")
-                  + " (failOnDataLoss=false)")
-            if restart is not None and restart >= stop:
-                return
+                except KafkaLogError as e:
+                    if e.position is not None:
+                        e.position += pos
+                    raise
+            for g in gaps:
+                warn(f"skipping corrupt data in {g.path} at position {g.position} (offsets "
+                     f"{g.offset} to {g.next_offset}): {g.reason} (failOnDataLoss=false)")
+        except KafkaStorageError as e:
+            if not skip:
+                raise
+            # the file changed under the read (cut shorter: EAGAIN): what was read is kept
+            warn(f"{e}; keeping the rows read before it (failOnDataLoss=false)")
+        except KafkaLogError as e:
+            hint = ("[set failOnDataLoss=false to skip corrupt batches]" if not skip else
+                    "[a batch whose CRC holds but does not decode is not skipped]")
+            try:
+                err = type(e)(f"{e.message} {hint}", e.position, e.offset, e.path or piece.path)
+            except Exception:
+                raise e from None
+            raise err from e
+        finally:
+            runs.close()
+
+    def _decode_buffer(piece: Piece, buf, check_crcs: bool):
+        aborted = files.aborted_for(piece) if opts.read_committed else None
+        return ka.iter_batches(
+            buf,
+            columns=dec_cols,
+            timestamp_unit="us",
+            max_rows=opts.max_records_per_batch,
+            max_bytes=opts.max_batch_bytes,
+            check_crcs=opts.check_crcs and check_crcs,
+            read_committed=opts.read_committed,
+            aborted_transactions=aborted,
+            **kw,
+        )
 
     ts_lo = ts_hi = None
     if pruning is not None:
@@ -406,80 +343,3 @@ def read_split(
                 arrays.append(a)
             yield pa.RecordBatch.from_arrays(arrays, schema=target_schema)
     files.close()
-
-
-def _damage_in(piece: Piece, f: Optional["_fs.ReadableFile"], at: int,
-               fs: "_fs.FileSystem") -> Optional[Tuple[int, Optional[int], str]]:
-    """``(position, offset, why)`` of the first entry of ``piece`` from the entry at ``at`` on
-    that cannot be framed (a size past the piece's end or below the minimum, an unknown
-    magic), None when its entries are whole up to its end; a torn tail of the partition's last
-    segment past the offsets read is not damage (Kafka's recovery cuts it)."""
-    if f is None:
-        return None
-    stop = f.size if piece.end is None else min(piece.end, f.size)
-    if at >= stop:
-        return None
-    sf = _files.parse_segment_file_name(_fs.basename(piece.path))
-    base = sf.base_offset if sf is not None else 0
-    sg = open_segment(_logdir.SegmentFiles(base, piece.path, None, None, None), f,
-                              None if fs.is_local() else fs)
-    end = at
-    try:
-        for h in sg.iter_headers(at, stop):
-            end = h.position + h.size
-    except CorruptRecordError as e:
-        return e.position, e.offset, e.message
-    finally:
-        sg.close_handlers()
-    if end >= stop:
-        return None
-    head = f.read(end, 12)
-    offset = _ENTRY.unpack_from(head, 0)[0] if len(head) >= 12 else None
-    if piece.tail and (offset is None or piece.until_offset is None
-                       or offset >= piece.until_offset):
-        return None
-    claim = (f"the entry claims {_ENTRY.unpack_from(head, 0)[1]} bytes"
-             if offset is not None else "a partial entry header")
-    return end, offset, (f"Corrupt batch in {piece.path} at position {end}: {claim} in a "
-                         f"segment of {f.size} bytes, and the log goes on after it, so the read "
-                         "stops here rather than leave out what follows")
-
-
-def _resync(piece: Piece, bad: int, stop: int, fs: "_fs.FileSystem") -> Optional[int]:
-    """The first offset index entry of ``piece``'s segment after ``bad`` and before ``stop``
-    (where a plan of more splits may also start a piece), None when there is none."""
-    try:
-        view = _logdir.scan_partition(piece.directory or _fs.parent(piece.path), fs)
-    except KafkaStorageError:
-        return None
-    sf = next((s for s in view.segments if s.log == piece.path), None)
-    if sf is None:
-        return None
-    ref = SegmentRef(sf.base_offset, sf.log, stop, sf, fs=None if fs.is_local() else fs)
-    return next((p for _o, p in offset_index_entries(ref) if bad < p < stop), None)
-
-
-class _Ranged:
-    """The first ``size`` bytes of an open file in a store (what one piece may read)."""
-
-    def __init__(self, f: "_fs.ReadableFile", size: int) -> None:
-        self.f = f
-        self.size = size
-
-    def fetch(self, position: int, length: int) -> bytes:
-        length = max(0, min(length, self.size - position))
-        fetch = getattr(self.f, "fetch", None) or self.f.read
-        return fetch(position, length) if length else b""
-
-
-def _entry_size(f: "_fs.ReadableFile", position: int) -> Optional[int]:
-    try:
-        head = f.read(position, 12)
-    except (OSError, ValueError):
-        return None
-    if len(head) < 12:
-        return None
-    size = _ENTRY.unpack_from(head, 0)[1]
-    if size < 14:
-        return None
-    return size + 12

@@ -46,7 +46,7 @@ from typing import Any, Iterator, List, NamedTuple, Optional, Tuple
 from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError, OffsetOutOfRangeError
 from .. import _speedups
 from ..records import MemoryRecords
-from .segment import Segment, TimestampAndOffset, whole_entry_at
+from .segment import Segment, TimestampAndOffset, framing_problem, whole_entry_at
 from ._log_common import (
     STORAGE_ERRORS,
     LATEST_TIMESTAMP,
@@ -603,23 +603,7 @@ class LogView:
                  max_size: int = _MAX_SIZE) -> Optional[str]:
         """Why the entry whose first bytes are ``head`` at ``pos`` cannot be a whole batch of
         a segment of ``end`` bytes (None when it can)."""
-        if len(head) < _LOG_OVERHEAD:
-            return f"{end - pos} bytes at the end of the segment are not a whole batch header"
-        size = _ENTRY.unpack_from(head, 0)[1]
-        if size < _MIN_ENTRY - _LOG_OVERHEAD:
-            return (f"found record size {size} smaller than minimum record overhead "
-                    f"({_MIN_ENTRY - _LOG_OVERHEAD})")
-        if len(head) > 16 and head[16] > 2:
-            return f"invalid magic {head[16]}"
-        if len(head) > 16 and head[16] == 2 and size + _LOG_OVERHEAD < _V2_MIN_ENTRY:
-            return (f"record batch size {size + _LOG_OVERHEAD} is smaller than the minimum v2 "
-                    f"batch overhead ({_V2_MIN_ENTRY})")
-        if size + _LOG_OVERHEAD > end - pos:
-            return (f"the batch claims {size} bytes but the segment has {end - pos - _LOG_OVERHEAD} "
-                    "left after its header")
-        if size > max_size:
-            return f"the batch claims {size} bytes, more than the limit of {max_size}"
-        return None
+        return framing_problem(head, pos, end, max_size)
 
     def chunks(
         self,
@@ -655,7 +639,6 @@ class LogView:
         if end is not None and start >= end:
             return
         blocks = _Blocks(self, block, borrow)
-        end_arg = -1 if end is None else end
         walk_frames = _speedups.batch.walk_frames
         unpack = _ENTRY.unpack_from
         last_delta = _I.unpack_from
@@ -680,7 +663,13 @@ class LogView:
                 damaged = None
                 while p < n:
                     # the plain entries at compiled speed; the loop below sees the others
-                    p, seen = walk_frames(data, p, n, left, end_arg, max_size, seen)
+                    # the compiled walk stops at an offset at or past the end of the range or
+                    # of the segment (the next one's base offset, or the log end): damage
+                    # unless it is where the range ends
+                    upper = segs[k + 1].base_offset if k + 1 < len(segs) else leo
+                    p, seen = walk_frames(data, p, n, left,
+                                          upper if end is None else min(end, upper),
+                                          max_size, seen)
                     if p >= n:
                         break
                     r = n - p
@@ -699,7 +688,6 @@ class LogView:
                                                 max_size)
                         if damaged is not None:
                             break
-                    upper = segs[k + 1].base_offset if k + 1 < len(segs) else leo
                     if off < seen or off >= upper:  # offsets a segment cannot hold here
                         damaged = (f"the entry's offset {off} is out of place (the entry before "
                                    f"ends at offset {seen - 1}; the segment's offsets end "
@@ -788,7 +776,8 @@ class LogView:
                             k, pos = k + 1, None
                             continue
                         pos = found.position
-                    blocks.stop_at = (k, self._stop_position(seg, end))
+                    upper = segs[k + 1].base_offset if k + 1 < len(segs) else log._log_end_offset
+                    blocks.stop_at = (k, self._stop_position(seg, end, upper))
                 if log._offline is not None:
                     log._raise_offline()
                 size = seg.size
@@ -804,12 +793,13 @@ class LogView:
             return blocks.start(k, seg, pos, carry, size, leo, ahead)
         return None
 
-    def _stop_position(self, seg: Segment, end: Optional[int]) -> Optional[int]:
+    def _stop_position(self, seg: Segment, end: Optional[int], upper: int) -> Optional[int]:
         """Where a scan of ``seg`` up to ``end`` can stop reading (under the log's lock): after
         the batch holding ``end``, or before it where it is a v2 batch starting at ``end``;
         None where that is not known from sound bytes (a scan then reads on and stops as its
-        walk finds, damage included)."""
-        if end is None:
+        walk finds, damage included): where ``end`` is not inside ``seg`` (its offsets lie
+        below ``upper``), or the batch found there has an offset the segment cannot hold."""
+        if end is None or end >= upper:
             return None
         try:
             found = seg.translate_offset(end)
@@ -821,6 +811,8 @@ class LogView:
         if len(head) < 17 or self._framing(seg, found.position, head, seg.size) is not None:
             return None
         off, length = _ENTRY.unpack_from(head, 0)
+        if not seg.base_offset <= off < upper:
+            return None  # a damaged offset: read on, the walk reports it
         if off >= end and head[16] == 2:
             return found.position
         return found.position + length + _LOG_OVERHEAD

@@ -152,3 +152,142 @@ def local_windows(fd: int, start: int, end: int, block: int, path: str = "",
         buf[:tail] = buf[p:got]
         pos += p
         have = tail
+
+
+class BoundedFile:
+    """The first ``size`` bytes of an open file in a store (what one read may see):
+    ``fetch``/``read`` clamped to them, and ``size``."""
+
+    def __init__(self, f, size: int) -> None:
+        self.f = f
+        self.size = size
+
+    def fetch(self, position: int, length: int) -> bytes:
+        length = max(0, min(length, self.size - position))
+        fetch = getattr(self.f, "fetch", None) or self.f.read
+        return fetch(position, length) if length else b""
+
+    read = fetch
+
+
+def _reader(f, fd: Optional[int], size: int):
+    """``read_at(position, n)`` over a local descriptor or a store file, clamped to ``size``."""
+    if fd is not None:
+        from .fs import read_into
+
+        def read_at(position: int, n: int) -> bytes:
+            n = max(0, min(n, size - position))
+            buf = bytearray(n)
+            got = read_into(fd, memoryview(buf), position) if n else 0
+            return bytes(buf[:got])
+        return read_at
+    return BoundedFile(f, size).fetch
+
+
+def sound_entries(f, path: str, base_offset: int, start: int, stop: int, block: int, *,
+                  limit: Optional[int] = None, on_damage: str = "raise",
+                  gaps: Optional[list] = None, check_crcs: bool = False,
+                  max_entry: int = MAX_ENTRY) -> Iterator[Tuple[int, object]]:
+    """``(position, bytes)`` runs of whole entries of ``[start, stop)`` of the segment file
+    ``f`` (a local file with ``fileno()``, read with ``pread``; else a file in a store, read by
+    ranges), under the read model's damage rule: ``[start, stop)`` is bytes of the log (a
+    planner took it from a read view, which ends the log before a torn tail), so any entry in
+    it that does not frame (size, magic, a header cut by ``stop``), whose offset goes backwards
+    or reaches ``limit`` (the next segment's base offset, or the log end), or (``check_crcs``)
+    fails its CRC is damage: CorruptRecordError naming ``path``, the position and the offset,
+    or with ``on_damage="skip"`` a :class:`~kafkalog.storage.log_view.DamageGap` in ``gaps``
+    and the read goes on after exactly that entry where its size field still frames it, else
+    at the first whole valid entry after it (the same places a read view's scan goes on).
+    A run is valid until the generator resumes."""
+    from .. import _speedups
+    from ..errors import CorruptRecordError, KafkaLogError
+    from ..records import MemoryRecords
+    from .log_view import DamageGap, SKIP
+    from .segment import framing_problem, whole_batch_after, _whole_entry_at
+
+    fileno = getattr(f, "fileno", None)
+    fd = fileno() if fileno is not None else None
+    read_at = _reader(f, fd, stop)
+    walk = _speedups.batch.walk_frames
+    end_arg = -1 if limit is None else limit
+    seen = base_offset
+    pos = start
+
+    def damage(x: int, head: bytes, why: str, total: Optional[int]) -> Optional[int]:
+        """Apply the policy to the entry at ``x``; where the read goes on (None: nowhere)."""
+        offset = int.from_bytes(head[:8], "big", signed=True) if len(head) >= 8 else None
+        if on_damage != SKIP:
+            raise CorruptRecordError(
+                f"Corrupt batch in {path} at position {x}: {why}; the log goes on after it, "
+                "so the read stops here rather than leave out what follows", x, offset, path)
+        nxt = None
+        if total is not None and x + total <= stop and (
+                x + total == stop or _whole_entry_at(read_at, stop, x + total, base_offset)):
+            nxt = x + total
+        if nxt is None:
+            nxt = whole_batch_after(read_at, stop, x, base_offset)
+        resume = None if nxt is None or nxt >= stop else nxt
+        if gaps is not None:
+            head2 = read_at(resume, 8) if resume is not None else b""
+            next_offset = (int.from_bytes(head2, "big", signed=True) if len(head2) == 8
+                           else (limit if limit is not None else -1))
+            gaps.append(DamageGap(path, x, offset if offset is not None else -1, next_offset,
+                                  why))
+        return resume
+
+    while pos is not None and pos < stop:
+        if fd is not None:
+            windows = local_windows(fd, pos, stop, block, path, max_entry)
+        else:
+            windows = entry_windows(BoundedFile(f, stop), pos, block, max_entry=max_entry)
+        resume = None
+        bad = False
+        try:
+            for wpos, win in windows:
+                n = len(win)
+                p, seen2 = walk(win, 0, n, stop - wpos, end_arg, max_entry, seen)
+                q = 0
+                if check_crcs and p:
+                    # whole entries [q, p): their CRCs, each bad one damage of its own
+                    while q < p:
+                        try:
+                            MemoryRecords(win[q:p]).validate()
+                            break
+                        except KafkaLogError as e:
+                            x = q + (e.position or 0)
+                            total = int.from_bytes(win[x + 8:x + 12], "big", signed=True) + 12
+                            if x > q:
+                                yield wpos + q, win[q:x]
+                            nxt = damage(wpos + x, bytes(win[x:x + 17]), e.message, total)
+                            if nxt != wpos + x + total:  # not the next entry: read again there
+                                resume, bad = nxt, True
+                                break
+                            q = x + total
+                    if bad:
+                        break
+                seen = seen2
+                if p > q:
+                    yield wpos + q, win[q:p]
+                if p < n:
+                    x = wpos + p
+                    head = bytes(win[p:p + 17])
+                    why = framing_problem(head, x, stop, max_entry)
+                    total = None
+                    if len(head) >= 12:
+                        total = int.from_bytes(head[8:12], "big", signed=True) + 12
+                    if why is None:
+                        off = int.from_bytes(head[:8], "big", signed=True)
+                        if off < seen or (limit is not None and off >= limit):
+                            why = (f"the entry's offset {off} is out of place (the entry before "
+                                   f"ends at offset {seen - 1}" + (
+                                       f"; the segment's offsets end below {limit})"
+                                       if limit is not None else ")"))
+                        else:
+                            why = "the entry does not fit in the range read"
+                    resume, bad = damage(x, head, why, total), True
+                    break
+        finally:
+            windows.close()
+        if not bad:
+            return
+        pos = resume

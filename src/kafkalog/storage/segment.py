@@ -70,6 +70,7 @@ __all__ = [
     "WRITE_BUFFER_BYTES",
     "open_segment",
     "whole_batch_after",
+    "framing_problem",
     "whole_entry_at",
     "SegmentWalk",
 ]
@@ -218,6 +219,28 @@ def append_in_flight(read_at, position: int, following: int, expected_offset: in
     body = read_at(position + 21, following - position - 21)
     return len(body) == following - position - 21 and \
         _speedups.crc.crc32c(body) == _U32.unpack_from(head, 17)[0]
+
+
+def framing_problem(head: bytes, pos: int, end: int, max_size: int = _INT32_MAX) -> Optional[str]:
+    """Why the log entry whose first bytes (up to 17) are ``head``, at ``pos`` of a file or
+    range ending at ``end``, cannot be a whole entry there; None when its framing can be."""
+    if len(head) < _LOG_OVERHEAD:
+        return f"{end - pos} bytes at the end of the segment are not a whole batch header"
+    size = _ENTRY.unpack_from(head, 0)[1]
+    if size < _RECORD_OVERHEAD_V0:
+        return (f"found record size {size} smaller than minimum record overhead "
+                f"({_RECORD_OVERHEAD_V0})")
+    if len(head) > 16 and head[16] > 2:
+        return f"invalid magic {head[16]}"
+    if len(head) > 16 and head[16] == 2 and size + _LOG_OVERHEAD < _V2_OVERHEAD:
+        return (f"record batch size {size + _LOG_OVERHEAD} is smaller than the minimum v2 "
+                f"batch overhead ({_V2_OVERHEAD})")
+    if size + _LOG_OVERHEAD > end - pos:
+        return (f"the batch claims {size} bytes but the segment has {end - pos - _LOG_OVERHEAD} "
+                "left after its header")
+    if size > max_size:
+        return f"the batch claims {size} bytes, more than the limit of {max_size}"
+    return None
 
 
 def whole_entry_at(seg: "Segment", position: int, size: int) -> bool:
