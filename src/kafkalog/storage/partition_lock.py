@@ -1,9 +1,11 @@
 """One lock per partition of a log root, taken by every writer of that partition: a writable
-:class:`~kafkalog.storage.log.Log` for as long as it is open (so ``kafkalog salvage`` and
-``write_arrow`` too, which write through one), and a commit that puts a new partition directory
-in place (:mod:`kafkalog.storage.commit`, the Spark sink's driver commit) from its check of the
-log end to its directory swap.  A broker's ``LogManager`` is the only writer of its partitions;
-kafkalog's writers are several processes, so they take turns here.
+:class:`~kafkalog.storage.log.Log` for as long as it is open (so ``write_arrow`` and any program
+appending through a Log too), and a commit that puts a new partition directory in place
+(:mod:`kafkalog.storage.commit`, the Spark sink's driver commit) from its check of the log end
+to its directory swap.  A broker's ``LogManager`` is the only writer of its partitions;
+kafkalog's writers are several processes, so they take turns here.  (``kafkalog salvage``
+writes its destination through a Log under a temporary name and renames it in only where no
+partition, or an empty directory, is: it never writes into an existing partition.)
 
 The lock is an exclusive ``flock`` on ``<root>/.<topic>-<partition>.lock``, a file next to the
 root's ``.lock`` (the checkpoints' lock) and not a directory, so a broker that loads the root
