@@ -58,6 +58,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 from . import files as _files
 from . import fs as _fs
 from . import logdir as _logdir
+from . import partition_lock as _partition_lock
 from .._format import INT32_MAX, V2_HEADER, CompressionType, TimestampType
 from .._speedups import crc as _crc
 from ..errors import (
@@ -99,7 +100,7 @@ from ._log_common import (
 )
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
-from .loader import CheckpointMemo, LogLoader
+from .loader import BROKER_RECOVERY, CheckpointMemo, LogLoader, RECOVERY_MODES, STRICT_RECOVERY
 from .local_log import LocalLog
 from .log_view import LogView
 from .retention import LogRetention
@@ -144,6 +145,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         validate_records: bool = False,
         checkpoint_interval_ms: int = 60000,
         storage_options: Optional[Mapping[str, Any]] = None,
+        recovery: str = STRICT_RECOVERY,
     ) -> "Log":
         """Open (or create) the partition log in ``directory``, recovering it if it was not
         closed cleanly.
@@ -174,8 +176,20 @@ class Log(LogLoader, LocalLog, LogRetention):
         existing directories open whatever their names.  Files are never written through a
         symbolic link inside ``directory`` that leads out of it
         (:class:`~kafkalog.errors.UnsafePathError`); ``directory`` itself may be a link.
+
+        ``recovery``: what a writable open does with damage it finds on load (a bad CRC,
+        size, magic or offset).  Only a torn tail (bytes after the last whole batch of the last
+        segment that no whole batch follows) is cut by default (``"strict"``); damage that
+        whole batches follow raises :class:`~kafkalog.errors.CorruptRecordError` naming the
+        file and position, and nothing is cut.  ``"broker"`` cuts the log at the first invalid
+        batch and deletes the later segments, as Kafka's recovery does, with a warning naming
+        what was cut.  A read-only open never cuts anything but a torn tail: its reads report
+        the damage (``on_damage``).
         """
+        if recovery not in RECOVERY_MODES:
+            raise ValueError(f"recovery must be one of {RECOVERY_MODES}, not {recovery!r}")
         self = object.__new__(cls)
+        self._recovery = recovery
         store = None
         if read_only and _fs.is_uri(directory) \
                 and directory.split("://", 1)[0].lower() != "file":  # type: ignore[union-attr]
@@ -303,6 +317,9 @@ class Log(LogLoader, LocalLog, LogRetention):
     def _acquire_dir_lock(self) -> None:
         if fcntl is None:  # pragma: no cover
             return
+        # the partition's lock, which every writer takes (a commit swapping this directory
+        # waits for it): held until the Log is closed; released by _release_dir_lock
+        self._partition_lock = _partition_lock.for_log_directory(self.dir)
         fd = os.open(self.dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -316,11 +333,16 @@ class Log(LogLoader, LocalLog, LogRetention):
         self._lock_fd = fd
 
     def _release_dir_lock(self) -> None:
-        if self._lock_fd >= 0:
-            try:
-                os.close(self._lock_fd)  # closing releases the flock
-            finally:
-                self._lock_fd = -1
+        partition_lock, self._partition_lock = getattr(self, "_partition_lock", None), None
+        try:
+            if self._lock_fd >= 0:
+                try:
+                    os.close(self._lock_fd)  # closing releases the flock
+                finally:
+                    self._lock_fd = -1
+        finally:
+            if partition_lock is not None:
+                partition_lock.release()
 
     # -- properties --------------------------------------------------------------------------------
     @property
