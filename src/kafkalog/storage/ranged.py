@@ -203,7 +203,7 @@ def sound_entries(f, path: str, base_offset: int, start: int, stop: int, block: 
     from ..errors import CorruptRecordError, KafkaLogError
     from ..records import MemoryRecords
     from .log_view import DamageGap, SKIP
-    from .segment import framing_problem, whole_batch_after, _whole_entry_at
+    from .segment import framing_problem, whole_batch_after, entry_is_whole
 
     fileno = getattr(f, "fileno", None)
     fd = fileno() if fileno is not None else None
@@ -222,7 +222,7 @@ def sound_entries(f, path: str, base_offset: int, start: int, stop: int, block: 
                 "so the read stops here rather than leave out what follows", x, offset, path)
         nxt = None
         if total is not None and x + total <= stop and (
-                x + total == stop or _whole_entry_at(read_at, stop, x + total, base_offset)):
+                x + total == stop or entry_is_whole(read_at, stop, x + total, base_offset)):
             nxt = x + total
         if nxt is None:
             nxt = whole_batch_after(read_at, stop, x, base_offset)

@@ -72,6 +72,7 @@ __all__ = [
     "whole_batch_after",
     "framing_problem",
     "whole_entry_at",
+    "entry_is_whole",
     "SegmentWalk",
 ]
 
@@ -152,7 +153,7 @@ def whole_batch_after(read_at, size: int, position: int, base_offset: int,
     damaged entry's own size or offset fields.  ``hints``: positions to try first (the
     offset-index entries past ``position``, where batches started)."""
     for q in hints:
-        if position < q < size and _whole_entry_at(read_at, size, q, base_offset):
+        if position < q < size and entry_is_whole(read_at, size, q, base_offset):
             return q
     q = position + 1
     while q + _HEADER_SIZE_UP_TO_MAGIC <= size:
@@ -164,13 +165,13 @@ def whole_batch_after(read_at, size: int, position: int, base_offset: int,
             at = m.start()
             if at >= usable:
                 break
-            if _whole_entry_at(read_at, size, q + at, base_offset, block, at):
+            if entry_is_whole(read_at, size, q + at, base_offset, block, at):
                 return q + at
         q += usable
     return None
 
 
-def _whole_entry_at(read_at, size: int, q: int, base_offset: int,
+def entry_is_whole(read_at, size: int, q: int, base_offset: int,
                     block: bytes = b"", at: int = 0) -> bool:
     """Whether a whole valid entry starts at ``q`` (see :func:`whole_batch_after`)."""
     head = block[at:at + _HEADER_SIZE_UP_TO_MAGIC]
@@ -245,7 +246,7 @@ def framing_problem(head: bytes, pos: int, end: int, max_size: int = _INT32_MAX)
 
 def whole_entry_at(seg: "Segment", position: int, size: int) -> bool:
     """Whether a whole valid entry (framing and CRC) starts at ``position`` of ``seg``."""
-    return _whole_entry_at(seg._read_at, size, position, seg.base_offset)
+    return entry_is_whole(seg._read_at, size, position, seg.base_offset)
 
 
 class SegmentWalk(NamedTuple):

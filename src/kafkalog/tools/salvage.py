@@ -469,7 +469,7 @@ def _finish(staging: str, work: str, final: str) -> None:
     """Put the finished destination in place: ``work`` renamed to ``final`` (an empty
     directory there is replaced), then the staging directory removed."""
     if os.path.isdir(final) and not os.path.islink(final):
-        if os.listdir(final):
+        if _fs.LOCAL.list_dir(final):
             raise SalvageError(f"{final}: exists and is not empty (written to meanwhile)")
         os.rmdir(final)
     os.rename(work, final)
