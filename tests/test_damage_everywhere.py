@@ -53,6 +53,7 @@ kind of damage), ``KAFKALOG_DAMAGE_SEED`` the seed.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -293,9 +294,12 @@ def _damage(segs: List[Seg], kind: str, rng: random.Random) -> Damage:
         return Damage(kind, seg.path, cut, old,
                       f"truncation to {cut} bytes (of {old}) inside/at {ent}")
     if kind == "zero":
-        p = e.pos + rng.randrange(e.size)
-        n = rng.choice((1, 4, 12, 40, 200, len(data) - p))
-        n = max(1, min(n, len(data) - p))
+        for _ in range(50):  # a range that is not all zeros already (else nothing changes)
+            p = e.pos + rng.randrange(e.size)
+            n = rng.choice((1, 4, 12, 40, 200, len(data) - p))
+            n = max(1, min(n, len(data) - p))
+            if any(data[p:p + n]):
+                break
         return write(p, bytes(n), f"{n} zero bytes")
     if kind == "size":
         cur = e.size - 12
@@ -395,11 +399,38 @@ def _ranges(offs, limit=8) -> str:
     return "[" + ", ".join(parts) + "]"
 
 
+@contextlib.contextmanager
+def _memory_cap(headroom: int = 4 << 30):
+    """While a damaged log is read, cap this process's address space at what it uses now plus
+    ``headroom``: a reader that believes a damaged size or offset and allocates for it then
+    fails with MemoryError (a failure of this test) instead of taking the machine down."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        with open("/proc/self/status") as f:
+            vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    except (ImportError, AttributeError, OSError, StopIteration, ValueError):
+        yield
+        return
+    cap = vm + headroom
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft != resource.RLIM_INFINITY and soft <= cap:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def _call(fn) -> Got:
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         try:
-            got = fn()
+            with _memory_cap():
+                got = fn()
         except BaseException as e:  # noqa: BLE001 - what it raised is the answer
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
@@ -464,7 +495,11 @@ def _cli(*argv) -> Tuple[int, str, str]:
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err
     try:
-        rc = cli.main(list(argv))
+        with _memory_cap():
+            rc = cli.main(list(argv))
+    except MemoryError as e:
+        rc = -1
+        err.write(f"MemoryError: {e}")
     finally:
         sys.stdout, sys.stderr = saved
     out.flush()
