@@ -1828,7 +1828,7 @@ cdef class MemoryRecordsBuilder:
 
 # -- framing a run of log entries (the read model's scans) -------------------------------------
 def walk_frames(buf, Py_ssize_t p, Py_ssize_t n, Py_ssize_t left, long long end,
-                long long max_size, long long seen):
+                long long max_size, long long seen, bint stop_at_gaps=False):
     """Walk the well-framed whole log entries of ``buf[p:n]`` (see ``_batch_py.walk_frames``):
     ``(position of the first entry not walked, the offset after the last one walked)``."""
     cdef Py_buffer view
@@ -1849,7 +1849,8 @@ def walk_frames(buf, Py_ssize_t p, Py_ssize_t n, Py_ssize_t left, long long end,
             if (length < 14 or magic > 2 or (magic == 2 and total < 61) or total > left - p
                     or length > max_size):
                 break
-            if off < seen or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end):
+            if off < seen or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end) or (
+                    stop_at_gaps and off > seen):
                 break
             if total > n - p:
                 break

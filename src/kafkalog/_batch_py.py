@@ -1011,7 +1011,7 @@ def record_size(offset_delta: int, timestamp_delta: int, key, value, headers=())
 
 # -- framing a run of log entries (the read model's scans) -------------------------------------
 def walk_frames(buf, p: int, n: int, left: int, end: int, max_size: int,
-                seen: int) -> Tuple[int, int]:
+                seen: int, stop_at_gaps: bool = False) -> Tuple[int, int]:
     """Walk the whole log entries of ``buf[p:n]`` that need no second look:
     ``(position of the first entry not walked, the offset after the last one walked)``, with
     ``seen`` returned unchanged when none is.  An entry stops the walk where fewer than 17 of
@@ -1019,8 +1019,9 @@ def walk_frames(buf, p: int, n: int, left: int, end: int, max_size: int,
     batch under 61 bytes, more bytes than the ``left`` the segment has from ``buf``'s start,
     a size above ``max_size``), where its offset is below ``seen`` (offsets go backwards: the
     caller judges the entry; ``seen`` is never negative), huge, or at or past ``end``
-    (``end`` >= 0; -1: no end), or where it is not wholly in ``buf``: the caller handles that
-    entry.  The offset after an entry is its last offset + 1 (a v2 batch's base offset + its
+    (``end`` >= 0; -1: no end), with ``stop_at_gaps`` also where it is above ``seen`` (a gap
+    in the offsets: the caller looks at the entry after it), or where it is not wholly in
+    ``buf``: the caller handles that entry.  The offset after an entry is its last offset + 1 (a v2 batch's base offset + its
     last offset delta + 1; a legacy entry's offset + 1)."""
     if p < 0 or p > n or n > len(buf):
         raise ValueError(f"walk_frames: bad range [{p}, {n}) of {len(buf)} bytes")
@@ -1032,7 +1033,8 @@ def walk_frames(buf, p: int, n: int, left: int, end: int, max_size: int,
         if (length < 14 or magic > 2 or (magic == 2 and total < 61) or total > left - p
                 or length > max_size):
             break
-        if off < seen or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end):
+        if off < seen or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end) or (
+                stop_at_gaps and off > seen):
             break
         if total > n - p:
             break

@@ -282,22 +282,27 @@ def test_invalid_offsets_during_recovery_empty_the_segment(tmp_path):
     )
     seg_log_path(d, 0).write_bytes(data)
     os.unlink(d / files.CLEAN_SHUTDOWN_FILE)
-    third = len(data) - len(make_batch([b"d"], base_offset=3))
-    # by default: refused, naming the batch whose offset goes backwards; nothing is cut
+    second = len(make_batch([b"a", b"b"], base_offset=0))
+    # which batch is out of place: the one the batch after contradicts (offsets 0-1, then a jump
+    # to 5, then 3: the offsets went on from 2 without the jump, so the jump is the damage; a
+    # base offset is not covered by a v2 batch's CRC).  By default a writable open refuses,
+    # naming it, and nothing is cut
     with pytest.raises(CorruptRecordError) as info:
         Log.open(d, {"index.interval.bytes": 0})
-    assert (info.value.position, info.value.offset) == (third, 3)
+    assert (info.value.position, info.value.offset) == (second, 5)
     assert seg_log_path(d, 0).read_bytes() == data
-    # read-only: the log ends after offset 5; reading reports the batch out of place
+    # read-only: every reader reports the same batch, or skips exactly it
     with Log.open(d, {"index.interval.bytes": 0}, read_only=True) as ro:
-        assert ro.log_end_offset == 6
+        assert ro.log_end_offset == 4
         with pytest.raises(CorruptRecordError, match="out of place") as info:
             list(ro.iter_records())
-        assert info.value.position == third and info.value.path == str(seg_log_path(d, 0))
+        assert info.value.position == second and info.value.path == str(seg_log_path(d, 0))
         gaps = []
         assert [r.value for r in ro.iter_records(on_damage="skip", gaps=gaps)] == [b"a", b"b",
-                                                                                  b"c"]
-        assert [(g.position, g.offset) for g in gaps] == [(third, 3)]
+                                                                                  b"d"]
+        # the gap: the offsets the damaged batch stands in place of (from 2, the first one not
+        # read, up to 3, where the log goes on), not its own claim of 5
+        assert [(g.position, g.offset, g.next_offset) for g in gaps] == [(second, 2, 3)]
     # a broker's recovery: Kafka empties the segment
     with pytest.warns(UserWarning, match="recovery='broker'"):
         log = Log.open(d, {"index.interval.bytes": 0}, recovery="broker")

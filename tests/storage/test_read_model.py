@@ -459,3 +459,50 @@ def test_log_start_checkpoint_past_the_end_is_said(tmp_path):
                                    {("t", 0): 2**62})
     with pytest.warns(RuntimeWarning, match="past its segments' end 3: it reads as empty"):
         assert ka.to_arrow(d, ["offset"]).num_rows == 0
+
+
+# -- a size field claiming 2 GB is damage, unless the writer's whole in-flight marker is there ---
+@pytest.mark.parametrize("marker", [False, True])
+def test_a_2gb_size_field_before_whole_batches(tmp_path, marker):
+    """kafkalog's writer marks the first batch of a multi-batch append it has not finished
+    by the first byte of its size, 0x7F, the other three real (the batches after it are not
+    the log's yet: a torn tail).  The size field alone is a claim of the damaged bytes, never a reason to
+    end the log: whole batches after it make it damage, reported by every reader."""
+    d = str(tmp_path / "t-0")
+    with Log.open(d) as log:
+        for _ in range(8):
+            _plain(log, 3)
+    seg = os.path.join(d, "%020d.log" % 0)
+    data = bytearray(open(seg, "rb").read())
+    pos = 0
+    for _ in range(5):  # the sixth batch (offsets 15-17)
+        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    if marker:  # the writer's: only the size's first byte, the rest real
+        data[pos + 8] = 0x7F
+    else:
+        data[pos + 8:pos + 12] = (2**31 - 1).to_bytes(4, "big")
+    open(seg, "wb").write(bytes(data))
+    os.unlink(os.path.join(str(tmp_path), ".kafka_cleanshutdown")) if os.path.exists(
+        os.path.join(str(tmp_path), ".kafka_cleanshutdown")) else None
+    for name in os.listdir(d):
+        if name == _files.CLEAN_SHUTDOWN_FILE:
+            os.unlink(os.path.join(d, name))
+    if marker:  # an append that never finished: the log ends before it, quietly
+        assert _one_answer(_everywhere(d)) == list(range(15))
+        with Log.open(d) as log:
+            assert log.log_end_offset == 15
+        return
+    with Log.open(d, read_only=True) as log:
+        assert log.log_end_offset == 24
+        with pytest.raises(CorruptRecordError) as e:
+            _log_offsets(log)
+        assert (e.value.path, e.value.position, e.value.offset) == (seg, pos, 15)
+        gaps = []
+        assert _log_offsets(log, on_damage="skip", gaps=gaps) == [
+            o for o in range(24) if not 15 <= o < 18]
+        assert [(g.offset, g.next_offset) for g in gaps] == [(15, 18)]
+    with pytest.raises(CorruptRecordError):
+        ka.to_arrow(d)
+    with pytest.raises(CorruptRecordError):  # a writable open refuses to cut whole batches
+        Log.open(d)
+    assert open(seg, "rb").read() == bytes(data)

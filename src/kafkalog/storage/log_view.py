@@ -46,7 +46,8 @@ from typing import Any, Iterator, List, NamedTuple, Optional, Tuple
 from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError, OffsetOutOfRangeError
 from .. import _speedups
 from ..records import MemoryRecords
-from .segment import Segment, TimestampAndOffset, framing_problem, whole_entry_at
+from .segment import (Segment, TimestampAndOffset, framing_problem, gap_is_damage,
+                      resume_point)
 from ._log_common import (
     STORAGE_ERRORS,
     LATEST_TIMESTAMP,
@@ -559,39 +560,51 @@ class LogView:
 
     # -- scans -----------------------------------------------------------------------------------
     def _damage(self, seg: Segment, pos: int, head: bytes, why: str, on_damage: str,
-                gaps: Optional[list], next_offset: int) -> None:
-        """Apply the damage policy to the unreadable entry at ``pos`` of ``seg``."""
+                gaps: Optional[list], next_offset: int, seen: int = -1) -> None:
+        """Apply the damage policy to the unreadable entry at ``pos`` of ``seg`` (``seen``:
+        the offset after the last whole entry read before it)."""
         offset = _Q.unpack_from(head, 0)[0] if len(head) >= 8 else None
         if on_damage == SKIP:
             if gaps is not None:
-                gaps.append(DamageGap(seg.log_path, pos, offset if offset is not None else -1,
-                                      next_offset, why))
+                # the damaged entry's offset, unless it lies past the offsets skipped (then
+                # the first one not read)
+                first = seen if offset is None or offset >= next_offset > seen else offset
+                gaps.append(DamageGap(seg.log_path, pos, first, next_offset, why))
             return
         raise CorruptRecordError(
             f"Corrupt batch in log {self._log._tp_name()}: {why}; the log continues to offset "
             f"{next_offset}, so the read stops here rather than leave out what follows",
             pos, offset, seg.log_path)
 
-    def _resume_after(self, seg: Segment, bad: int, size: int,
-                      head: bytes) -> Optional[Tuple[int, int]]:
+    def _head_at(self, seg: Segment, position: int, size: int) -> bytes:
+        """The first 17 bytes of the entry at ``position`` of ``seg`` (fewer past ``size``)."""
+        if position + 17 > size:
+            return b""
+        with self._log._lock:
+            try:
+                return seg._read_at(position, 17)
+            except STORAGE_ERRORS as err:
+                self._log._io_error(err, "reading")
+        return b""  # pragma: no cover - _io_error raises
+
+    def _resume_after(self, seg: Segment, bad: int, size: int, head: bytes, seen: int,
+                      lo: int) -> Optional[Tuple[int, int]]:
         """Where a scan that skips damage goes on after the unreadable entry at ``bad`` of
-        ``seg`` (of ``size`` bytes; ``head``: its first bytes): ``(position, offset)`` of the
-        entry after it when its size field still frames it (the segment ends there or a whole
-        valid entry starts there: exactly that entry is skipped), else of the first whole valid
-        entry after it (:meth:`Segment.whole_batch_after`: the offset-index entries first, then
-        the bytes); None when none follows in the segment (the scan goes on with the next)."""
+        ``seg`` (of ``size`` bytes; ``head``: its first bytes; ``seen``: the offset after the
+        last whole entry read; ``lo``: where the scan's bytes of this segment begin):
+        ``(position, offset)`` of the entry after it when its size field still frames it (the
+        segment ends there or a whole valid entry starts there: exactly that entry is
+        skipped), else of the first whole valid entry continuing the offsets
+        (:func:`~kafkalog.storage.segment.resume_point`; it may start inside the entry before,
+        whose size field was the damaged one); None when none follows in the segment (the scan
+        goes on with the next)."""
         log = self._log
         with log._lock:
             try:
-                nxt = None
-                if len(head) >= _LOG_OVERHEAD:
-                    after = bad + _ENTRY.unpack_from(head, 0)[1] + _LOG_OVERHEAD
-                    if bad + _MIN_ENTRY <= after <= size and (
-                            after == size or whole_entry_at(seg, after, size)):
-                        nxt = after
+                nxt = resume_point(seg._read_at, size, bad, head, seen, lo,
+                                   hints=[e.position for e in seg.offset_index
+                                          if e.position > bad])
                 if nxt is None:
-                    nxt = seg.whole_batch_after(bad)
-                if nxt is None or nxt >= size:
                     return None
                 head = seg._read_at(nxt, 8)
                 return (nxt, _Q.unpack_from(head, 0)[0]) if len(head) == 8 else None
@@ -652,6 +665,7 @@ class LogView:
                 if k != k_seen:
                     k_seen = k
                     seen = seg.base_offset  # the offset after the last whole batch read
+                    seg_lo = pos  # where this scan's bytes of the segment begin
                 if data is None:  # the segment was closed meanwhile
                     cur = self._plan(blocks, segs, k + 1, None, None, start, end)
                     continue
@@ -669,7 +683,7 @@ class LogView:
                     upper = segs[k + 1].base_offset if k + 1 < len(segs) else leo
                     p, seen = walk_frames(data, p, n, left,
                                           upper if end is None else min(end, upper),
-                                          max_size, seen)
+                                          max_size, seen, True)
                     if p >= n:
                         break
                     r = n - p
@@ -693,6 +707,16 @@ class LogView:
                                    f"ends at offset {seen - 1}; the segment's offsets end "
                                    f"below {upper})")
                         break
+                    if off > seen and (end is None or off < end):
+                        # a gap: the entry after it says whether it is one (gap_is_damage)
+                        q = p + total
+                        after = (bytes(data[q:q + 17]) if q + 17 <= n
+                                 else self._head_at(seg, pos + q, size))
+                        if gap_is_damage(seen, off, after):
+                            damaged = (f"the entry's offset {off} is out of place (the entry "
+                                       f"before ends at offset {seen - 1}, the one after it "
+                                       f"goes on from {_Q.unpack_from(after, 0)[0]})")
+                            break
                     if end is not None and off >= end and magic == 2:
                         stop = True  # a v2 batch wholly at or after the end
                         break
@@ -710,14 +734,15 @@ class LogView:
                         return
                     # inside the log: the loader cut the one thing that may end it quietly (a
                     # torn tail of the last segment), so every byte left is the log's
-                    resume = (self._resume_after(seg, pos + p, size, bytes(data[p:p + 17]))
+                    resume = (self._resume_after(seg, pos + p, size, bytes(data[p:p + 17]),
+                                                 seen, seg_lo)
                               if on_damage == SKIP else None)
                     if resume is not None:
                         nxt = resume[1]
                     else:
                         nxt = segs[k + 1].base_offset if k + 1 < len(segs) else leo
                     self._damage(seg, pos + p, bytes(data[p:p + 8]), damaged, on_damage,
-                                 gaps, nxt)
+                                 gaps, nxt, seen)
                     if resume is not None:
                         cur = self._plan(blocks, segs, k, resume[0], None, start, end)
                         continue

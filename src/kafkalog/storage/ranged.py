@@ -203,7 +203,7 @@ def sound_entries(f, path: str, base_offset: int, start: int, stop: int, block: 
     from ..errors import CorruptRecordError, KafkaLogError
     from ..records import MemoryRecords
     from .log_view import DamageGap, SKIP
-    from .segment import framing_problem, whole_batch_after, entry_is_whole
+    from .segment import framing_problem, gap_is_damage, resume_point
 
     fileno = getattr(f, "fileno", None)
     fd = fileno() if fileno is not None else None
@@ -213,78 +213,106 @@ def sound_entries(f, path: str, base_offset: int, start: int, stop: int, block: 
     seen = base_offset
     pos = start
 
-    def damage(x: int, head: bytes, why: str, total: Optional[int]) -> Optional[int]:
+    def damage(x: int, head: bytes, why: str, total: Optional[int],
+               exact: bool = False) -> Optional[int]:
+        # ``seen``: the offset after the last whole entry read (the scan's, below); ``exact``:
+        # a whole entry (its CRC failed): exactly it is skipped
         """Apply the policy to the entry at ``x``; where the read goes on (None: nowhere)."""
         offset = int.from_bytes(head[:8], "big", signed=True) if len(head) >= 8 else None
         if on_damage != SKIP:
             raise CorruptRecordError(
                 f"Corrupt batch in {path} at position {x}: {why}; the log goes on after it, "
                 "so the read stops here rather than leave out what follows", x, offset, path)
-        nxt = None
-        if total is not None and x + total <= stop and (
-                x + total == stop or entry_is_whole(read_at, stop, x + total, base_offset)):
-            nxt = x + total
-        if nxt is None:
-            nxt = whole_batch_after(read_at, stop, x, base_offset)
-        resume = None if nxt is None or nxt >= stop else nxt
+        if exact and total is not None:
+            resume = x + total if x + total < stop else None
+        else:
+            resume = resume_point(read_at, stop, x, head, seen, start)
         if gaps is not None:
             head2 = read_at(resume, 8) if resume is not None else b""
             next_offset = (int.from_bytes(head2, "big", signed=True) if len(head2) == 8
                            else (limit if limit is not None else -1))
-            gaps.append(DamageGap(path, x, offset if offset is not None else -1, next_offset,
-                                  why))
+            first = seen if offset is None or offset >= next_offset > seen else offset
+            gaps.append(DamageGap(path, x, first, next_offset, why))
         return resume
+
+    def checked(win, wpos: int, a: int, b: int):
+        """The sub-runs of the whole entries ``win[a:b]`` to hand over (``check_crcs``: each
+        one whose CRC fails is damage of its own, skipped exactly), and None (kept for the
+        caller's one place to read on elsewhere)."""
+        if not check_crcs or a >= b:
+            return [(a, b)] if a < b else [], None
+        runs, q = [], a
+        while q < b:
+            try:
+                MemoryRecords(win[q:b]).validate()
+                runs.append((q, b))
+                return runs, None
+            except KafkaLogError as e:
+                x = q + (e.position or 0)
+                total = int.from_bytes(win[x + 8:x + 12], "big", signed=True) + 12
+                if x > q:
+                    runs.append((q, x))
+                damage(wpos + x, bytes(win[x:x + 17]), e.message, total, exact=True)
+                q = x + total
+        return runs, None
 
     while pos is not None and pos < stop:
         if fd is not None:
             windows = local_windows(fd, pos, stop, block, path, max_entry)
         else:
             windows = entry_windows(BoundedFile(f, stop), pos, block, max_entry=max_entry)
-        resume = None
+        resume: Optional[int] = None
         bad = False
         try:
             for wpos, win in windows:
                 n = len(win)
-                p, seen2 = walk(win, 0, n, stop - wpos, end_arg, max_entry, seen)
-                q = 0
-                if check_crcs and p:
-                    # whole entries [q, p): their CRCs, each bad one damage of its own
-                    while q < p:
-                        try:
-                            MemoryRecords(win[q:p]).validate()
-                            break
-                        except KafkaLogError as e:
-                            x = q + (e.position or 0)
-                            total = int.from_bytes(win[x + 8:x + 12], "big", signed=True) + 12
-                            if x > q:
-                                yield wpos + q, win[q:x]
-                            nxt = damage(wpos + x, bytes(win[x:x + 17]), e.message, total)
-                            if nxt != wpos + x + total:  # not the next entry: read again there
-                                resume, bad = nxt, True
-                                break
-                            q = x + total
-                    if bad:
+                p = run = 0
+                why = None
+                while True:
+                    p, seen = walk(win, p, n, stop - wpos, end_arg, max_entry, seen, True)
+                    if p >= n:
                         break
-                seen = seen2
-                if p > q:
-                    yield wpos + q, win[q:p]
-                if p < n:
                     x = wpos + p
                     head = bytes(win[p:p + 17])
                     why = framing_problem(head, x, stop, max_entry)
-                    total = None
-                    if len(head) >= 12:
-                        total = int.from_bytes(head[8:12], "big", signed=True) + 12
                     if why is None:
                         off = int.from_bytes(head[:8], "big", signed=True)
+                        total = int.from_bytes(head[8:12], "big", signed=True) + 12
                         if off < seen or (limit is not None and off >= limit):
                             why = (f"the entry's offset {off} is out of place (the entry before "
                                    f"ends at offset {seen - 1}" + (
                                        f"; the segment's offsets end below {limit})"
                                        if limit is not None else ")"))
-                        else:
+                        elif total > n - p:
                             why = "the entry does not fit in the range read"
-                    resume, bad = damage(x, head, why, total), True
+                        elif off > seen:  # a gap: the entry after it says whether it is one
+                            q = p + total
+                            after = (bytes(win[q:q + 17]) if q + 17 <= n
+                                     else read_at(wpos + q, 17))
+                            if gap_is_damage(seen, off, after):
+                                why = (f"the entry's offset {off} is out of place (the entry "
+                                       f"before ends at offset {seen - 1}, the one after it "
+                                       f"goes on from {int.from_bytes(after[:8], 'big')})")
+                            else:
+                                seen = off + 1 + (int.from_bytes(win[p + 23:p + 27], "big",
+                                                                 signed=True)
+                                                  if head[16] == 2 else 0)
+                                p = q
+                                continue
+                        else:  # pragma: no cover - the walk takes such an entry
+                            why = "the entry could not be walked"
+                    break
+                runs, again = checked(win, wpos, run, p)
+                for a, b in runs:
+                    yield wpos + a, win[a:b]
+                if again is not None:
+                    resume, bad = again[0], True
+                    break
+                if why is not None:
+                    head = bytes(win[p:p + 17])
+                    total = (int.from_bytes(head[8:12], "big", signed=True) + 12
+                             if len(head) >= 12 else None)
+                    resume, bad = damage(wpos + p, head, why, total), True
                     break
         finally:
             windows.close()

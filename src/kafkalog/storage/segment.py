@@ -73,6 +73,8 @@ __all__ = [
     "framing_problem",
     "whole_entry_at",
     "entry_is_whole",
+    "resume_point",
+    "gap_is_damage",
     "SegmentWalk",
 ]
 
@@ -97,7 +99,9 @@ _V2_PEEK_STRUCT = struct.Struct(">qiibIhiqq")  # ... through maxTimestamp
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
 _U32 = struct.Struct(">I")
-_PLACEHOLDER = (2**31 - 1).to_bytes(4, "big")  # see Segment._write
+#: the first byte of the size field of the first batch of a multi-batch append still being
+#: written (see Segment._write, append_in_flight)
+IN_FLIGHT_SIZE_BYTE = 0x7F
 
 
 class LogOffsetPosition(NamedTuple):
@@ -144,26 +148,28 @@ _RESYNC_BLOCK = 1 << 20
 
 
 def whole_batch_after(read_at, size: int, position: int, base_offset: int,
-                      hints: Iterator[int] = ()) -> Optional[int]:
+                      hints: Iterator[int] = (), scan_end: Optional[int] = None) -> Optional[int]:
     """The position of the first whole, valid log entry (framing and CRC sound, offsets those
     of a segment at ``base_offset``) that starts after ``position`` in a file of ``size``
     bytes read with ``read_at(position, n)``; None when none does.  This is what tells a torn
     tail (nothing whole follows: the end of a log) from damage (whole batches follow: records
     a reader must not leave out silently), judged by the bytes that follow, never by the
     damaged entry's own size or offset fields.  ``hints``: positions to try first (the
-    offset-index entries past ``position``, where batches started)."""
+    offset-index entries past ``position``, where batches started).  ``scan_end``: only
+    entries starting before it."""
+    last = size if scan_end is None else min(size, scan_end)
     for q in hints:
-        if position < q < size and entry_is_whole(read_at, size, q, base_offset):
+        if position < q < last and entry_is_whole(read_at, size, q, base_offset):
             return q
     q = position + 1
-    while q + _HEADER_SIZE_UP_TO_MAGIC <= size:
+    while q + _HEADER_SIZE_UP_TO_MAGIC <= size and q < last:
         block = read_at(q, min(_RESYNC_BLOCK + _HEADER_SIZE_UP_TO_MAGIC, size - q))
         if len(block) < _HEADER_SIZE_UP_TO_MAGIC:
             return None
         usable = len(block) - _HEADER_SIZE_UP_TO_MAGIC + 1  # candidates starting in this block
         for m in _ENTRY_CANDIDATE.finditer(block, 0, len(block)):
             at = m.start()
-            if at >= usable:
+            if at >= usable or q + at >= last:
                 break
             if entry_is_whole(read_at, size, q + at, base_offset, block, at):
                 return q + at
@@ -202,24 +208,27 @@ def entry_is_whole(read_at, size: int, q: int, base_offset: int,
 
 def append_in_flight(read_at, position: int, following: int, expected_offset: int) -> bool:
     """Whether the entry at ``position`` is the first batch of a multi-batch append that has
-    not finished (or failed part-way): kafkalog's writer writes its size field as 2**31 - 1
-    and fixes it last, so that readers see one incomplete batch, never part of the append.
-    Known by all of it, not by the size alone: the offset is the one the log expects next, and
-    the bytes up to the whole batch that follows (``following``) are a v2 batch whose CRC
-    holds.  Such bytes are a torn tail (the append never happened), not damage."""
+    not finished (or failed part-way): kafkalog's writer writes the first byte of its size
+    field as :data:`IN_FLIGHT_SIZE_BYTE` (the size then claims about 2 GB) and fixes that one
+    byte last, in a write that cannot tear, so that readers see one incomplete batch, never
+    part of the append.  Known by all of it, never by a size claim alone: that first byte with
+    the other three of the real size (the bytes up to the whole batch that follows,
+    ``following``), the offset the log expects next, and a CRC that holds.  Such bytes are a
+    torn tail (the append never happened), not damage."""
     head = read_at(position, 21)
-    if len(head) < 21 or following - position < _V2_OVERHEAD:
+    if len(head) < 21 or following - position < _RECORD_OVERHEAD_V0 + _LOG_OVERHEAD:
         return False
-    offset = _Q.unpack_from(head, 0)[0]
     real = _I.pack(following - position - _LOG_OVERHEAD)
-    # the size field as the writer left it: 2**31 - 1, or its fix-up to the real size cut off
-    # part-way (each byte the placeholder's or the real size's)
-    if offset != expected_offset or head[16] != 2 or not all(
-            b in (p, r) for b, p, r in zip(head[8:12], _PLACEHOLDER, real)):
+    if head[8] != IN_FLIGHT_SIZE_BYTE or real[0] == IN_FLIGHT_SIZE_BYTE or head[9:12] != real[1:] \
+            or _Q.unpack_from(head, 0)[0] != expected_offset:
         return False
-    body = read_at(position + 21, following - position - 21)
-    return len(body) == following - position - 21 and \
-        _speedups.crc.crc32c(body) == _U32.unpack_from(head, 17)[0]
+    if head[16] == 2:
+        body = read_at(position + 21, following - position - 21)
+        return len(body) == following - position - 21 and \
+            _speedups.crc.crc32c(body) == _U32.unpack_from(head, 17)[0]
+    body = read_at(position + 16, following - position - 16)  # v0/v1: from the magic byte on
+    return len(body) == following - position - 16 and \
+        _speedups.crc.crc32(body) == _U32.unpack_from(head, 12)[0]
 
 
 def framing_problem(head: bytes, pos: int, end: int, max_size: int = _INT32_MAX) -> Optional[str]:
@@ -242,6 +251,43 @@ def framing_problem(head: bytes, pos: int, end: int, max_size: int = _INT32_MAX)
     if size > max_size:
         return f"the batch claims {size} bytes, more than the limit of {max_size}"
     return None
+
+
+def gap_is_damage(expected: int, first: int, after: bytes) -> bool:
+    """Whether an entry whose first offset ``first`` jumps past ``expected`` (the offset after
+    the entry before it) is damage rather than a gap in the offsets (compaction leaves gaps):
+    the entry after it (``after``: its first 17 bytes, framed) starts at or past ``expected``
+    but below ``first``, so the offsets went on without this entry's jump (a damaged offset
+    field, which a v2 batch's CRC does not cover).  Every reader judges a jump so, the entry
+    after it deciding; an entry out of order is otherwise the one going backwards."""
+    if len(after) < _HEADER_SIZE_UP_TO_MAGIC or framing_problem(after, 0, _INT32_MAX) is not None:
+        return False
+    return expected <= _Q.unpack_from(after, 0)[0] < first
+
+
+#: how far before an unreadable entry a skipping read looks for the entry that really follows
+#: the one before it (whose size field may be the damaged one)
+RESUME_LOOKBACK = 1 << 20
+
+
+def resume_point(read_at, size: int, bad: int, head: bytes, seen: int, lo: int,
+                 hints: Iterator[int] = ()) -> Optional[int]:
+    """Where a read that skips damage goes on after the unreadable entry at ``bad`` (its
+    first bytes ``head``) of a file or range of ``size`` bytes, after whole entries that end
+    at offset ``seen`` (the read's bytes began at ``lo``): the entry after it when its size
+    field still frames it (the end, or a whole valid entry there continuing the offsets:
+    exactly that entry is skipped); else the first whole valid entry continuing the offsets
+    (at or past ``seen``), looked for from a little before ``bad`` (the entry before may be
+    the one whose size field was damaged) on, ``hints`` (index positions) first; None when
+    none follows.  Every reader that skips goes on where this says."""
+    if len(head) >= _LOG_OVERHEAD:
+        after = bad + _ENTRY.unpack_from(head, 0)[1] + _LOG_OVERHEAD
+        if bad + _RECORD_OVERHEAD_V0 + _LOG_OVERHEAD <= after <= size and (
+                after == size or entry_is_whole(read_at, size, after, seen)):
+            return None if after >= size else after
+    q = whole_batch_after(read_at, size, max(lo, bad - RESUME_LOOKBACK) - 1, seen,
+                          hints=[h for h in hints if h > bad])
+    return None if q is None or q >= size else q
 
 
 def whole_entry_at(seg: "Segment", position: int, size: int) -> bool:
@@ -729,21 +775,22 @@ class Segment:
                             memoryview(data)[_V2_OVERHEAD:], self._file_size + _V2_OVERHEAD
                         )
                     elif n > _ENTRY.unpack_from(data, 0)[1] + _LOG_OVERHEAD:
-                        # Several batches: the first one's size field is written as more than
-                        # a segment can hold and fixed last.  Until then - and for good should
-                        # a write fail part-way, even when the cut below fails too - every
-                        # reader (recovery included) sees one incomplete batch at the end,
-                        # never a shorter run of complete ones.  (A lock-free reader in another
-                        # process could in principle see the 4-byte fix-up half done where it
-                        # straddles a page; it then reports a corrupt batch at the tail, which
-                        # a second read resolves. Recovery and in-process readers cannot.)
+                        # Several batches: the first byte of the first one's size field is
+                        # written as IN_FLIGHT_SIZE_BYTE (the size then claims about 2 GB, more
+                        # than a segment holds) and fixed last, in a one-byte write that cannot
+                        # tear.  Until then - and for good should a write fail part-way, even
+                        # when the cut below fails too - every reader sees one incomplete batch
+                        # at the end, never a shorter run of complete ones, and recovery knows
+                        # it for an append that did not happen (append_in_flight: the other
+                        # three size bytes, the offset and the CRC are the real ones), not for
+                        # damage.
                         mv = memoryview(data)
                         pos = self._file_size
                         head = bytearray(mv[:_LOG_OVERHEAD])
-                        _I.pack_into(head, 8, _INT32_MAX)
+                        head[8] = IN_FLIGHT_SIZE_BYTE
                         self._pwrite_all(head, pos)
                         self._pwrite_all(mv[_LOG_OVERHEAD:], pos + _LOG_OVERHEAD)
-                        self._pwrite_all(mv[8:_LOG_OVERHEAD], pos + 8)
+                        self._pwrite_all(mv[8:9], pos + 8)
                     else:
                         self._pwrite_all(data, self._file_size)
                 except OSError:
@@ -1276,7 +1323,9 @@ class Segment:
         entries after them make it damage (recorded, and the walk goes on there), none makes it
         the segment's tail."""
         size = self.size
-        nxt = self.base_offset
+        base = self.base_offset
+        nxt = before = base  # the offset after the last entry taken, and before it
+        last = last_first = -1  # where the last entry taken starts, and its first offset
         damage: List[Tuple[int, int]] = []
         pos = position
         while True:
@@ -1284,20 +1333,39 @@ class Segment:
             try:
                 for h in self.iter_headers(pos):
                     end = h.position + h.size
-                    if (h.base_offset if h.magic >= 2 else h.last_offset) < nxt:
-                        damage.append((h.position, end))  # offsets going backwards
+                    first = h.base_offset if h.magic >= 2 else h.last_offset
+                    if first < base or h.last_offset - base > _INT32_MAX:
+                        damage.append((h.position, end))  # offsets no entry here can have
                         continue
-                    nxt = h.last_offset + 1
+                    if first < nxt:  # offsets going backwards
+                        if last >= 0 and before <= first < last_first:
+                            # the entry before jumped and this one goes on below the jump: that
+                            # one was out of place (gap_is_damage, as every reader judges it)
+                            damage.append((last, h.position))
+                            nxt = before
+                        else:
+                            damage.append((h.position, end))  # this one is out of place
+                            continue
+                    before, last, last_first, nxt = nxt, h.position, first, h.last_offset + 1
                 stop = end
             except CorruptRecordError as e:
                 stop = e.position if e.position is not None else end
+            if stop < size and last >= 0:
+                # the entry before may be the damaged one (a size field that claims too much
+                # or too little): a whole entry continuing the offsets inside its bytes says so
+                q = whole_batch_after(self._read_at, size, last, before, scan_end=stop)
+                if q is not None:
+                    damage.append((last, q))
+                    nxt, last = before, -1
+                    pos = q
+                    continue
             if stop >= size:
                 return SegmentWalk(nxt, stop, damage, None)
             q = self.whole_batch_after(stop)
             if q is None or append_in_flight(self._read_at, stop, q, nxt):
                 return SegmentWalk(nxt, stop, damage, stop)
             damage.append((stop, q))
-            pos = q
+            pos, last = q, -1
 
     def whole_batch_after(self, position: int) -> Optional[int]:
         """The position of the first whole valid entry after ``position`` (see the module's
@@ -1422,7 +1490,12 @@ class Segment:
                 for pos, batch in self.iter_batches(pos0):
                     batch.ensure_valid()
                     last = batch.last_offset
-                    if (batch.base_offset if batch.magic >= 2 else last) < expected:
+                    first = batch.base_offset if batch.magic >= 2 else last
+                    if first > expected and gap_is_damage(
+                            expected, first, self._read_at(pos + batch.size_in_bytes,
+                                                           _HEADER_SIZE_UP_TO_MAGIC)):
+                        first = -1  # a jump the entry after it contradicts: out of place
+                    if first < expected:
                         # offsets going backwards: damage (whatever follows)
                         if may_cut_damage and not past_damage:
                             # a broker's recovery: the caller empties the segment, as Kafka does
