@@ -161,8 +161,8 @@ class Log(LogLoader, LocalLog, LogRetention):
 
         ``config``: a :class:`LogConfig` or a mapping of Kafka topic-config keys.
         ``read_only``: never write, create or delete a file; a log that needs recovery is
-        validated in memory instead (reads stop at the first invalid batch, missing indexes are
-        rebuilt in memory).  ``clock``: milliseconds since the epoch (for tests; default
+        validated in memory instead (only a torn tail ends it; reads report other damage,
+        see ``recovery``; missing indexes are rebuilt in memory).  ``clock``: milliseconds since the epoch (for tests; default
         ``time.time``).  ``topic_id``: written to ``partition.metadata`` when that is missing
         (a different existing id raises ValueError).  ``validate_records``: let
         :meth:`append` decode every record like Kafka's LogValidator even when no setting needs

@@ -15,14 +15,17 @@ and the read half of ``UnifiedLog``/``LocalLog``).
   rebuilds its index (in memory for a read-only open), as Kafka's ``LogLoader`` does;
 * the offset for a timestamp (``ListOffsets``), the byte position of an offset (offset index,
   then a walk over batch headers);
-* the batches or the raw byte ranges of an offset range, under one damage policy: a batch
-  inside the log that cannot be framed (a size field past the end of its segment, below the
-  minimum, an unknown magic) raises :class:`~kafkalog.errors.CorruptRecordError` naming the
-  file, the position and the offset; a caller that asked to skip damage gets a
-  :class:`DamageGap` reported instead and reading resumes at the next offset-index entry
-  past the damage (an entry marks where a batch starts), else at the next segment: the Spark
-  source under ``failOnDataLoss=false`` resumes at the same place.  Reading never
-  stops silently before the log end offset.  Bytes are read with ``pread`` (never a mapping),
+* the batches or the raw byte ranges of an offset range, under one damage policy (the rule
+  in docs/architecture.md): an entry inside the log that cannot be framed (a size field past
+  the end of its segment, below the minimum, an unknown magic), whose offsets are out of
+  place, or (batches) whose CRC fails raises :class:`~kafkalog.errors.CorruptRecordError`
+  naming the file, the position and the offset; a caller that asked to skip damage gets a
+  :class:`DamageGap` reported instead and reading goes on exactly after the damaged entry
+  where its size field still frames it, else at the first whole valid entry continuing the
+  offsets (:func:`~kafkalog.storage.segment.resume_point`), else at the next segment: the
+  Spark source under ``failOnDataLoss=false`` goes on at the same places.  Reading never
+  stops silently before the log end offset: the loader cut the one thing that may end a log
+  quietly, a torn tail of its last segment.  Bytes are read with ``pread`` (never a mapping),
   so a file truncated under a reader cannot kill the process: a segment that shrank while it
   was read raises :class:`~kafkalog.errors.KafkaStorageError` with ``errno`` EAGAIN (read
   again).
@@ -30,8 +33,9 @@ and the read half of ``UnifiedLog``/``LocalLog``).
 A :class:`~kafkalog.storage.log.Log` reads through its own view (``log.view``, over its live
 segments, unflushed appends included); :func:`kafkalog.storage.log.open_view` gives the view of
 a directory on any :class:`~kafkalog.storage.fs.FileSystem` (local or an object store) without
-writing anything.  The log end of a directory that was not shut down cleanly is the one Kafka's
-recovery would give (the first invalid batch after the recovery point), found in memory.
+writing anything.  The log end of a directory that was not shut down cleanly is found in
+memory by recovery, which reads past damage that whole batches follow (reads report it) and
+cuts only a torn tail of the last segment: unlike Kafka's recovery, never the later segments.
 """
 from __future__ import annotations
 
