@@ -506,3 +506,61 @@ def test_a_2gb_size_field_before_whole_batches(tmp_path, marker):
     with pytest.raises(CorruptRecordError):  # a writable open refuses to cut whole batches
         Log.open(d)
     assert open(seg, "rb").read() == bytes(data)
+
+
+# -- 17, 18: a CRC error names the file and the file position, control batches too --------------
+def _entry_positions(path):
+    data = open(path, "rb").read()
+    pos, out = 0, []
+    while pos + 12 <= len(data):
+        off, size = struct.unpack_from(">qi", data, pos)
+        out.append((pos, off, size + 12))
+        pos += size + 12
+    return out
+
+
+def test_crc_error_from_iter_records_names_the_file_and_its_position(tmp_path):
+    d = str(tmp_path / "t-0")
+    with Log.open(d) as log:
+        for _ in range(6):
+            _plain(log, 3)
+    seg = os.path.join(d, "%020d.log" % 0)
+    pos, off, total = _entry_positions(seg)[4]
+    data = bytearray(open(seg, "rb").read())
+    data[pos + total - 1] ^= 0x01
+    open(seg, "wb").write(bytes(data))
+    for ro in (True, False):
+        with Log.open(d, read_only=ro) as log:
+            with pytest.raises(CorruptRecordError) as e:
+                _log_offsets(log)
+            assert (e.value.path, e.value.position, e.value.offset) == (seg, pos, off), e.value
+            with pytest.raises(CorruptRecordError) as e:
+                list(log.iter_batches())
+            assert (e.value.path, e.value.position) == (seg, pos)
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_a_commit_marker_with_a_bad_crc_is_reported(tmp_path, isolation):
+    d = str(tmp_path / "t-0")
+    with Log.open(d) as log:
+        _plain(log, 2)
+        _txn(log, 2)
+        _marker(log, True)  # offset 4
+        _plain(log, 2)
+    seg = os.path.join(d, "%020d.log" % 0)
+    (pos, off, total), = [e for e in _entry_positions(seg) if e[1] == 4]
+    data = bytearray(open(seg, "rb").read())
+    data[pos + total - 1] ^= 0x01
+    open(seg, "wb").write(bytes(data))
+    with Log.open(d, read_only=True) as log:
+        with pytest.raises(CorruptRecordError) as e:
+            _log_offsets(log, isolation=isolation)
+        assert (e.value.path, e.value.position, e.value.offset) == (seg, pos, 4)
+        gaps = []
+        got = _log_offsets(log, isolation=isolation, on_damage="skip", gaps=gaps)
+        assert [(g.path, g.position, g.offset, g.next_offset) for g in gaps] == [
+            (seg, pos, 4, 5)]
+        assert 5 in got and 6 in got and 0 in got
+    with pytest.raises(CorruptRecordError) as e:
+        ka.to_arrow(d, read_committed=isolation == "read_committed")
+    assert (e.value.path, e.value.position) == (seg, pos)
