@@ -564,3 +564,44 @@ def test_a_commit_marker_with_a_bad_crc_is_reported(tmp_path, isolation):
     with pytest.raises(CorruptRecordError) as e:
         ka.to_arrow(d, read_committed=isolation == "read_committed")
     assert (e.value.path, e.value.position) == (seg, pos)
+
+
+# -- 19: read-only and writable opens agree on the LSO after an unclean stop ---------------------
+@pytest.mark.parametrize("txn_at, log_start, snapshots", [
+    (2, 5, False), (2, 5, True), (2, 2, False), (6, 5, False), (6, 9, False), (0, 13, False)])
+def test_read_only_and_writable_agree_on_the_lso_after_an_unclean_stop(tmp_path, txn_at,
+                                                                       log_start, snapshots):
+    """An open transaction that may begin below the log start, no clean-shutdown marker, with
+    or without producer snapshots: a writable open recovers (writing a snapshot after each
+    recovered segment, then loading the newest, as Kafka's LogLoader does) and a read-only one
+    must answer what it answers, keeping recovery's snapshots in memory."""
+    import shutil
+
+    root = tmp_path / "r"
+    d = str(root / "t-0")
+    with Log.open(d, {"segment.bytes": 200}) as log:
+        while log.log_end_offset < txn_at:
+            _plain(log, 1)
+        _txn(log, 1)  # never committed
+        while log.log_end_offset < 19:
+            _plain(log, 2)
+        log.increment_log_start_offset(log_start)
+    for name in os.listdir(d):
+        if name.endswith(".snapshot") and not snapshots:
+            os.unlink(os.path.join(d, name))
+    for where in (d, str(root)):
+        marker = os.path.join(where, _files.CLEAN_SHUTDOWN_FILE)
+        if os.path.exists(marker):
+            os.unlink(marker)
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    with Log.open(d, read_only=True) as ro:
+        answer = (ro.log_start_offset, ro.log_end_offset, ro.last_stable_offset)
+    with open_view(d) as view:
+        assert (view.log_start_offset, view.log_end_offset, view.last_stable_offset) == answer
+    with Log.open(str(copy / "t-0")) as rw:
+        assert (rw.log_start_offset, rw.log_end_offset, rw.last_stable_offset) == answer
+    # the transaction is open: nothing at or after its first offset is stable
+    assert answer[2] == max(txn_at, answer[0])
+    assert _offsets(ka.to_arrow(d, ["offset"], read_committed=True)) == list(
+        range(answer[0], answer[2]))

@@ -316,6 +316,9 @@ class ProducerStateManager:
         self.read_only = read_only or directory is None or fs is not None
         self._fs = fs
         self._snapshot_offsets: Optional[List[int]] = None  # a store's listing, kept
+        # read-only: the snapshots recovery takes, kept in memory (a writable open writes them,
+        # and its final rebuild loads the newest: a read-only one must answer the same)
+        self._memory: Dict[int, bytes] = {}
         self.producers: Dict[int, ProducerStateEntry] = {}
         self.ongoing_txns: Dict[int, int] = {}  # first offset -> producer id
         self.map_end_offset = 0
@@ -561,6 +564,12 @@ class ProducerStateManager:
             self._snapshot_offsets = sorted(offsets)
 
     def snapshot_offsets(self) -> List[int]:
+        found = self._listed_snapshot_offsets()
+        if self._memory:
+            return sorted(set(found) | set(self._memory))
+        return found
+
+    def _listed_snapshot_offsets(self) -> List[int]:
         if self._snapshot_offsets is not None and self.read_only:
             return list(self._snapshot_offsets)
         if self._fs is not None and self.directory is not None:
@@ -573,18 +582,21 @@ class ProducerStateManager:
         """Write ``<map_end_offset>.snapshot`` unless it exists; returns its path.  A snapshot
         is derived data: one lost or torn in a crash (CRC) is ignored and rebuilt, so callers
         may skip the fsync."""
-        if self.read_only:
+        entries = sorted(self.producers.values(), key=lambda e: e.producer_id)
+        if self.read_only:  # kept in memory, as the file a writable open writes
+            self._memory.setdefault(self.map_end_offset, encode_snapshot(entries))
             return None
         path = self.snapshot_path(self.map_end_offset)
         if os.path.exists(path):
             return path
-        entries = sorted(self.producers.values(), key=lambda e: e.producer_id)
         write_snapshot(path, entries, fsync=fsync)
         return path
 
     def load_snapshot(self, offset: int) -> None:
         """Replace the state with the snapshot at ``offset``."""
-        entries = read_snapshot(self.snapshot_path(offset), self._fs)
+        kept = self._memory.get(offset)
+        entries = (decode_snapshot(kept) if kept is not None
+                   else read_snapshot(self.snapshot_path(offset), self._fs))
         self._reset(offset)
         now = self.clock() if self.clock is not None else None
         for e in entries:
@@ -615,6 +627,7 @@ class ProducerStateManager:
         self.map_end_offset = offset
 
     def delete_snapshot(self, offset: int) -> None:
+        self._memory.pop(offset, None)
         if self.read_only:
             return
         try:
