@@ -1089,7 +1089,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                 )
             except STORAGE_ERRORS as e:
                 if mark is not None:
-                    mark[0]._discard_from(mark[1])  # none of a failed call's batches stay
+                    mark[0].discard_from(mark[1])  # none of a failed call's batches stay
                 self._io_error(e, "appending to")
 
     # -- roll --------------------------------------------------------------------------------------

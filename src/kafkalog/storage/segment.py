@@ -740,7 +740,7 @@ class Segment:
         except OSError:
             pass
 
-    def _discard_from(self, position: int) -> None:
+    def discard_from(self, position: int) -> None:
         """Forget every byte from ``position`` on: the bytes of an append that failed.  Bytes
         still buffered are dropped; bytes already written are cut off the file (best effort:
         a Log is offline by then and its next open recovers).  Earlier bytes are kept."""
