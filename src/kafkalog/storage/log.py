@@ -637,7 +637,8 @@ class Log(LogLoader, LocalLog, LogRetention):
                         and (pid < 0 or bseq >= 0)
                         and _crc.crc32c(mv[21:]) == crc
                     ):
-                        first = self._offsets.log_end_offset
+                        offsets = self._offsets
+                        first = offsets.log_end_offset
                         if pid >= 0 and self.producer_state.validation_enabled:
                             dup = self.producer_state.check_data_batch(
                                 pid, _pe, bseq, delta, bool(attrs & 0x10), first
@@ -664,7 +665,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                             ):
                                 seg = self._roll(first)
                             seg.append_patched(mv, last, max_ts, last, first, leader_epoch)
-                        self._offsets.log_end_offset = last + 1
+                        offsets.log_end_offset = last + 1
                         if leader_epoch != self._latest_epoch and leader_epoch >= 0:
                             self.leader_epoch_cache.assign(leader_epoch, first)
                             self._latest_epoch = self.leader_epoch_cache.latest_epoch
@@ -674,14 +675,14 @@ class Log(LogLoader, LocalLog, LogRetention):
                             ]
                             self._update_producer_state(facts, seg)
                         self.producer_state.map_end_offset = last + 1
-                        if last + 1 - self._offsets.recovery_point >= self._flush_messages:
+                        if last + 1 - offsets.recovery_point >= self._flush_messages:
                             self._flush_upto(last + 1, skip_active_indexes=True)
                         elif self._flusher is not None and self._unflushed_since is None:
                             self._unflushed_since = time.monotonic()
                             self._cond.notify_all()
                         return tuple_new(
                             LogAppendInfo,
-                            (first, last, max_ts, last, -1, self._offsets.log_start_offset, n, count),
+                            (first, last, max_ts, last, -1, offsets.log_start_offset, n, count),
                         )
                 # The general path (also reports every error the fast path left to it).
                 now = self._clock()
