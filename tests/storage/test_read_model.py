@@ -373,7 +373,7 @@ def test_read_view_checks_each_index_when_first_read(tmp_path, monkeypatch):
     with open_view(d) as view:
         assert opened == ["%020d.index" % bases[-1]]
         lazy = [view.position_in(bases[1], o) for o in range(bases[1], bases[2] + 1)]
-        got = _log_offsets(view._log, start_offset=bases[1] + 1)
+        got = _log_offsets(view, start_offset=bases[1] + 1)
     monkeypatch.setattr(_index.OffsetIndex, "__init__", real)
     with Log.open(d, read_only=True) as log:  # every index checked on open
         eager = [log.view.position_in(bases[1], o) for o in range(bases[1], bases[2] + 1)]

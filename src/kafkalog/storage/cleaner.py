@@ -585,7 +585,7 @@ class Cleaner:
         max_entries = int(m.slots * self.config.load_factor)
         for k, seg in enumerate(segs):
             nxt = segs[k + 1].base_offset if k + 1 < len(segs) else log._segments[
-                log._segments.index(seg) + 1
+                log._segments.index_of(seg) + 1
             ].base_offset
             pos = 0
             if start > seg.base_offset:
@@ -681,7 +681,7 @@ class Cleaner:
                     )
                     if out is not None:
                         data, last_off, max_ts, max_ts_off = out
-                        cleaned._append(data, last_off, max_ts, max_ts_off)
+                        cleaned.append_patched(data, last_off, max_ts, max_ts_off)
                         stats.bytes_written += len(data)
             # A group whose records all went stays an empty segment, as Kafka's does (a swap
             # segment that holds no batch is never completed by the loader).
@@ -790,7 +790,7 @@ def _seg_end(log, seg) -> int:
     """Offset after the segment: the next segment's base, or the log end offset."""
     segs = log._segments
     try:
-        i = segs.index(seg)
+        i = segs.index_of(seg)
     except ValueError:
         return seg.read_next_offset()
     if i + 1 < len(segs):

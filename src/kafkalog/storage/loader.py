@@ -11,7 +11,6 @@ import stat as _stat
 import threading
 import warnings
 import uuid as _uuid
-from bisect import bisect_right
 from typing import Any, Dict, Optional
 
 from . import files as _files
@@ -26,9 +25,6 @@ from ..errors import (
 )
 from .producer_state import ProducerStateManager
 from .segment import EmptySegment, Segment, StoreSegment
-from ._log_common import (
-    floor_index,
-)
 from .epoch_cache import LeaderEpochCache
 
 
@@ -321,29 +317,29 @@ class LogLoader:
             if ro:
                 raise FileNotFoundError(errno.ENOENT, "no log segments to read", d)
             self._add_segment(self._open_segment(log_start_ckpt))
-        self._log_end_offset = self._segments[-1].read_next_offset()
-        self._log_start_offset = max(log_start_ckpt, self._segments[0].base_offset)
+        self._offsets.log_end_offset = self._segments[-1].read_next_offset()
+        self._offsets.log_start_offset = max(log_start_ckpt, self._segments[0].base_offset)
         if had_clean:
-            self._recovery_point = self._log_end_offset
+            self._offsets.recovery_point = self._offsets.log_end_offset
         else:
-            self._recovery_point = min(recovery_point_ckpt, self._log_end_offset)
+            self._offsets.recovery_point = min(recovery_point_ckpt, self._offsets.log_end_offset)
         if not ro:
             self._segments[-1].resize_indexes(self.config.segment_index_bytes)
             if not os.path.exists(self.leader_epoch_cache.path):  # type: ignore[arg-type]
                 self.leader_epoch_cache.flush()
-        self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.leader_epoch_cache.truncate_from_end(self._offsets.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self._offsets.log_start_offset)
         self._latest_epoch = self.leader_epoch_cache.latest_epoch
 
         if ro:
             # Read-only, the producer state is rebuilt when first asked for (the LSO, a
             # read_committed fetch): most reads never need it, and a root of many partitions
             # would otherwise list and load every partition's snapshots on open.
-            self._producer_state_pending = (self._log_end_offset, had_clean)
+            self._producer_state_pending = (self._offsets.log_end_offset, had_clean)
         else:
-            self._rebuild_producer_state(self._log_end_offset,
+            self._rebuild_producer_state(self._offsets.log_end_offset,
                                          reload_from_clean_shutdown=had_clean)
-            self.producer_state.remove_stray_snapshots(self._bases, keep=(self._log_end_offset,))
+            self.producer_state.remove_stray_snapshots(self._segments.bases, keep=(self._offsets.log_end_offset,))
 
         self._last_flush_ms = self._clock()
         # topic id
@@ -364,7 +360,7 @@ class LogLoader:
             if self.topic_id is None and not ro:
                 _files.write_partition_metadata(pm_path, topic_id)
             self.topic_id = topic_id
-        if not ro and (not had_clean or recovery_point_ckpt != self._recovery_point):
+        if not ro and (not had_clean or recovery_point_ckpt != self._offsets.recovery_point):
             self._write_checkpoints()
 
     def _scan(self) -> "_logdir.PartitionView":
@@ -487,9 +483,7 @@ class LogLoader:
             seg.close_handlers()
 
     def _add_segment(self, seg: Segment) -> None:
-        i = bisect_right(self._bases, seg.base_offset)
-        self._bases.insert(i, seg.base_offset)
-        self._segments.insert(i, seg)
+        self._segments.add(seg)
 
     _lazy_index_checks = False  # set by open_view: see Segment.defer_index_checks
     _defer_opens = False  # set by open_view(defer_opens=True): see Segment(listed=...)
@@ -556,7 +550,7 @@ class LogLoader:
         """Recover every segment from the one holding the recovery point; where one is cut
         (a torn tail, or under a broker's recovery any damage), drop all later segments (their
         data would follow a gap)."""
-        start = max(floor_index(self._bases, recovery_point), 0)
+        start = max(self._segments.floor_index(recovery_point), 0)
         i = start
         while i < len(self._segments):
             seg = self._segments[i]
@@ -574,7 +568,7 @@ class LogLoader:
                 seg.offset_index.reset()
                 seg.time_index.reset()
                 seg.txn_index.reset()
-                seg._truncate_log(0)
+                seg.truncate_log_bytes(0)
             if truncated > 0:
                 later = len(self._segments) - i - 1
                 if later and not self.read_only:
@@ -602,9 +596,7 @@ class LogLoader:
             self._recover_segment(seg)
 
     def _drop_segments_from(self, index: int, delete: bool) -> None:
-        doomed = self._segments[index:]
-        del self._segments[index:]
-        del self._bases[index:]
+        doomed = self._segments.remove_from(index)
         # Newest first: a crash part-way leaves a contiguous prefix of segments.
         for seg in reversed(doomed):
             if delete:
@@ -620,7 +612,7 @@ class LogLoader:
         except FileNotFoundError:
             pass
         except BaseException:
-            seg._wlen = 0  # the segment is leaving the log: close its files, keep the error
+            seg.discard_buffered()  # the segment is leaving the log: close its files, keep the error
             try:
                 seg.close_handlers()
             except OSError:
@@ -632,7 +624,7 @@ class LogLoader:
     # -- producer state ----------------------------------------------------------------------------
     def _replay_producer_state(self, start: int, end: int) -> None:
         ps = self.producer_state
-        i = max(floor_index(self._bases, start), 0)
+        i = max(self._segments.floor_index(start), 0)
         while i < len(self._segments):
             seg = self._segments[i]
             if seg.base_offset >= end:
@@ -661,7 +653,9 @@ class LogLoader:
         replay the batches after it; with no snapshot at all after a clean shutdown, skip the
         scan and just snapshot the end (Kafka's upgrade shortcut)."""
         ps = self.producer_state
-        log_start = getattr(self, "_log_start_offset", self._bases[0] if self._bases else 0)
+        log_start = self._offsets.log_start_offset
+        if log_start < 0:  # loading: the log start is not known yet
+            log_start = self._segments.bases[0] if self._segments else 0
         if reload_from_clean_shutdown and not ps.snapshot_offsets():
             ps.update_map_end_offset(last_offset)
             ps.take_snapshot()

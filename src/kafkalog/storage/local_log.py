@@ -3,7 +3,7 @@
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional
 
 from . import files as _files
 from ..records import MemoryRecords
@@ -11,7 +11,6 @@ from .log_view import LogView
 from .segment import TimestampAndOffset
 from ._log_common import (
     STORAGE_ERRORS,
-    floor_index,
 )
 
 
@@ -24,8 +23,24 @@ class LocalLog:
         """This log's :class:`~kafkalog.storage.log_view.LogView` (over its live segments)."""
         v = self.__dict__.get("_view")
         if v is None:
-            v = self.__dict__["_view"] = LogView(self)
+            v = self.__dict__["_view"] = self._new_view()
         return v
+
+    def _new_view(self, close: Optional[Callable[[], None]] = None) -> LogView:
+        """A view over this log's segments and offsets, given explicitly what it reads
+        (``close``: what closing the view runs, for a view that owns this log)."""
+        return LogView(
+            self._segments, self._offsets, self._lock,
+            directory=self.dir,
+            topic_partition=self.topic_partition,
+            tp_name=self._tp_name(),
+            leader_epoch_cache=self.leader_epoch_cache,
+            first_unstable_offset=self.first_unstable_offset,
+            check_open=self._check_open,
+            check_online=self._check_online,
+            io_error=self._io_error,
+            close=close,
+        )
 
     def read(
         self,
@@ -98,30 +113,27 @@ class LocalLog:
         with self._lock:
             self._check_writable()
             try:
-                if target_offset >= self._log_end_offset:
+                if target_offset >= self._offsets.log_end_offset:
                     return False
                 if self._segments[0].base_offset > target_offset:
                     self._truncate_fully_and_start_at(target_offset)
                     return True
                 # Lower the durable recovery point first, so a crash mid-way recovers enough.
-                if self._recovery_point > target_offset:
-                    self._recovery_point = target_offset
+                if self._offsets.recovery_point > target_offset:
+                    self._offsets.recovery_point = target_offset
                     self._write_checkpoints()
-                i = floor_index(self._bases, target_offset)
-                doomed = self._segments[i + 1 :]
-                del self._segments[i + 1 :]
-                del self._bases[i + 1 :]
+                doomed = self._segments.remove_from(self._segments.floor_index(target_offset) + 1)
                 # Newest first: a crash part-way leaves a contiguous prefix of segments.
                 for seg in reversed(doomed):
                     self._delete_segment_files(seg)
                 active = self._segments[-1]
                 active.truncate_to(target_offset)
-                self._log_end_offset = active.read_next_offset()
-                self._recovery_point = min(self._recovery_point, self._log_end_offset)
-                self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
-                self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+                self._offsets.log_end_offset = active.read_next_offset()
+                self._offsets.recovery_point = min(self._offsets.recovery_point, self._offsets.log_end_offset)
+                self._offsets.log_start_offset = min(self._offsets.log_start_offset, self._offsets.log_end_offset)
+                self.leader_epoch_cache.truncate_from_end(self._offsets.log_end_offset)
                 self._latest_epoch = self.leader_epoch_cache.latest_epoch
-                self._rebuild_producer_state(self._log_end_offset)
+                self._rebuild_producer_state(self._offsets.log_end_offset)
                 active.flush()
                 _files.fsync_dir(self.dir)
                 self._write_checkpoints()
@@ -141,17 +153,15 @@ class LocalLog:
                 self._io_error(e, "truncating")
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
-        self._recovery_point = min(self._recovery_point, new_offset)
+        self._offsets.recovery_point = min(self._offsets.recovery_point, new_offset)
         self._write_checkpoints()
-        doomed = self._segments
-        self._segments = []
-        self._bases = []
+        doomed = self._segments.clear()
         for seg in reversed(doomed):
             self._delete_segment_files(seg)
         self._add_segment(self._open_segment(new_offset))
-        self._log_end_offset = new_offset
-        self._log_start_offset = new_offset
-        self._recovery_point = new_offset
+        self._offsets.log_end_offset = new_offset
+        self._offsets.log_start_offset = new_offset
+        self._offsets.recovery_point = new_offset
         self.leader_epoch_cache.clear()
         self._latest_epoch = None
         self.producer_state.truncate_fully_and_start_at(new_offset)

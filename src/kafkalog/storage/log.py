@@ -96,13 +96,13 @@ from ._log_common import (
     tuple_new,
     hook,
     update_root_checkpoint,
-    floor_index,
 )
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
 from .loader import BROKER_RECOVERY, CheckpointMemo, LogLoader, RECOVERY_MODES, STRICT_RECOVERY
 from .local_log import LocalLog
 from .log_view import LogView
+from .segments import LogOffsets, LogSegments
 from .retention import LogRetention
 
 
@@ -246,8 +246,8 @@ class Log(LogLoader, LocalLog, LogRetention):
         self._cond = threading.Condition(self._lock)
         self._closed = False
         self._lock_fd = -1
-        self._segments: List[Segment] = []
-        self._bases: List[int] = []
+        self._segments = LogSegments()
+        self._offsets = LogOffsets(-1, -1, -1)  # filled by the loader
         self._flusher: Optional[threading.Thread] = None
         self._unflushed_since: Optional[float] = None
         self._last_checkpoint_ms = 0
@@ -347,16 +347,16 @@ class Log(LogLoader, LocalLog, LogRetention):
     # -- properties --------------------------------------------------------------------------------
     @property
     def log_start_offset(self) -> int:
-        return self._log_start_offset
+        return self._offsets.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
-        return self._log_end_offset
+        return self._offsets.log_end_offset
 
     @property
     def high_watermark(self) -> int:
         """A standalone log is its own only replica: every appended offset is committed."""
-        return self._log_end_offset
+        return self._offsets.log_end_offset
 
     @property
     def last_stable_offset(self) -> int:
@@ -375,8 +375,8 @@ class Log(LogLoader, LocalLog, LogRetention):
         v = getattr(self, "_cleaner_ckpt", None)
         if v is None:
             v = self._root_checkpoint(_files.CLEANER_OFFSET_CHECKPOINT_FILE)
-        if v is None or v < self._log_start_offset or v > self._log_end_offset:
-            v = self._log_start_offset
+        if v is None or v < self._offsets.log_start_offset or v > self._offsets.log_end_offset:
+            v = self._offsets.log_start_offset
         return v
 
     def _set_cleaner_checkpoint(self, offset: int) -> None:
@@ -438,12 +438,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                 hook("swapped")
                 old_ids = {id(s) for s in old_segments}
                 keep = [s for s in self._segments if id(s) not in old_ids]
-                self._segments = []
-                self._bases = []
-                for s in keep:
-                    self._add_segment(s)
-                for s in new_sorted:
-                    self._add_segment(s)
+                self._segments.replace_all(keep + new_sorted)
                 swapped_in = True
                 # Every old file goes (a stale .txnindex under a reused name included); the swap
                 # files are complete, so the loader would finish this from any point on.
@@ -468,16 +463,16 @@ class Log(LogLoader, LocalLog, LogRetention):
     @property
     def recovery_point(self) -> int:
         """Offsets below this were flushed (fsynced) to disk."""
-        return self._recovery_point
+        return self._offsets.recovery_point
 
     @property
     def unflushed_messages(self) -> int:
-        return self._log_end_offset - self._recovery_point
+        return self._offsets.log_end_offset - self._offsets.recovery_point
 
     @property
     def segments(self) -> List[Segment]:
         """The segments, oldest first (a copy of the list)."""
-        return list(self._segments)
+        return self._segments.to_list()
 
     @property
     def active_segment(self) -> Segment:
@@ -497,11 +492,15 @@ class Log(LogLoader, LocalLog, LogRetention):
         return self._last_flush_ms
 
     def __len__(self) -> int:
-        return self._log_end_offset - self._log_start_offset
+        return self._offsets.log_end_offset - self._offsets.log_start_offset
 
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"log {self.dir} is closed", path=self.dir)
+        if self._offline is not None:
+            self._raise_offline()
+
+    def _check_online(self) -> None:
         if self._offline is not None:
             self._raise_offline()
 
@@ -638,7 +637,8 @@ class Log(LogLoader, LocalLog, LogRetention):
                         and (pid < 0 or bseq >= 0)
                         and _crc.crc32c(mv[21:]) == crc
                     ):
-                        first = self._log_end_offset
+                        offsets = self._offsets
+                        first = offsets.log_end_offset
                         if pid >= 0 and self.producer_state.validation_enabled:
                             dup = self.producer_state.check_data_batch(
                                 pid, _pe, bseq, delta, bool(attrs & 0x10), first
@@ -649,7 +649,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                         seg = self._segments[-1]
                         if n > self._segment_bytes:
                             self._raise_too_large_for_segment(n)
-                        done = seg._append_if_fits(
+                        done = seg.append_if_fits(
                             mv,
                             n,
                             last,
@@ -664,8 +664,8 @@ class Log(LogLoader, LocalLog, LogRetention):
                                 self._segment_ms, self._segment_bytes, max_ts, last, n, None
                             ):
                                 seg = self._roll(first)
-                            seg._append(mv, last, max_ts, last, first, leader_epoch)
-                        self._log_end_offset = last + 1
+                            seg.append_patched(mv, last, max_ts, last, first, leader_epoch)
+                        offsets.log_end_offset = last + 1
                         if leader_epoch != self._latest_epoch and leader_epoch >= 0:
                             self.leader_epoch_cache.assign(leader_epoch, first)
                             self._latest_epoch = self.leader_epoch_cache.latest_epoch
@@ -675,20 +675,20 @@ class Log(LogLoader, LocalLog, LogRetention):
                             ]
                             self._update_producer_state(facts, seg)
                         self.producer_state.map_end_offset = last + 1
-                        if last + 1 - self._recovery_point >= self._flush_messages:
+                        if last + 1 - offsets.recovery_point >= self._flush_messages:
                             self._flush_upto(last + 1, skip_active_indexes=True)
                         elif self._flusher is not None and self._unflushed_since is None:
                             self._unflushed_since = time.monotonic()
                             self._cond.notify_all()
                         return tuple_new(
                             LogAppendInfo,
-                            (first, last, max_ts, last, -1, self._log_start_offset, n, count),
+                            (first, last, max_ts, last, -1, offsets.log_start_offset, n, count),
                         )
                 # The general path (also reports every error the fast path left to it).
                 now = self._clock()
                 prepared = self._prepare_leader_append(mv, leader_epoch, origin, now)
                 if prepared is None:
-                    return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0)
+                    return LogAppendInfo(-1, -1, -1, -1, -1, self._offsets.log_start_offset, 0, 0)
                 if prepared.facts and self.producer_state.validation_enabled:
                     dup = self.producer_state.check_append(
                         prepared.facts[0], origin, transaction_version, prepared.first_offset
@@ -702,7 +702,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                     prepared.max_timestamp,
                     prepared.shallow_offset,
                     prepared.log_append_time,
-                    self._log_start_offset,
+                    self._offsets.log_start_offset,
                     len(prepared.data),
                     prepared.records_count,
                 )
@@ -714,7 +714,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         count = dup.last_offset - dup.first_offset + 1
         return LogAppendInfo(
             dup.first_offset, dup.last_offset, dup.timestamp, dup.last_offset, -1,
-            self._log_start_offset, 0, count,
+            self._offsets.log_start_offset, 0, count,
         )
 
     def remove_expired_producers(self, now: Optional[int] = None) -> List[int]:
@@ -837,7 +837,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         target = c.target_compression
         target_codec = source_codec if target is None else target
         lat = c.timestamp_type == TimestampType.LOG_APPEND_TIME
-        first = self._log_end_offset
+        first = self._offsets.log_end_offset
         in_place = first_b.magic == 2 and (
             target_codec == source_codec
             or (first_b.is_control_batch and source_codec == CompressionType.NONE)
@@ -966,16 +966,16 @@ class Log(LogLoader, LocalLog, LogRetention):
             self._segment_ms, self._segment_bytes, p.max_timestamp, p.last_offset, size, now
         ):
             seg = self._roll(p.first_offset if p.first_offset >= 0 else p.last_offset - INT32_MAX)
-        seg._append(
+        seg.append_patched(
             data, p.last_offset, p.max_timestamp, p.shallow_offset, p.base_patch, p.epoch_patch
         )
-        self._log_end_offset = p.last_offset + 1
+        self._offsets.log_end_offset = p.last_offset + 1
         if leader_epoch >= 0 and leader_epoch != self._latest_epoch and p.magic >= 2:
             self.leader_epoch_cache.assign(leader_epoch, p.first_offset)
             self._latest_epoch = self.leader_epoch_cache.latest_epoch
         if p.facts:
             self._update_producer_state(p.facts, seg)
-        self.producer_state.map_end_offset = self._log_end_offset
+        self.producer_state.map_end_offset = self._offsets.log_end_offset
         self._after_append()
 
     def _update_producer_state(self, facts, seg: Segment) -> None:
@@ -988,8 +988,8 @@ class Log(LogLoader, LocalLog, LogRetention):
                 ps.complete_txn(completed)
 
     def _after_append(self) -> None:
-        if self._log_end_offset - self._recovery_point >= self._flush_messages:
-            self._flush_upto(self._log_end_offset, skip_active_indexes=True)
+        if self._offsets.log_end_offset - self._offsets.recovery_point >= self._flush_messages:
+            self._flush_upto(self._offsets.log_end_offset, skip_active_indexes=True)
         elif self._flusher is not None and self._unflushed_since is None:
             self._unflushed_since = time.monotonic()
             self._cond.notify_all()
@@ -1009,7 +1009,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                 mr = MemoryRecords(mv)
                 batches = list(mr)
                 if not batches:
-                    return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0)
+                    return LogAppendInfo(-1, -1, -1, -1, -1, self._offsets.log_start_offset, 0, 0)
                 valid = mr.valid_bytes
                 prev_last = -1
                 max_ts = -1
@@ -1052,14 +1052,14 @@ class Log(LogLoader, LocalLog, LogRetention):
                     count += b.records_count if b.magic >= 2 else 1
                     if b.magic >= 2 and b.producer_id >= 0:
                         facts.append(b)
-                if first < self._log_end_offset:
+                if first < self._offsets.log_end_offset:
                     raise InvalidOffsetError(
                         f"Unexpected offset in append to {tp}. First offset {first} is less than "
                         "the next "
-                        f"offset {self._log_end_offset}. First 10 offsets in append: "
+                        f"offset {self._offsets.log_end_offset}. First 10 offsets in append: "
                         f"{[x.last_offset for x in batches][:10]}, last offset in append: "
                         f"{prev_last}. "
-                        f"Log start offset = {self._log_start_offset}",
+                        f"Log start offset = {self._offsets.log_start_offset}",
                         offset=first,
                     )
                 data = mv[:valid]
@@ -1075,22 +1075,22 @@ class Log(LogLoader, LocalLog, LogRetention):
                 ):
                     seg = self._roll(first if first_is_exact else prev_last - INT32_MAX)
                 mark = (seg, seg.size)
-                seg._append(data, prev_last, max_ts, shallow)
-                self._log_end_offset = prev_last + 1
+                seg.append_patched(data, prev_last, max_ts, shallow)
+                self._offsets.log_end_offset = prev_last + 1
                 for b in batches:
                     if b.magic >= 2 and b.partition_leader_epoch >= 0:
                         if self.leader_epoch_cache.assign(b.partition_leader_epoch, b.base_offset):
                             self._latest_epoch = self.leader_epoch_cache.latest_epoch
                 if facts:
                     self._update_producer_state(facts, seg)
-                self.producer_state.map_end_offset = self._log_end_offset
+                self.producer_state.map_end_offset = self._offsets.log_end_offset
                 self._after_append()
                 return LogAppendInfo(
-                    first, prev_last, max_ts, shallow, -1, self._log_start_offset, valid, count
+                    first, prev_last, max_ts, shallow, -1, self._offsets.log_start_offset, valid, count
                 )
             except STORAGE_ERRORS as e:
                 if mark is not None:
-                    mark[0]._discard_from(mark[1])  # none of a failed call's batches stay
+                    mark[0].discard_from(mark[1])  # none of a failed call's batches stay
                 self._io_error(e, "appending to")
 
     # -- roll --------------------------------------------------------------------------------------
@@ -1105,7 +1105,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                 self._io_error(e, "rolling")
 
     def _roll(self, expected_next_offset: Optional[int]) -> Segment:
-        new_offset = max(expected_next_offset or 0, self._log_end_offset)
+        new_offset = max(expected_next_offset or 0, self._offsets.log_end_offset)
         active = self._segments[-1]
         if active.base_offset == new_offset:
             if active.size == 0:
@@ -1151,7 +1151,7 @@ class Log(LogLoader, LocalLog, LogRetention):
             if self.read_only:
                 return
             try:
-                self._flush_upto(self._log_end_offset, force=True)
+                self._flush_upto(self._offsets.log_end_offset, force=True)
                 self._write_checkpoints()
             except STORAGE_ERRORS as e:
                 self._io_error(e, "flushing")
@@ -1163,8 +1163,8 @@ class Log(LogLoader, LocalLog, LogRetention):
         point there.  ``skip_active_indexes``: do not msync the active segment's indexes - an
         unclean open always rebuilds them (the recovery point lies in that segment), so the
         automatic flushes (``flush.messages``/``flush.ms``) only need its data on disk."""
-        if offset > self._recovery_point or force:
-            start = max(floor_index(self._bases, self._recovery_point), 0)
+        if offset > self._offsets.recovery_point or force:
+            start = max(self._segments.floor_index(self._offsets.recovery_point), 0)
             segs = self._segments
             flushed_any = False
             for seg in segs[start:]:
@@ -1175,10 +1175,10 @@ class Log(LogLoader, LocalLog, LogRetention):
             if self._dir_dirty:
                 _files.fsync_dir(self.dir)
                 self._dir_dirty = False
-            if offset > self._recovery_point:
-                self._recovery_point = offset
+            if offset > self._offsets.recovery_point:
+                self._offsets.recovery_point = offset
             self._last_flush_ms = self._clock()
-        if self._recovery_point >= self._log_end_offset:
+        if self._offsets.recovery_point >= self._offsets.log_end_offset:
             self._unflushed_since = None
         now = self._clock()
         if now - self._last_checkpoint_ms >= self._checkpoint_interval_ms:
@@ -1198,8 +1198,8 @@ class Log(LogLoader, LocalLog, LogRetention):
                     continue
                 try:
                     self._unflushed_since = None
-                    if self._log_end_offset > self._recovery_point:
-                        self._flush_upto(self._log_end_offset, skip_active_indexes=True)
+                    if self._offsets.log_end_offset > self._offsets.recovery_point:
+                        self._flush_upto(self._offsets.log_end_offset, skip_active_indexes=True)
                 except STORAGE_ERRORS as e:  # the log goes offline: the next call raises
                     try:
                         self._io_error(e, "flushing")
@@ -1218,18 +1218,18 @@ class Log(LogLoader, LocalLog, LogRetention):
             return
         tp = self.topic_partition
         written = self._checkpointed
-        if written.get("rp") != self._recovery_point:
+        if written.get("rp") != self._offsets.recovery_point:
             # A recovery point that moves forward need not be durable (losing it only means
             # recovering more); one that moves back (truncation) must be, before data follows.
-            lowered = written.get("rp") is not None and self._recovery_point < written["rp"]
+            lowered = written.get("rp") is not None and self._offsets.recovery_point < written["rp"]
             update_root_checkpoint(
                 os.path.join(self.root, _files.RECOVERY_POINT_CHECKPOINT_FILE),
-                {tp: self._recovery_point},
+                {tp: self._offsets.recovery_point},
                 fsync=lowered,
             )
-            written["rp"] = self._recovery_point
-        first_base = self._segments[0].base_offset if self._segments else self._log_start_offset
-        start = self._log_start_offset if self._log_start_offset > first_base else None
+            written["rp"] = self._offsets.recovery_point
+        first_base = self._segments[0].base_offset if self._segments else self._offsets.log_start_offset
+        start = self._offsets.log_start_offset if self._offsets.log_start_offset > first_base else None
         if written.get("start", -1) != start:
             path = os.path.join(self.root, _files.LOG_START_OFFSET_CHECKPOINT_FILE)
             if start is not None or os.path.exists(path):
@@ -1266,9 +1266,9 @@ class Log(LogLoader, LocalLog, LogRetention):
                 return
             try:
                 if not self.read_only:
-                    self.producer_state.update_map_end_offset(self._log_end_offset)
+                    self.producer_state.update_map_end_offset(self._offsets.log_end_offset)
                     self.producer_state.take_snapshot(fsync=False)
-                    self._flush_upto(self._log_end_offset, force=True)
+                    self._flush_upto(self._offsets.log_end_offset, force=True)
                     for seg in self._segments:
                         seg.close()
                     self._write_checkpoints()
@@ -1358,8 +1358,8 @@ class Log(LogLoader, LocalLog, LogRetention):
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._segments)} segments"
         return (
-            f"Log(dir={self.dir!r}, log_start_offset={self._log_start_offset}, "
-            f"log_end_offset={self._log_end_offset}, {state})"
+            f"Log(dir={self.dir!r}, log_start_offset={self._offsets.log_start_offset}, "
+            f"log_end_offset={self._offsets.log_end_offset}, {state})"
         )
 
 
@@ -1408,4 +1408,4 @@ def open_view(directory: str, fs: Any = None, config: Any = None,
     else:
         log = Log._open_in_store(directory, fs, config, listing=listing,
                                  checkpoints=checkpoints)
-    return LogView(log, owns_log=True)
+    return log._new_view(close=log.close)

@@ -45,11 +45,13 @@ import os
 import struct
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait as futures_wait
-from typing import Any, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Iterator, List, NamedTuple, NoReturn, Optional, Tuple
 
 from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError, OffsetOutOfRangeError
 from .. import _speedups
 from ..records import MemoryRecords
+from .epoch_cache import LeaderEpochCache
+from .segments import LogOffsets, LogSegments
 from .segment import (Segment, TimestampAndOffset, framing_problem, gap_is_damage,
                       resume_point)
 from ._log_common import (
@@ -222,7 +224,7 @@ class _Blocks:
     def _fill(self, seg: Segment, pos: int, buf: memoryview) -> bool:
         """Read ``buf`` from ``pos`` of ``seg`` under the log's lock (False: ``seg`` was
         closed meanwhile)."""
-        with self._view._log._lock:
+        with self._view._lock:
             if seg.closed:
                 return False
             self._view._read_into(seg, pos, buf)
@@ -288,13 +290,51 @@ class LogView:
     """The read-only view of one partition's segments (see the module doc).  Thread-safe:
     every lookup runs under the owning log's lock; batches are returned as copies."""
 
-    def __init__(self, log: Any, owns_log: bool = False) -> None:
-        self._log = log
-        self._owns_log = owns_log
+    def __init__(
+        self,
+        segments: LogSegments,
+        offsets: LogOffsets,
+        lock: Any,
+        *,
+        directory: str,
+        topic_partition: Any,
+        tp_name: str,
+        leader_epoch_cache: LeaderEpochCache,
+        first_unstable_offset: Callable[[], Optional[int]],
+        check_open: Callable[[], None],
+        check_online: Callable[[], None],
+        io_error: Callable[[OSError, str], NoReturn],
+        close: Optional[Callable[[], None]] = None,
+    ) -> None:
+        """A view over ``segments`` and ``offsets`` (changed in place by their owner, under
+        ``lock``, which every lookup here takes too).  From the owner: its directory,
+        ``topic_partition`` and ``tp_name`` (the name errors give the partition), its
+        leader-epoch cache, ``first_unstable_offset()`` (from the producer state, the first
+        offset of the earliest open transaction or None), ``check_open()`` (raises when the
+        owner is closed or offline), ``check_online()`` (raises when it is offline),
+        ``io_error(e, operation)`` (raises the KafkaStorageError for an OSError and takes the
+        owner offline) and ``close`` (what :meth:`close` runs: given when the view owns its
+        log, as :func:`~kafkalog.storage.log.open_view` makes it)."""
+        self._segments = segments
+        # the two lists themselves (changed in place, never replaced): the hot paths index
+        # them without a call
+        self._segs = segments.items
+        self._bases = segments.bases
+        self._offsets = offsets
+        self._lock = lock
+        self._directory = directory
+        self._topic_partition = topic_partition
+        self._tp_name = tp_name
+        self._epoch_cache = leader_epoch_cache
+        self._first_unstable_offset = first_unstable_offset
+        self._check_open = check_open
+        self._check_online = check_online
+        self._io_error = io_error
+        self._close = close
 
     def close(self) -> None:
-        if self._owns_log:
-            self._log.close()
+        if self._close is not None:
+            self._close()
 
     def __enter__(self) -> "LogView":
         return self
@@ -305,52 +345,50 @@ class LogView:
     # -- the offsets -----------------------------------------------------------------------------
     @property
     def directory(self) -> str:
-        return self._log.dir
+        return self._directory
 
     @property
     def topic_partition(self):
-        return self._log.topic_partition
+        return self._topic_partition
 
     @property
     def log_start_offset(self) -> int:
-        return self._log._log_start_offset
+        return self._offsets.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
-        return self._log._log_end_offset
+        return self._offsets.log_end_offset
 
     @property
     def high_watermark(self) -> int:
         """What files can know of it: every offset below the log end offset (a standalone log
         is its own only replica)."""
-        return self._log._log_end_offset
+        return self._offsets.log_end_offset
 
     @property
     def last_stable_offset(self) -> int:
         """The first offset of the earliest open transaction, else the high watermark; never
         below the log start offset (Kafka clamps the first unstable offset to it)."""
-        log = self._log
-        with log._lock:
-            hw = log._log_end_offset
-            fu = log.producer_state.first_unstable_offset()
+        with self._lock:
+            hw = self._offsets.log_end_offset
+            fu = self._first_unstable_offset()
             lso = hw if fu is None else min(fu, hw)
-            return max(lso, log._log_start_offset)
+            return max(lso, self._offsets.log_start_offset)
 
     def segment_paths(self) -> List[Tuple[int, str]]:
         """``(base offset, .log path)`` of every segment, in offset order."""
-        with self._log._lock:
-            return [(s.base_offset, s.log_path) for s in self._log._segments]
+        with self._lock:
+            return [(s.base_offset, s.log_path) for s in self._segs]
 
     # -- positions -------------------------------------------------------------------------------
     def position_of(self, offset: int) -> Optional[Tuple[str, int]]:
         """``(.log path, byte position)`` of the batch holding ``offset`` (or the first batch
         after it), found with the offset index and a walk over batch headers; None past the
         last batch."""
-        log = self._log
-        with log._lock:
-            log._check_open()
-            segs = log._segments
-            i = max(floor_index(log._bases, offset), 0)
+        with self._lock:
+            self._check_open()
+            segs = self._segs
+            i = max(floor_index(self._bases, offset), 0)
             try:
                 while i < len(segs):
                     found = segs[i].translate_offset(offset)
@@ -358,43 +396,41 @@ class LogView:
                         return segs[i].log_path, found.position
                     i += 1
             except STORAGE_ERRORS as e:
-                log._io_error(e, "reading")
+                self._io_error(e, "reading")
         return None
 
     # -- planning: where a range of one segment starts, ends and may be cut -----------------------
     def segments(self) -> List[Tuple[int, str, int]]:
         """``(base offset, .log path, bytes the log holds in it)`` of every segment, in offset
         order: the sizes are those recovery left (a torn tail is not counted)."""
-        with self._log._lock:
-            return [(s.base_offset, s.log_path, s.size) for s in self._log._segments]
+        with self._lock:
+            return [(s.base_offset, s.log_path, s.size) for s in self._segs]
 
     def _segment(self, base_offset: int) -> Segment:
         """The segment at ``base_offset``; a KafkaStorageError with errno ENOENT naming its
         ``.log`` when the view has none there (deleted or replaced since the caller listed it:
         a planner plans again)."""
-        log = self._log
-        log._check_open()
-        i = floor_index(log._bases, base_offset)
-        if i < 0 or log._bases[i] != base_offset:
-            path = os.path.join(log.dir, "%020d.log" % base_offset)
+        self._check_open()
+        i = floor_index(self._bases, base_offset)
+        if i < 0 or self._bases[i] != base_offset:
+            path = os.path.join(self._directory, "%020d.log" % base_offset)
             raise KafkaStorageError(
-                f"no segment with base offset {base_offset} in {log.dir} (deleted or replaced "
+                f"no segment with base offset {base_offset} in {self._directory} (deleted or replaced "
                 "since it was listed?)", path=path, errno=_errno.ENOENT, operation="reading")
-        return log._segments[i]
+        return self._segs[i]
 
     def position_in(self, base_offset: int, offset: int) -> Optional[int]:
         """In the segment at ``base_offset``, the position of the first entry holding an offset
         ``>= offset`` (Kafka's ``translateOffset``: index lookup, then a header walk); None
         when the segment has none (or its headers cannot be walked that far)."""
-        log = self._log
-        with log._lock:
+        with self._lock:
             seg = self._segment(base_offset)
             try:
                 found = seg.translate_offset(offset)
             except CorruptRecordError:
                 return None
             except STORAGE_ERRORS as e:
-                log._io_error(e, "reading")
+                self._io_error(e, "reading")
         return None if found is None else found.position
 
     def end_position_of(self, base_offset: int, end: int) -> Optional[int]:
@@ -404,8 +440,7 @@ class LogView:
         would cut is not read): where a range ending before ``end`` stops.  None when no entry
         of the segment holds ``end - 1`` (the range needs every entry), or its headers cannot
         be walked that far (the reader reports the damage)."""
-        log = self._log
-        with log._lock:
+        with self._lock:
             seg = self._segment(base_offset)
             try:
                 start = seg.offset_index.lookup(end - 1).position
@@ -421,7 +456,7 @@ class LogView:
             except CorruptRecordError:
                 return None
             except STORAGE_ERRORS as e:
-                log._io_error(e, "reading")
+                self._io_error(e, "reading")
         return None
 
     def split_positions(self, base_offset: int, start: int, stop: int, target: int) -> List[int]:
@@ -429,8 +464,7 @@ class LogView:
         read may be cut, about ``target`` bytes apart: offset-index entries (each starts an
         entry), or with no entry in the range and more than ``target`` bytes, the entries'
         own positions from a header walk.  None of the pieces is under ``target // 4``."""
-        log = self._log
-        with log._lock:
+        with self._lock:
             seg = self._segment(base_offset)
             try:
                 positions = [e.position for e in seg.offset_index if start < e.position < stop]
@@ -441,7 +475,7 @@ class LogView:
                     except CorruptRecordError:
                         pass  # cut where it was walkable; the reader reports the damage
             except STORAGE_ERRORS as e:
-                log._io_error(e, "reading")
+                self._io_error(e, "reading")
         cuts: List[int] = []
         last = start
         for p in positions:
@@ -454,8 +488,7 @@ class LogView:
         """The largest record timestamp (ms) in the segment at ``base_offset``, -1 when none has
         one: a closed segment's last time-index entry (its index is trimmed to its entries),
         else that entry and a header walk over what follows it."""
-        log = self._log
-        with log._lock:
+        with self._lock:
             seg = self._segment(base_offset)
             try:
                 ti = seg.time_index
@@ -475,7 +508,7 @@ class LogView:
                     pass  # what could be walked; the reader reports the damage
                 return best
             except STORAGE_ERRORS as e:
-                log._io_error(e, "reading")
+                self._io_error(e, "reading")
         return -1  # pragma: no cover - _io_error raises
 
     # -- fetch -----------------------------------------------------------------------------------
@@ -492,33 +525,32 @@ class LogView:
             raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be non-negative, not {max_bytes}")
-        log = self._log
-        with log._lock:
-            log._check_open()
+        with self._lock:
+            self._check_open()
             try:
-                leo = log._log_end_offset
-                start = log._log_start_offset
+                leo = self._offsets.log_end_offset
+                start = self._offsets.log_start_offset
                 if offset < start or offset > leo:
                     if offset > leo:
                         msg = (
                             f"Received request for offset {offset} for partition "
-                            f"{log._tp_name()}, but we "
+                            f"{self._tp_name}, but we "
                             f"only have log segments upto {leo}."
                         )
                     else:
                         msg = (
                             f"Received request for offset {offset} for partition "
-                            f"{log._tp_name()}, but we "
+                            f"{self._tp_name}, but we "
                             "only have log segments starting from offset: "
                             f"{start}."
                         )
                     raise OffsetOutOfRangeError(msg, offset=offset)
-                i = floor_index(log._bases, offset)
+                i = floor_index(self._bases, offset)
                 if i < 0:
                     raise OffsetOutOfRangeError(
                         f"Received request for offset {offset} for partition "
-                        f"{log._tp_name()}, but we only "
-                        f"have log segments starting from offset: {log._bases[0]}.",
+                        f"{self._tp_name}, but we only "
+                        f"have log segments starting from offset: {self._bases[0]}.",
                         offset=offset,
                     )
                 limit = leo if max_offset is None else min(max_offset, leo)
@@ -529,13 +561,13 @@ class LogView:
                 limit_seg = None
                 limit_pos = None
                 if limit < leo:
-                    j = floor_index(log._bases, limit)
-                    limit_seg = log._segments[j]
+                    j = floor_index(self._bases, limit)
+                    limit_seg = self._segs[j]
                     found = limit_seg.translate_offset(limit)
                     limit_pos = found.position if found is not None else limit_seg.size
                 result = None
-                while result is None and i < len(log._segments):
-                    seg = log._segments[i]
+                while result is None and i < len(self._segs):
+                    seg = self._segs[i]
                     if limit_seg is not None and seg.base_offset > limit_seg.base_offset:
                         break
                     max_position = limit_pos if seg is limit_seg else None
@@ -544,7 +576,7 @@ class LogView:
                 if result is None:
                     return MemoryRecords(b"")
             except STORAGE_ERRORS as e:
-                log._io_error(e, "reading")
+                self._io_error(e, "reading")
         # ``result`` is a copy: check it without holding up appends
         self._check_read(seg, offset, result)
         return result
@@ -557,7 +589,7 @@ class LogView:
         try:
             result.validate()  # the compiled twin checks a run of sound batches without the GIL
         except KafkaLogError as e:
-            with self._log._lock:
+            with self._lock:
                 found = None if seg.closed else seg.translate_offset(offset)
             e.path = None
             raise e.located(seg.log_path, found.position if found is not None else 0)
@@ -576,7 +608,7 @@ class LogView:
                 gaps.append(DamageGap(seg.log_path, pos, first, next_offset, why))
             return
         raise CorruptRecordError(
-            f"Corrupt batch in log {self._log._tp_name()}: {why}; the log continues to offset "
+            f"Corrupt batch in log {self._tp_name}: {why}; the log continues to offset "
             f"{next_offset}, so the read stops here rather than leave out what follows",
             pos, offset, seg.log_path)
 
@@ -584,11 +616,11 @@ class LogView:
         """The first 17 bytes of the entry at ``position`` of ``seg`` (fewer past ``size``)."""
         if position + 17 > size:
             return b""
-        with self._log._lock:
+        with self._lock:
             try:
-                return seg._read_at(position, 17)
+                return seg.read_at(position, 17)
             except STORAGE_ERRORS as err:
-                self._log._io_error(err, "reading")
+                self._io_error(err, "reading")
         return b""  # pragma: no cover - _io_error raises
 
     def _resume_after(self, seg: Segment, bad: int, size: int, head: bytes, seen: int,
@@ -602,18 +634,17 @@ class LogView:
         (:func:`~kafkalog.storage.segment.resume_point`; it may start inside the entry before,
         whose size field was the damaged one); None when none follows in the segment (the scan
         goes on with the next)."""
-        log = self._log
-        with log._lock:
+        with self._lock:
             try:
-                nxt = resume_point(seg._read_at, size, bad, head, seen, lo,
+                nxt = resume_point(seg.read_at, size, bad, head, seen, lo,
                                    hints=[e.position for e in seg.offset_index
                                           if e.position > bad])
                 if nxt is None:
                     return None
-                head = seg._read_at(nxt, 8)
+                head = seg.read_at(nxt, 8)
                 return (nxt, _Q.unpack_from(head, 0)[0]) if len(head) == 8 else None
             except STORAGE_ERRORS as err:
-                log._io_error(err, "reading")
+                self._io_error(err, "reading")
         return None
 
     def _framing(self, seg: Segment, pos: int, head: bytes, end: int,
@@ -647,12 +678,11 @@ class LogView:
         before the run is handed out, so appends made meanwhile are seen a block later);
         close the generator before the view."""
         _check_on_damage(on_damage)
-        log = self._log
-        with log._lock:
-            log._check_open()
-            start = log._log_start_offset if start_offset is None else max(start_offset, 0)
-            end = None if end_offset is None else min(end_offset, log._log_end_offset)
-            segs = list(log._segments)
+        with self._lock:
+            self._check_open()
+            start = self._offsets.log_start_offset if start_offset is None else max(start_offset, 0)
+            end = None if end_offset is None else min(end_offset, self._offsets.log_end_offset)
+            segs = list(self._segs)
         if end is not None and start >= end:
             return
         blocks = _Blocks(self, block, borrow)
@@ -782,10 +812,9 @@ class LogView:
         bytes, already read), else (``pos`` None, or the segment read to its end) of the
         first later segment that holds offsets in ``[start, end)``; None when none is left.
         ``ahead``: the caller works on a block meanwhile (the read may go to the helper)."""
-        log = self._log
         while k < len(segs):
             seg = segs[k]
-            with log._lock:
+            with self._lock:
                 if seg.closed:
                     k, pos, carry = k + 1, None, None
                     continue
@@ -800,17 +829,16 @@ class LogView:
                         try:
                             found = seg.translate_offset(start)
                         except STORAGE_ERRORS as e:
-                            log._io_error(e, "reading")
+                            self._io_error(e, "reading")
                         if found is None:
                             k, pos = k + 1, None
                             continue
                         pos = found.position
-                    upper = segs[k + 1].base_offset if k + 1 < len(segs) else log._log_end_offset
+                    upper = segs[k + 1].base_offset if k + 1 < len(segs) else self._offsets.log_end_offset
                     blocks.stop_at = (k, self._stop_position(seg, end, upper))
-                if log._offline is not None:
-                    log._raise_offline()
+                self._check_online()
                 size = seg.size
-                leo = log._log_end_offset
+                leo = self._offsets.log_end_offset
             stop_k, stop_pos = blocks.stop_at
             if stop_k == k and stop_pos is not None:
                 if pos >= stop_pos:
@@ -834,9 +862,9 @@ class LogView:
             found = seg.translate_offset(end)
             if found is None:
                 return None
-            head = seg._read_at(found.position, 17)
+            head = seg.read_at(found.position, 17)
         except STORAGE_ERRORS as e:
-            self._log._io_error(e, "reading")
+            self._io_error(e, "reading")
         if len(head) < 17 or self._framing(seg, found.position, head, seg.size) is not None:
             return None
         off, length = _ENTRY.unpack_from(head, 0)
@@ -850,9 +878,9 @@ class LogView:
         """Fill ``buf`` with the bytes at ``pos`` of ``seg`` (under the log's lock); a segment
         that shrank meanwhile raises KafkaStorageError with errno EAGAIN."""
         try:
-            got = seg._read_into(pos, buf)
+            got = seg.read_into(pos, buf)
         except STORAGE_ERRORS as e:
-            self._log._io_error(e, "reading")
+            self._io_error(e, "reading")
         if got < len(buf):
             raise KafkaStorageError(
                 f"segment {seg.log_path} shrank while it was read ({len(buf)} bytes expected at "
@@ -866,7 +894,7 @@ class LogView:
         CRC checked: a batch that fails it raises CorruptRecordError naming the file, its
         position and offset, or (``on_damage="skip"``) exactly that batch is reported as a
         :class:`DamageGap` and left out."""
-        leo = self._log._log_end_offset
+        leo = self._offsets.log_end_offset
         for path, pos, data in self.chunks(start_offset, end_offset, SCAN_CHUNK, on_damage,
                                            gaps):
             try:
@@ -921,7 +949,7 @@ class LogView:
             return b.records()
         except KafkaLogError as e:
             if on_damage == SKIP:
-                self._skip_batch(path, pos, b, e, self._log._log_end_offset, gaps)
+                self._skip_batch(path, pos, b, e, self._offsets.log_end_offset, gaps)
                 return []
             if e.path is None:
                 if e.position is None:
@@ -939,8 +967,7 @@ class LogView:
         """See :meth:`kafkalog.storage.log.Log.iter_records`."""
         from ..control import is_abort_marker
 
-        log = self._log
-        start = log._log_start_offset if start_offset is None else start_offset
+        start = self._offsets.log_start_offset if start_offset is None else start_offset
         if isolation == "read_uncommitted":
             for path, pos, b in self._batches(start, None, on_damage, gaps):
                 if b.is_control_batch:
@@ -951,7 +978,7 @@ class LogView:
             return
         if isolation != "read_committed":
             raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
-        with log._lock:
+        with self._lock:
             lso = self.last_stable_offset
             aborted = sorted(
                 self.collect_aborted_transactions(start, lso), key=lambda t: t.first_offset
@@ -984,43 +1011,41 @@ class LogView:
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> List[Any]:
         """Aborted transactions overlapping ``[start_offset, upper_bound_offset)`` from the
         transaction indexes (what a read_committed fetch returns)."""
-        log = self._log
-        with log._lock:
-            log._check_open()
+        with self._lock:
+            self._check_open()
             try:
                 out: List[Any] = []
-                i = max(floor_index(log._bases, start_offset), 0)
-                for seg in log._segments[i:]:
+                i = max(floor_index(self._bases, start_offset), 0)
+                for seg in self._segs[i:]:
                     result = seg.collect_aborted_txns(start_offset, upper_bound_offset)
                     out.extend(result.aborted_transactions)
                     if result.is_complete:
                         break
                 return out
             except STORAGE_ERRORS as e:
-                log._io_error(e, "reading the transaction indexes of")
+                self._io_error(e, "reading the transaction indexes of")
 
     def offset_for_timestamp(self, timestamp: int) -> Optional[TimestampAndOffset]:
         """See :meth:`kafkalog.storage.log.Log.offset_for_timestamp`."""
-        log = self._log
-        with log._lock:
-            log._check_open()
+        with self._lock:
+            self._check_open()
             try:
-                cache = log.leader_epoch_cache
+                cache = self._epoch_cache
                 if timestamp == LATEST_TIMESTAMP:
-                    return TimestampAndOffset(-1, log._log_end_offset, cache.latest_epoch)
+                    return TimestampAndOffset(-1, self._offsets.log_end_offset, cache.latest_epoch)
                 if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                     first = cache.entries[0] if cache.entries else None
                     epoch = (
                         first.epoch
-                        if first is not None and first.start_offset <= log._log_start_offset
+                        if first is not None and first.start_offset <= self._offsets.log_start_offset
                         else None
                     )
-                    return TimestampAndOffset(-1, log._log_start_offset, epoch)
+                    return TimestampAndOffset(-1, self._offsets.log_start_offset, epoch)
                 if timestamp == LATEST_TIERED_TIMESTAMP:
                     return TimestampAndOffset(-1, -1, -1)
                 if timestamp == MAX_TIMESTAMP:
                     best = None
-                    for seg in log._segments:
+                    for seg in self._segs:
                         if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
                             best = seg
                     if best is None or best.max_timestamp_so_far < 0:
@@ -1028,8 +1053,8 @@ class LogView:
                     return best.offset_of_max_timestamp()
                 if timestamp < 0:
                     raise ValueError(f"unsupported special timestamp {timestamp}")
-                start = log._log_start_offset
-                segs = log._segments
+                start = self._offsets.log_start_offset
+                segs = self._segs
                 for i, seg in enumerate(segs):
                     if i + 1 < len(segs) and segs[i + 1].base_offset <= start:
                         continue  # wholly below the log start offset
@@ -1040,4 +1065,4 @@ class LogView:
                         return seg.find_offset_by_timestamp(timestamp, start)
                 return None
             except STORAGE_ERRORS as e:
-                log._io_error(e, "looking up a timestamp in")
+                self._io_error(e, "looking up a timestamp in")

@@ -42,7 +42,7 @@ class LogRetention:
         segs = self._segments
         for i, seg in enumerate(segs):
             nxt = segs[i + 1] if i + 1 < len(segs) else None
-            upper = nxt.base_offset if nxt is not None else self._log_end_offset
+            upper = nxt.base_offset if nxt is not None else self._offsets.log_end_offset
             is_last_and_empty = nxt is None and seg.size == 0
             if hw >= upper and predicate(seg, nxt) and not is_last_and_empty:
                 out.append(seg)
@@ -61,8 +61,7 @@ class LogRetention:
                 deletable = deletable[:-1]
         doomed = set(id(s) for s in deletable)
         keep = [s for s in self._segments if id(s) not in doomed]
-        self._segments = keep
-        self._bases = [s.base_offset for s in keep]
+        self._segments.replace_all(keep)
         # Oldest first: a crash part-way leaves a contiguous suffix of segments.
         for seg in deletable:
             self._delete_segment_files(seg)
@@ -73,7 +72,7 @@ class LogRetention:
         return count
 
     def _delete_log_start_offset_breached(self) -> int:
-        start = self._log_start_offset
+        start = self._offsets.log_start_offset
         return self._delete_old_segments(
             lambda seg, nxt: nxt is not None and nxt.base_offset <= start
         )
@@ -101,11 +100,11 @@ class LogRetention:
         return self._delete_old_segments(lambda seg, nxt: now - seg.largest_timestamp > retention)
 
     def _maybe_increment_log_start_offset(self, new_start: int) -> bool:
-        if new_start <= self._log_start_offset:
+        if new_start <= self._offsets.log_start_offset:
             return False
-        self._log_start_offset = new_start
-        if self._recovery_point < new_start:
-            self._recovery_point = new_start
+        self._offsets.log_start_offset = new_start
+        if self._offsets.recovery_point < new_start:
+            self._offsets.recovery_point = new_start
         self.leader_epoch_cache.truncate_from_start(new_start)
         self._latest_epoch = self.leader_epoch_cache.latest_epoch
         return True

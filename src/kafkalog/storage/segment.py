@@ -292,7 +292,7 @@ def resume_point(read_at, size: int, bad: int, head: bytes, seen: int, lo: int,
 
 def whole_entry_at(seg: "Segment", position: int, size: int) -> bool:
     """Whether a whole valid entry (framing and CRC) starts at ``position`` of ``seg``."""
-    return entry_is_whole(seg._read_at, size, position, seg.base_offset)
+    return entry_is_whole(seg.read_at, size, position, seg.base_offset)
 
 
 class SegmentWalk(NamedTuple):
@@ -691,6 +691,11 @@ class Segment:
             raise ValueError(f"segment {self._log_path} is read-only")
 
     # -- file I/O ----------------------------------------------------------------------------------
+    def discard_buffered(self) -> None:
+        """Forget the appended bytes not yet written to the file (for a segment leaving the
+        log after an error: closing it then writes nothing more)."""
+        self._wlen = 0
+
     def _drain(self) -> None:
         """Write the buffered bytes to the file."""
         n = self._wlen
@@ -735,7 +740,7 @@ class Segment:
         except OSError:
             pass
 
-    def _discard_from(self, position: int) -> None:
+    def discard_from(self, position: int) -> None:
         """Forget every byte from ``position`` on: the bytes of an append that failed.  Bytes
         still buffered are dropped; bytes already written are cut off the file (best effort:
         a Log is offline by then and its next open recovers).  Earlier bytes are kept."""
@@ -805,7 +810,7 @@ class Segment:
             _I.pack_into(wbuf, w + 12, epoch_patch)
         self._wlen = w + n
 
-    def _read_at(self, position: int, size: int) -> bytes:
+    def read_at(self, position: int, size: int) -> bytes:
         """``size`` bytes from ``position`` (fewer at the end of the segment)."""
         end = self._file_size + self._wlen
         if position + size > end:
@@ -827,7 +832,7 @@ class Segment:
             data = b"".join(parts)
         return data
 
-    def _read_into(self, position: int, buf: memoryview) -> int:
+    def read_into(self, position: int, buf: memoryview) -> int:
         """Read up to ``len(buf)`` bytes from ``position`` into ``buf`` (a writable byte
         memoryview, reused by the caller: no new object per read); the count read (fewer at
         the end of the segment)."""
@@ -860,7 +865,7 @@ class Segment:
             rel = pos - chunk_start
             if rel + _V2_PID_PEEK > len(chunk):
                 chunk_start = pos
-                chunk = self._read_at(pos, min(_HEADER_CHUNK_BYTES, end - pos))
+                chunk = self.read_at(pos, min(_HEADER_CHUNK_BYTES, end - pos))
                 rel = 0
                 if len(chunk) < _HEADER_SIZE_UP_TO_MAGIC:
                     return
@@ -888,7 +893,7 @@ class Segment:
                     )
                 if rel + _V2_PID_PEEK > len(chunk):  # pragma: no cover - guarded by the read above
                     chunk_start = pos
-                    chunk = self._read_at(pos, _V2_PID_PEEK)
+                    chunk = self.read_at(pos, _V2_PID_PEEK)
                     rel = 0
                 (base, _l, epoch, _m, _c, attrs, delta, _bt, max_ts) = _V2_PEEK_STRUCT.unpack_from(
                     chunk, rel
@@ -919,7 +924,7 @@ class Segment:
         pos = start_position
         want = _FIRST_SCAN_CHUNK_BYTES  # lookups usually need only the first batches
         while pos < end:
-            chunk = self._read_at(pos, min(want, end - pos))
+            chunk = self.read_at(pos, min(want, end - pos))
             if not chunk:
                 return
             records = MemoryRecords(chunk)
@@ -955,9 +960,9 @@ class Segment:
             data = records.buffer()
         else:
             data = records
-        self._append(data, largest_offset, largest_timestamp, shallow_offset_of_max_timestamp)
+        self.append_patched(data, largest_offset, largest_timestamp, shallow_offset_of_max_timestamp)
 
-    def _append(
+    def append_patched(
         self,
         data,
         largest_offset: int,
@@ -966,6 +971,9 @@ class Segment:
         base_offset_patch: Optional[int] = None,
         epoch_patch: Optional[int] = None,
     ) -> None:
+        """:meth:`append` of the bytes ``data``, writing ``base_offset_patch`` and
+        ``epoch_patch`` (when given) into the batch's base offset and leader epoch fields as
+        they are written (both lie before the part a v2 CRC covers)."""
         n = len(data)
         if n == 0:
             return
@@ -1062,7 +1070,7 @@ class Segment:
         self._max_ts_offset = max_off
         self._bytes_since_last_index_entry = since
 
-    def _append_if_fits(
+    def append_if_fits(
         self,
         data,
         n: int,
@@ -1073,7 +1081,7 @@ class Segment:
         max_segment_bytes: int,
         max_segment_ms: int,
     ):
-        """The log's hot path: :meth:`should_roll` and :meth:`_append` for one v2 batch whose
+        """The log's hot path: :meth:`should_roll` and :meth:`append_patched` for one v2 batch whose
         largest offset is also the offset of its max timestamp, in one call.  Returns True once
         appended, False when the segment must roll first, None when the cheap checks cannot
         decide (the caller then takes the general route)."""
@@ -1243,7 +1251,7 @@ class Segment:
             rel = pos - chunk_start
             if rel + _V2_PEEK > len(chunk):
                 chunk_start = pos
-                chunk = self._read_at(pos, min(step, end - pos))
+                chunk = self.read_at(pos, min(step, end - pos))
                 rel = 0
             entry_offset, size = unpack_entry(chunk, rel)
             total = size + _LOG_OVERHEAD
@@ -1291,7 +1299,7 @@ class Segment:
         if adjusted == 0 or max_position <= start.position:
             return MemoryRecords(b"")
         fetch_size = min(max_position - start.position, adjusted)
-        return MemoryRecords(self._read_at(start.position, fetch_size))
+        return MemoryRecords(self.read_at(start.position, fetch_size))
 
     def read_next_offset(self) -> int:
         """The offset after the last whole batch (the base offset when empty), found by
@@ -1353,7 +1361,7 @@ class Segment:
             if stop < size and last >= 0:
                 # the entry before may be the damaged one (a size field that claims too much
                 # or too little): a whole entry continuing the offsets inside its bytes says so
-                q = whole_batch_after(self._read_at, size, last, before, scan_end=stop)
+                q = whole_batch_after(self.read_at, size, last, before, scan_end=stop)
                 if q is not None:
                     damage.append((last, q))
                     nxt, last = before, -1
@@ -1362,7 +1370,7 @@ class Segment:
             if stop >= size:
                 return SegmentWalk(nxt, stop, damage, None)
             q = self.whole_batch_after(stop)
-            if q is None or append_in_flight(self._read_at, stop, q, nxt):
+            if q is None or append_in_flight(self.read_at, stop, q, nxt):
                 return SegmentWalk(nxt, stop, damage, stop)
             damage.append((stop, q))
             pos, last = q, -1
@@ -1374,7 +1382,7 @@ class Segment:
             hints = [e.position for e in self.offset_index if e.position > position]
         except KafkaLogError:
             hints = []
-        return whole_batch_after(self._read_at, self.size, position, self.base_offset, hints)
+        return whole_batch_after(self.read_at, self.size, position, self.base_offset, hints)
 
     def cut_torn_tail(self, position: int) -> None:
         """A read-only segment ends at ``position`` (a torn tail after it; nothing is
@@ -1387,7 +1395,7 @@ class Segment:
     def _damage_error(self, position: int, resumed: Optional[int]) -> CorruptRecordError:
         """The error for a writable open that would have to cut whole batches (or a later
         segment's) to recover: nothing is cut."""
-        head = self._read_at(position, 12)
+        head = self.read_at(position, 12)
         offset = _ENTRY.unpack_from(head, 0)[0] if len(head) >= 8 + 4 else None
         follows = (f"whole valid batches follow at position {resumed}" if resumed is not None
                    else "the log goes on in later segments")
@@ -1492,7 +1500,7 @@ class Segment:
                     last = batch.last_offset
                     first = batch.base_offset if batch.magic >= 2 else last
                     if first > expected and gap_is_damage(
-                            expected, first, self._read_at(pos + batch.size_in_bytes,
+                            expected, first, self.read_at(pos + batch.size_in_bytes,
                                                            _HEADER_SIZE_UP_TO_MAGIC)):
                         first = -1  # a jump the entry after it contradicts: out of place
                     if first < expected:
@@ -1555,7 +1563,7 @@ class Segment:
             if valid >= self.size:
                 break
             q = self.whole_batch_after(valid)
-            if q is None or append_in_flight(self._read_at, valid, q, expected):
+            if q is None or append_in_flight(self.read_at, valid, q, expected):
                 tail = valid
                 break
             damage.append((valid, q))
@@ -1575,7 +1583,7 @@ class Segment:
         if self.read_only:
             self._file_size = cut
         else:
-            self._truncate_log(cut)
+            self.truncate_log_bytes(cut)
         self._max_ts = max_ts
         self._max_ts_offset = max_ts_off
         oi.trim_to_valid_size()
@@ -1591,7 +1599,8 @@ class Segment:
         first invalid batch)."""
         self.recover()
 
-    def _truncate_log(self, size: int) -> None:
+    def truncate_log_bytes(self, size: int) -> None:
+        """Cut the ``.log`` file (only: the indexes are the caller's) to ``size`` bytes."""
         self._drain()
         if size > self._file_size:
             raise ValueError(
@@ -1621,7 +1630,7 @@ class Segment:
         truncated = 0
         if mapping is not None:
             before = self.size
-            self._truncate_log(mapping.position)
+            self.truncate_log_bytes(mapping.position)
             truncated = before - mapping.position
         if self.size == 0:
             self.created_ms = self._clock()
@@ -1969,7 +1978,7 @@ class StoreSegment(Segment):
         ms = self._fs.modified_ms(self._log_path)
         return self.created_ms if ms is None else ms
 
-    def _read_at(self, position: int, size: int) -> bytes:
+    def read_at(self, position: int, size: int) -> bytes:
         end = self._file_size
         if position + size > end:
             size = end - position
@@ -1977,8 +1986,8 @@ class StoreSegment(Segment):
             return b""
         return self._file.read(position, size)
 
-    def _read_into(self, position: int, buf: memoryview) -> int:
-        data = self._read_at(position, len(buf))
+    def read_into(self, position: int, buf: memoryview) -> int:
+        data = self.read_at(position, len(buf))
         buf[:len(data)] = data
         return len(data)
 
