@@ -18,7 +18,6 @@ from . import fs as _fs
 from . import logdir as _logdir
 from ..errors import (
     CorruptIndexError,
-    CorruptRecordError,
     InvalidOffsetError,
     KafkaLogError,
     KafkaStorageError,

@@ -99,7 +99,7 @@ from ._log_common import (
 )
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
-from .loader import BROKER_RECOVERY, CheckpointMemo, LogLoader, RECOVERY_MODES, STRICT_RECOVERY
+from .loader import CheckpointMemo, LogLoader, RECOVERY_MODES, STRICT_RECOVERY
 from .local_log import LocalLog
 from .log_view import LogView
 from .segments import LogOffsets, LogSegments
