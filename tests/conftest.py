@@ -53,3 +53,13 @@ def corpus():
     if d is None:
         pytest.skip(CONFORMANCE_SKIP_REASON)
     return d
+
+
+@pytest.fixture
+def no_logs(tmp_path):
+    """A directory of subdirectories and no Kafka log anywhere below it (every reader refuses
+    it, naming it: storage.logdir.locate)."""
+    x = tmp_path / "x"
+    (x / "backup-2024").mkdir(parents=True)
+    (x / "site-1").mkdir()
+    return x

@@ -69,3 +69,17 @@ def append_marker(log, commit: bool):
 
     return log.append(build_end_txn_marker(commit, TXN_PID, 0, 0, timestamp=LOG_TS),
                       origin="coordinator")
+
+
+def entry_positions(path):
+    """``(position, offset, total size)`` of each log entry of a segment file, as its headers
+    say (a test's view of what it is about to damage)."""
+    import struct
+
+    data = open(path, "rb").read()
+    pos, out = 0, []
+    while pos + 12 <= len(data):
+        off, size = struct.unpack_from(">qi", data, pos)
+        out.append((pos, off, size + 12))
+        pos += size + 12
+    return out

@@ -28,14 +28,6 @@ def backups(tmp_path):
     return b
 
 
-@pytest.fixture
-def no_logs(tmp_path):
-    x = tmp_path / "x"
-    (x / "backup-2024").mkdir(parents=True)
-    (x / "site-1").mkdir()
-    return x
-
-
 def _one_level_up(b):
     return (f"{b} is neither a log root nor a partition directory: its Kafka logs are one level "
             f"down, in the log roots {b / 'broker-1'}, {b / 'broker-2'}; pass those paths "

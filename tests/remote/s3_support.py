@@ -110,6 +110,23 @@ HADOOP_AWS_POM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hadoo
 S3A_PROVIDED_GROUPS = "org.slf4j,io.netty,commons-codec,commons-logging,org.apache.httpcomponents"
 
 
+def append_records(directory, lo: int, hi: int, segment_bytes: int = 1 << 30) -> None:
+    """Append offsets ``lo``..``hi`` to the partition ``directory`` as a follower does, in
+    batches of ten (key ``k<n>``, value ``v<n>``)."""
+    from kafkalog.records import MemoryRecordsBuilder
+    from kafkalog.storage.log import Log
+
+    log = Log.open(str(directory), {"segment.bytes": segment_bytes})
+    try:
+        for i in range(lo, hi, 10):
+            mb = MemoryRecordsBuilder(magic=2, base_offset=log.log_end_offset)
+            for j in range(i, i + 10):
+                mb.append(1_700_000_000_000 + j, b"k%d" % j, b"v%d" % j)
+            log.append_as_follower(mb.build())
+    finally:
+        log.close()
+
+
 def pyspark_hadoop_version() -> str:
     """The Hadoop version pyspark bundles (from its ``hadoop-client-api`` jar's name)."""
     import glob

@@ -227,26 +227,16 @@ def test_stream_over_the_store_follows_new_segments(s3_env, tmp_path):
     (a backup job syncing a live log) are read on, exactly once, in order."""
     import uuid
 
-    from kafkalog import MemoryRecordsBuilder
     from kafkalog.spark._source import KafkaLogStreamReader
-    from kafkalog.storage.log import Log
 
-    from .s3_support import BUCKET, upload_tree
+    from .s3_support import BUCKET, append_records, upload_tree
 
     local = tmp_path / "root"
     d = local / "s-0"
     prefix = "stream-" + uuid.uuid4().hex[:8]
 
     def append(lo, hi):
-        log = Log.open(str(d), {"segment.bytes": 4096})
-        try:
-            for i in range(lo, hi, 10):
-                mb = MemoryRecordsBuilder(magic=2, base_offset=log.log_end_offset)
-                for j in range(i, i + 10):
-                    mb.append(1_700_000_000_000 + j, b"k%d" % j, b"v%d" % j)
-                log.append_as_follower(mb.build())
-        finally:
-            log.close()
+        append_records(d, lo, hi, segment_bytes=4096)
         upload_tree(s3_env, str(local), BUCKET, prefix)
 
     append(0, 200)

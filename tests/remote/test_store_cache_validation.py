@@ -21,25 +21,11 @@ import pytest
 
 pytest.importorskip("pyspark.sql.datasource", reason="pyspark >= 4.0 is not installed")
 
-from kafkalog import MemoryRecordsBuilder  # noqa: E402
 from kafkalog.spark import _options, _planning, _schema, _store, _tasks  # noqa: E402
 from kafkalog.storage import files  # noqa: E402
 from kafkalog.storage import fs as _fs  # noqa: E402
-from kafkalog.storage.log import Log  # noqa: E402
 
-from .s3_support import BUCKET, s3_client, upload_tree  # noqa: E402
-
-
-def _append(d, lo, hi):
-    log = Log.open(str(d), {"segment.bytes": 1 << 30})
-    try:
-        for i in range(lo, hi, 10):
-            mb = MemoryRecordsBuilder(magic=2, base_offset=log.log_end_offset)
-            for j in range(i, i + 10):
-                mb.append(1_700_000_000_000 + j, b"k%d" % j, b"v%d" % j)
-            log.append_as_follower(mb.build())
-    finally:
-        log.close()
+from .s3_support import BUCKET, append_records, s3_client, upload_tree  # noqa: E402
 
 
 class _Processes:
@@ -74,19 +60,19 @@ def test_reused_worker_reads_a_segment_that_grew(s3_env, tmp_path, monkeypatch):
     strict = _options.ReadOptions.parse({"path": uri})
     lenient = _options.ReadOptions.parse({"path": uri, "failOnDataLoss": "false"})
 
-    _append(d, 0, 100)
+    append_records(d, 0, 100)
     upload_tree(s3_env, str(local), BUCKET, prefix)
     assert p.read(strict, p.plan(strict)) == list(range(100))
     assert p.read(lenient, p.plan(lenient)) == list(range(100))
 
     # the one segment grows (a backup job syncing a live log): the next query reads it all
-    _append(d, 100, 150)
+    append_records(d, 100, 150)
     upload_tree(s3_env, str(local), BUCKET, prefix)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         assert p.read(lenient, p.plan(lenient)) == list(range(150))
     assert not [str(x.message) for x in seen if "shorter than" in str(x.message)]
-    _append(d, 150, 200)
+    append_records(d, 150, 200)
     upload_tree(s3_env, str(local), BUCKET, prefix)
     assert p.read(strict, p.plan(strict)) == list(range(200))
 
@@ -98,11 +84,11 @@ def test_a_plan_sees_a_new_file_its_client_once_listed_as_missing(s3_env, tmp_pa
     prefix = "appear-" + uuid.uuid4().hex[:8]
     uri = f"s3://{BUCKET}/{prefix}"
     p = _Processes(monkeypatch)
-    _append(local / "a-0", 0, 20)
+    append_records(local / "a-0", 0, 20)
     upload_tree(s3_env, str(local), BUCKET, prefix)
     o = _options.ReadOptions.parse({"path": uri})
     assert p.read(o, p.plan(o)) == list(range(20))
-    _append(local / "b-0", 0, 30)
+    append_records(local / "b-0", 0, 30)
     upload_tree(s3_env, str(local), BUCKET, prefix)
     one = _options.ReadOptions.parse({"path": uri + "/b-0"})
     assert p.read(one, p.plan(one)) == list(range(30))
@@ -114,7 +100,7 @@ def _start_of(p, opts):
 
 def test_same_size_checkpoint_rewritten_within_a_second_is_seen(s3_env, tmp_path, monkeypatch):
     local = tmp_path / "root"
-    _append(local / "c-0", 0, 40)
+    append_records(local / "c-0", 0, 40)
     ckpt = files.LOG_START_OFFSET_CHECKPOINT_FILE
     client = s3_client(s3_env)
     same_second = 0

@@ -21,6 +21,7 @@ from kafkalog.errors import CorruptRecordError  # noqa: E402
 from kafkalog.spark import _options, _planning, _schema, _tasks  # noqa: E402
 from kafkalog.storage import files as _files  # noqa: E402
 from kafkalog.storage.log import Log  # noqa: E402
+from kl_support import entry_positions  # noqa: E402
 
 PLANS = ({"defaultParallelism": "1", "minPartitions": "1"}, {}, {"minPartitions": "5"})
 PER = 4  # records per batch
@@ -53,22 +54,12 @@ def _build(root, copied: bool, codec: str = "none"):
     return d, bases
 
 
-def _entries(path):
-    data = open(path, "rb").read()
-    pos, out = 0, []
-    while pos + 12 <= len(data):
-        off, size = struct.unpack_from(">qi", data, pos)
-        out.append((pos, off, size + 12))
-        pos += size + 12
-    return out
-
-
 def _damage(d, bases, which, kind):
     """Damage the ``which``-th batch of segment ``bases[k]`` (which = (k, i)); returns
     (.log path, position, offset of the damaged batch)."""
     k, i = which
     path = os.path.join(d, "%020d.log" % bases[k])
-    pos, off, total = _entries(path)[i]
+    pos, off, total = entry_positions(path)[i]
     data = bytearray(open(path, "rb").read())
     if kind == "crc":
         data[pos + total - 2] ^= 0x40
@@ -110,7 +101,7 @@ def test_damage_is_never_silent_anywhere(tmp_path, item, copied, codec, which, k
     d, bases = _build(root, copied, codec)
     n = N_BATCHES * PER
     last = os.path.join(d, "%020d.log" % bases[-1])
-    assert which[0] != -1 or which[1] + 1 < len(_entries(last))  # whole batches follow it
+    assert which[0] != -1 or which[1] + 1 < len(entry_positions(last))  # whole batches follow it
     path, pos, off = _damage(d, bases, which, kind)
     # raise: every entry point, every plan, names the same batch
     readers = {

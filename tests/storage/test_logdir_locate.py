@@ -44,14 +44,6 @@ def backups(tmp_path):
     return b
 
 
-@pytest.fixture
-def no_logs(tmp_path):
-    x = tmp_path / "x"
-    (x / "backup-2024").mkdir(parents=True)
-    (x / "site-1").mkdir()
-    return x
-
-
 def test_the_rule(backups, no_logs, tmp_path):
     for root in ("broker-1", "broker-2"):
         loc = logdir.locate(backups / root)

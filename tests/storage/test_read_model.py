@@ -19,6 +19,7 @@ from kafkalog.storage import files as _files  # noqa: E402
 from kafkalog.storage.log import Log, open_view  # noqa: E402
 from kafkalog.storage.log_view import DamageGap  # noqa: E402
 from kl_support import append_marker as _marker, append_plain as _plain, append_txn as _txn  # noqa: E402
+from kl_support import entry_positions  # noqa: E402
 
 
 def _offsets(table):
@@ -509,23 +510,13 @@ def test_a_2gb_size_field_before_whole_batches(tmp_path, marker):
 
 
 # -- 17, 18: a CRC error names the file and the file position, control batches too --------------
-def _entry_positions(path):
-    data = open(path, "rb").read()
-    pos, out = 0, []
-    while pos + 12 <= len(data):
-        off, size = struct.unpack_from(">qi", data, pos)
-        out.append((pos, off, size + 12))
-        pos += size + 12
-    return out
-
-
 def test_crc_error_from_iter_records_names_the_file_and_its_position(tmp_path):
     d = str(tmp_path / "t-0")
     with Log.open(d) as log:
         for _ in range(6):
             _plain(log, 3)
     seg = os.path.join(d, "%020d.log" % 0)
-    pos, off, total = _entry_positions(seg)[4]
+    pos, off, total = entry_positions(seg)[4]
     data = bytearray(open(seg, "rb").read())
     data[pos + total - 1] ^= 0x01
     open(seg, "wb").write(bytes(data))
@@ -548,7 +539,7 @@ def test_a_commit_marker_with_a_bad_crc_is_reported(tmp_path, isolation):
         _marker(log, True)  # offset 4
         _plain(log, 2)
     seg = os.path.join(d, "%020d.log" % 0)
-    (pos, off, total), = [e for e in _entry_positions(seg) if e[1] == 4]
+    (pos, off, total), = [e for e in entry_positions(seg) if e[1] == 4]
     data = bytearray(open(seg, "rb").read())
     data[pos + total - 1] ^= 0x01
     open(seg, "wb").write(bytes(data))
