@@ -448,6 +448,9 @@ def _kind_of(path: str, fs: _fs.FileSystem, entries) -> Tuple[Optional[str], Par
         return "partition", view, root
     if len(root.partitions) > len(root.live_partitions):  # -delete/-future/-stray: Kafka's
         return "root", view, root
+    if root.live_partitions and any(name in root.checkpoints or name in root.metadata
+                                    for name in _ROOT_ONLY_FILES):
+        return "root", view, root  # rule 4 before listing a partition (a plan lists them all)
     for ref in root.live_partitions:
         try:
             if holds_log_files(scan_partition(ref.path, fs)):

@@ -1323,6 +1323,8 @@ class Segment:
         w = self.walk(pos)
         if w.next_offset == self.base_offset and pos > 0:
             w = self.walk(0)
+        if self.read_only:  # its bytes do not change: read_next_offset need not walk again
+            self._next_offset_memo = (self.size, w.next_offset)
         return w
 
     def walk(self, position: int = 0) -> "SegmentWalk":
@@ -1389,8 +1391,10 @@ class Segment:
         written)."""
         if not self.read_only:
             raise ValueError("cut_torn_tail is for read-only segments")
+        memo = self._next_offset_memo
         self._file_size = min(self._file_size, position)
-        self._next_offset_memo = None
+        # what follows the last whole batch is cut: the offset after it stays
+        self._next_offset_memo = None if memo is None else (self._file_size, memo[1])
 
     def _damage_error(self, position: int, resumed: Optional[int]) -> CorruptRecordError:
         """The error for a writable open that would have to cut whole batches (or a later
