@@ -1,8 +1,9 @@
 """A/B wall time of the directory reads that go through the storage read model
 (``storage.log_view.LogView``) for two or more source trees in one run:
 ``to_arrow(dir)`` (codecs none and lz4), ``Log.open(read_only=True)``, an offset-ranged
-``to_arrow`` (1000 offsets from the middle) and ``to_arrow(root)`` of a log root of 8
-partitions.
+``to_arrow`` (1000 offsets from the middle), ``to_arrow(root)`` of a log root of 8
+partitions, and ``to_arrow(dir)`` of a partition with a gap of 5 offsets after every batch (as
+compaction leaves them).
 
     python bench/read_model_ab.py [RECORDS] TREE [TREE ...]
 
@@ -47,6 +48,25 @@ with Log.open(spec["dir"], config={"segment.bytes": spec["segment_bytes"]}) as l
         log.append(kafkalog.MemoryRecords(bytes(8) + bytes(mv[p + 8:p + n])))
         p += n
 '''
+# The same batches as a follower appends them, every batch 5 offsets after the one before (the
+# gaps compaction leaves): a scan judges each jump by the entry after it.
+GAPS_WRITER = r'''
+import json, sys
+import kafkalog
+from kafkalog.storage.log import Log
+spec = json.loads(sys.argv[1])
+buf = bytearray(open(spec["data"], "rb").read())
+with Log.open(spec["dir"], config={"segment.bytes": spec["segment_bytes"]}) as log:
+    p = off = 0
+    while p < len(buf):
+        n = 12 + int.from_bytes(buf[p + 8:p + 12], "big")
+        count = int.from_bytes(buf[p + 57:p + 61], "big")
+        b = bytearray(buf[p:p + n])
+        b[0:8] = off.to_bytes(8, "big")  # outside the CRC
+        log.append_as_follower(kafkalog.MemoryRecords(bytes(b)))
+        off += count + 5
+        p += n
+'''
 
 CHILD = r'''
 import json, sys, time
@@ -75,6 +95,7 @@ best("Log.open(read_only)", open_close)
 best("to_arrow(dir), 1000-offset range",
      lambda: ka.to_arrow(spec["none"], start_offset=mid, end_offset=mid + 1000).num_rows)
 best("to_arrow(root of 8)", lambda: ka.to_arrow(spec["root"]).num_rows)
+best("to_arrow(dir), gaps", lambda: ka.to_arrow(spec["gaps"]).num_rows)
 print(json.dumps(out))
 '''
 
@@ -86,12 +107,12 @@ def _env(src: str) -> dict:
     return env
 
 
-def _write(d: str, data: bytes, directory: str, segments: int) -> None:
+def _write(d: str, data: bytes, directory: str, segments: int, writer: str = WRITER) -> None:
     path = os.path.join(d, "batches.bin")
     with open(path, "wb") as f:
         f.write(data)
     spec = {"data": path, "dir": directory, "segment_bytes": len(data) // segments + 1}
-    subprocess.run([sys.executable, "-c", WRITER, json.dumps(spec)], check=True,
+    subprocess.run([sys.executable, "-c", writer, json.dumps(spec)], check=True,
                    env=_env(os.path.join(os.path.dirname(HERE), "src")))
     os.remove(path)
 
@@ -108,6 +129,8 @@ def main() -> None:
         for codec, name in ((0, "none"), (3, "lz4")):
             spec[name] = os.path.join(d, f"{name}-0")
             _write(d, build_log(records, codec), spec[name], 4)
+        spec["gaps"] = os.path.join(d, "gaps-0")
+        _write(d, build_log(records, 0), spec["gaps"], 4, GAPS_WRITER)
         spec["root"] = os.path.join(d, "root")
         per = (n + 7) // 8
         for i in range(8):

@@ -533,19 +533,47 @@ def test_walk_frames_twins_agree(entries, data):
             body[4] = magic
         size = len(body) + bend * data.draw(st.sampled_from([0, 1, 7, 2**31 - 1 - len(body)]))
         buf += struct.pack(">qI", off, size % 2**32) + body  # any 32-bit size, negative too
-        off += records + 1
+        # offsets that follow on, jump (a gap, or a damaged field) or go back
+        off += records + 1 + data.draw(st.sampled_from([0, 0, 0, 5, -3]))
     n = data.draw(st.integers(0, len(buf)))
     p = data.draw(st.integers(0, n))
     left = data.draw(st.integers(n - p, len(buf) + 20))
     end = data.draw(st.sampled_from([-1, 0, off // 2 if off > 0 else 0, off, 2**62]))
     max_size = data.draw(st.sampled_from([2**31 - 1, 100, 14]))
-    seen = data.draw(st.integers(0, 2**40))
+    seen = data.draw(st.sampled_from([0, max(off // 3, 0), data.draw(st.integers(0, 2**40))]))
+    gaps = data.draw(st.booleans())  # stop where a jump is contradicted by the entry after it
     for b in (bytes(buf), memoryview(bytes(buf))):
-        assert C.walk_frames(b, p, n, left, end, max_size, seen) == \
-            P.walk_frames(b, p, n, left, end, max_size, seen)
+        assert C.walk_frames(b, p, n, left, end, max_size, seen, gaps) == \
+            P.walk_frames(b, p, n, left, end, max_size, seen, gaps)
     got_p, _seen = P.walk_frames(bytes(buf), p, n, left, end, max_size, seen)
     assert p <= got_p <= n
     with pytest.raises(ValueError):
         C.walk_frames(bytes(buf), 0, len(buf) + 1, left, end, max_size, seen)
     with pytest.raises(ValueError):
         P.walk_frames(bytes(buf), 0, len(buf) + 1, left, end, max_size, seen)
+
+
+def test_walk_frames_judges_a_jump_by_the_entry_after_it():
+    """With ``stop_at_gaps`` the walk takes a gap whose next entry goes on above it (compaction
+    leaves such gaps) and stops at a jump the next entry contradicts (a damaged offset field),
+    or whose next entry it cannot see: the read model judges those (gap_is_damage)."""
+
+    def entry(off):
+        body = bytearray(61 - 12)
+        body[4] = 2
+        return struct.pack(">qI", off, len(body)) + bytes(body)  # one record: last = off
+
+    one = len(entry(0))
+    gapped = entry(0) + entry(5) + entry(9) + entry(10)  # gaps after 0 and 5: taken
+    jumped = entry(0) + entry(7) + entry(2)  # 7 jumps, 2 goes on from below it: stop at 7
+    for twin in (C, P):
+        assert twin.walk_frames(gapped, 0, len(gapped), len(gapped), -1, 2**31 - 1, 0, True) \
+            == (4 * one, 11)
+        assert twin.walk_frames(jumped, 0, len(jumped), len(jumped), -1, 2**31 - 1, 0, True) \
+            == (one, 1)
+        # the next entry not in the buffer: stop at the jump, the caller reads on to judge it
+        assert twin.walk_frames(gapped, 0, 2 * one, 3 * one, -1, 2**31 - 1, 0, True) \
+            == (one, 1)
+        # without stop_at_gaps only offsets going back stop it
+        assert twin.walk_frames(jumped, 0, len(jumped), len(jumped), -1, 2**31 - 1, 0) \
+            == (2 * one, 8)

@@ -1833,9 +1833,10 @@ def walk_frames(buf, Py_ssize_t p, Py_ssize_t n, Py_ssize_t left, long long end,
     ``(position of the first entry not walked, the offset after the last one walked)``."""
     cdef Py_buffer view
     cdef const uint8_t* d
-    cdef int64_t off, total, delta
-    cdef int32_t length
-    cdef uint8_t magic
+    cdef int64_t off, total, delta, noff
+    cdef int32_t length, nlen
+    cdef uint8_t magic, nmagic
+    cdef Py_ssize_t q
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         if p < 0 or p > n or n > view.len:
@@ -1849,11 +1850,22 @@ def walk_frames(buf, Py_ssize_t p, Py_ssize_t n, Py_ssize_t left, long long end,
             if (length < 14 or magic > 2 or (magic == 2 and total < 61) or total > left - p
                     or length > max_size):
                 break
-            if off < seen or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end) or (
-                    stop_at_gaps and off > seen):
+            if off < seen or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end):
                 break
             if total > n - p:
                 break
+            if stop_at_gaps and off > seen:
+                # a gap: the entry after it says whether it is one (the caller judges where
+                # that entry's header is not here, or it goes on from below the jump)
+                q = p + total
+                if n - q < 17:
+                    break
+                nlen = <int32_t>_be32(d + q + 8)
+                nmagic = d[q + 16]
+                noff = <int64_t>_be64(d + q)
+                if (nlen >= 14 and nmagic <= 2 and (nmagic != 2 or nlen >= 49)
+                        and seen <= noff < off):
+                    break
             if magic == 2:
                 delta = <int32_t>_be32(d + p + 23)
                 seen = off + delta + 1

@@ -1020,7 +1020,8 @@ def walk_frames(buf, p: int, n: int, left: int, end: int, max_size: int,
     a size above ``max_size``), where its offset is below ``seen`` (offsets go backwards: the
     caller judges the entry; ``seen`` is never negative), huge, or at or past ``end``
     (``end`` >= 0; -1: no end), with ``stop_at_gaps`` also where it is above ``seen`` (a gap
-    in the offsets: the caller looks at the entry after it), or where it is not wholly in
+    in the offsets) and the entry after it is not in ``buf`` or goes on from below the jump
+    (the caller judges it: ``storage.segment.gap_is_damage``), or where it is not wholly in
     ``buf``: the caller handles that entry.  The offset after an entry is its last offset + 1 (a v2 batch's base offset + its
     last offset delta + 1; a legacy entry's offset + 1)."""
     if p < 0 or p > n or n > len(buf):
@@ -1033,11 +1034,21 @@ def walk_frames(buf, p: int, n: int, left: int, end: int, max_size: int,
         if (length < 14 or magic > 2 or (magic == 2 and total < 61) or total > left - p
                 or length > max_size):
             break
-        if off < seen or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end) or (
-                stop_at_gaps and off > seen):
+        if off < seen or off > 0x7FFFFFFF00000000 or (end >= 0 and off >= end):
             break
         if total > n - p:
             break
+        if stop_at_gaps and off > seen:
+            # a gap: the entry after it says whether it is one (the caller judges where that
+            # entry's header is not here, or it goes on from below the jump)
+            q = p + total
+            if n - q < 17:
+                break
+            noff, nlen = unpack(buf, q)
+            nmagic = buf[q + 16]
+            if (nlen >= 14 and nmagic <= 2 and (nmagic != 2 or nlen >= 49)
+                    and seen <= noff < off):
+                break
         if magic == 2:
             seen = off + _I32.unpack_from(buf, p + 23)[0] + 1
         else:
