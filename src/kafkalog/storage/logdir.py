@@ -440,12 +440,13 @@ def _holds_segments(view: PartitionView) -> bool:
 
 
 def _kind_of(path: str, fs: _fs.FileSystem, entries) -> Tuple[Optional[str], PartitionView,
-                                                                 RootView]:
-    """``"partition"``, ``"root"`` or None (nothing of a log here) for one listing."""
+                                                                 Optional[RootView]]:
+    """``"partition"``, ``"root"`` or None (nothing of a log here) for one listing (the root
+    view is None where the directory holds segments: it is not read as a root)."""
     view = _partition_view(path, fs, entries)
-    root = _root_view(path, fs, entries)
     if _holds_segments(view):
-        return "partition", view, root
+        return "partition", view, None
+    root = _root_view(path, fs, entries)
     if len(root.partitions) > len(root.live_partitions):  # -delete/-future/-stray: Kafka's
         return "root", view, root
     if root.live_partitions and any(name in root.checkpoints or name in root.metadata
