@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import errno
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 from ..errors import KafkaStorageError
 
@@ -235,26 +235,27 @@ def sound_entries(f, path: str, base_offset: int, start: int, stop: int, block: 
             gaps.append(DamageGap(path, x, first, next_offset, why))
         return resume
 
-    def checked(win, wpos: int, a: int, b: int):
+    def checked(win, wpos: int, a: int, b: int) -> List[Tuple[int, int]]:
         """The sub-runs of the whole entries ``win[a:b]`` to hand over (``check_crcs``: each
-        one whose CRC fails is damage of its own, skipped exactly), and None (kept for the
-        caller's one place to read on elsewhere)."""
+        one whose CRC fails is damage of its own, skipped exactly)."""
         if not check_crcs or a >= b:
-            return [(a, b)] if a < b else [], None
+            return [(a, b)] if a < b else []
         runs, q = [], a
         while q < b:
             try:
                 MemoryRecords(win[q:b]).validate()
                 runs.append((q, b))
-                return runs, None
+                return runs
             except KafkaLogError as e:
-                x = q + (e.position or 0)
+                if e.position is None:  # not known which entry: said, never guessed
+                    raise e.located(path, wpos + q)
+                x = q + e.position
                 total = int.from_bytes(win[x + 8:x + 12], "big", signed=True) + 12
                 if x > q:
                     runs.append((q, x))
                 damage(wpos + x, bytes(win[x:x + 17]), e.message, total, exact=True)
                 q = x + total
-        return runs, None
+        return runs
 
     while pos is not None and pos < stop:
         if fd is not None:
@@ -266,7 +267,7 @@ def sound_entries(f, path: str, base_offset: int, start: int, stop: int, block: 
         try:
             for wpos, win in windows:
                 n = len(win)
-                p = run = 0
+                p = 0
                 why = None
                 while True:
                     p, seen = walk(win, p, n, stop - wpos, end_arg, max_entry, seen, True)
@@ -302,12 +303,8 @@ def sound_entries(f, path: str, base_offset: int, start: int, stop: int, block: 
                         else:  # pragma: no cover - the walk takes such an entry
                             why = "the entry could not be walked"
                     break
-                runs, again = checked(win, wpos, run, p)
-                for a, b in runs:
+                for a, b in checked(win, wpos, 0, p):
                     yield wpos + a, win[a:b]
-                if again is not None:
-                    resume, bad = again[0], True
-                    break
                 if why is not None:
                     head = bytes(win[p:p + 17])
                     total = (int.from_bytes(head[8:12], "big", signed=True) + 12
