@@ -215,9 +215,9 @@ def sound_entries(f, path: str, base_offset: int, start: int, stop: int, block: 
 
     def damage(x: int, head: bytes, why: str, total: Optional[int],
                exact: bool = False) -> Optional[int]:
-        # ``seen``: the offset after the last whole entry read (the scan's, below); ``exact``:
-        # a whole entry (its CRC failed): exactly it is skipped
-        """Apply the policy to the entry at ``x``; where the read goes on (None: nowhere)."""
+        """Apply the policy to the entry at ``x``; where the read goes on (None: nowhere).
+        ``exact``: a whole entry whose CRC failed, skipped exactly; ``seen`` (the scan's,
+        below) is the offset after the last whole entry read."""
         offset = int.from_bytes(head[:8], "big", signed=True) if len(head) >= 8 else None
         if on_damage != SKIP:
             raise CorruptRecordError(
