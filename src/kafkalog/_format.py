@@ -93,10 +93,31 @@ INT64_MIN = -(2**63)
 # memory.  Configurable per call (``max_decompressed_size``).
 DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
 
-# Pre-compiled structs for the pure twin (big-endian, as Kafka).
-V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # 61 bytes
+# -- Structs: every on-disk layout is declared here, once (big-endian, as Kafka) ------------
+# The 12-byte log overhead every entry starts with: offset (v2: base offset), size.
+ENTRY_HEADER = struct.Struct(">qi")
+# The whole 61-byte v2 batch header: base offset, batch length, partition leader epoch, magic,
+# crc, attributes, last offset delta, base timestamp, max timestamp, producer id, producer
+# epoch, base sequence, records count.
+V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+# The v2 header up to and including maxTimestamp (what a segment's append and recovery read).
+V2_HEADER_TO_MAX_TIMESTAMP = struct.Struct(">qiibIhiqq")
 LOG_ENTRY_HEADER = struct.Struct(">qib")  # offset, size, ...then 4 bytes, magic at 16
+# A legacy (v0/v1) message right after the log overhead: crc, magic, attributes.
+LEGACY_MESSAGE_HEADER = struct.Struct(">IBB")
+# A whole legacy entry's header: offset, size, crc, magic, attributes, (v1: timestamp,) keyLength.
+V0_ENTRY_HEADER = struct.Struct(">qiIbbi")
+V1_ENTRY_HEADER = struct.Struct(">qiIbbqi")
+# Index entries: OffsetIndex (relative offset, position), TimeIndex (timestamp, relative
+# offset), TransactionIndex (version, producer id, first offset, last offset, last stable offset).
+OFFSET_INDEX_ENTRY = struct.Struct(">ii")
+TIME_INDEX_ENTRY = struct.Struct(">qi")
+TXN_INDEX_ENTRY = struct.Struct(">hqqqq")
+assert ENTRY_HEADER.size == LOG_OVERHEAD
 assert V2_HEADER.size == RECORD_BATCH_OVERHEAD
+assert LEGACY_MESSAGE_HEADER.size + LOG_OVERHEAD == HEADER_SIZE_UP_TO_MAGIC + 1
+assert V0_ENTRY_HEADER.size == LOG_OVERHEAD + RECORD_OVERHEAD_V0 - VALUE_SIZE_LENGTH
+assert V1_ENTRY_HEADER.size == LOG_OVERHEAD + RECORD_OVERHEAD_V1 - VALUE_SIZE_LENGTH
 
 
 class CompressionType(enum.IntEnum):
