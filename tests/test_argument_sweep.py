@@ -10,7 +10,8 @@ import pytest
 
 from kafkalog import MemoryRecords, MemoryRecordsBuilder
 from kafkalog.errors import KafkaLogError, KafkaStorageError
-from kafkalog.storage.index import AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TransactionIndex
+from kafkalog.storage.index import OffsetIndex, OffsetPosition, TimeIndex
+from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.storage.log import Log
 from kafkalog.storage.segment import Segment
 

@@ -590,7 +590,7 @@ def test_read_committed(twin, tmp_path):
     t = ka.to_arrow(buf, ["offset"], read_committed=True, aborted_transactions=[(2, 3, 12)])
     assert t.column(0).to_pylist() == [0, 1, 2, 6, 7, 9, 10, 11, 14, 15, 16]
     # the transaction index of a partition directory (the marker lives in another segment)
-    from kafkalog.storage.index import AbortedTxn, TransactionIndex
+    from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
 
     d = tmp_path / "t-0"
     d.mkdir()

@@ -239,7 +239,7 @@ _CHILD = textwrap.dedent(
                 idx.close()
             return "ok"
         if kind == "txnindex":
-            from kafkalog.storage.index import TransactionIndex
+            from kafkalog.storage.txn_index import TransactionIndex
             idx = TransactionIndex(0, case["path"], writable=False)
             try:
                 idx.last_offset  # opening it should read only the last entry

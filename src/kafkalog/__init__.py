@@ -92,7 +92,7 @@ _LAZY = {
     "Segment": "storage.segment",
     "OffsetIndex": "storage.index",
     "TimeIndex": "storage.index",
-    "TransactionIndex": "storage.index",
+    "TransactionIndex": "storage.txn_index",
     "Cleaner": "storage.cleaner",
     "CleanerConfig": "storage.cleaner",
 }

@@ -792,7 +792,7 @@ def test_checkpoint_read_error_keeps_other_partitions(tmp_path, monkeypatch):
 def test_txn_index_short_write_is_continued(tmp_path, faults):
     """Regression: a short os.write of a transaction-index entry was not continued, leaving a
     torn entry after which every later entry was misaligned."""
-    from kafkalog.storage.index import AbortedTxn, TransactionIndex
+    from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
 
     path = str(tmp_path / "00000000000000000000.txnindex")
     idx = TransactionIndex(0, path)

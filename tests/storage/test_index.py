@@ -9,13 +9,12 @@ import pytest
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError
 from kafkalog.storage.index import (
-    AbortedTxn,
     OffsetIndex,
     OffsetPosition,
     TimeIndex,
     TimestampOffset,
-    TransactionIndex,
 )
+from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
 
 
 def test_offset_index_entry_bytes_match_spec_vector(tmp_path):

@@ -24,7 +24,7 @@ from kafkalog.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from kafkalog.storage.index import AbortedTxn
+from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.storage.log import Log, LogConfig
 from kafkalog.records import MemoryRecords, MemoryRecordsBuilder
 from kafkalog.storage.segment import TimestampAndOffset

@@ -12,7 +12,8 @@ import pytest
 from kafkalog import control
 from kafkalog.errors import CorruptRecordError
 from kafkalog.storage import files
-from kafkalog.storage.index import AbortedTxn, OffsetIndex
+from kafkalog.storage.index import OffsetIndex
+from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.storage.log import Log
 
 from .conftest import BASE_TS, FakeClock, all_records, make_batch, values_batch

@@ -41,7 +41,7 @@ from .._format import TimestampType
 from .._speedups import crc as _crc
 from ..errors import KafkaLogError
 from ._log_common import hook
-from .index import AbortedTxn
+from .txn_index import AbortedTxn
 from ..records import MemoryRecordsBuilder
 
 __all__ = [

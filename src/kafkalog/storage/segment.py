@@ -49,14 +49,12 @@ from ..errors import (
 from . import logdir as _logdir
 from .index import (
     STORE_INDEX_LIMIT,
-    AbortedTxn,
     OffsetIndex,
     TimeIndex,
     TimestampOffset,
-    TransactionIndex,
-    TxnIndexSearchResult,
     read_store_index,
 )
+from .txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 from .. import _speedups
 from ..records import MemoryRecords
 

@@ -41,7 +41,7 @@ from ..errors import KafkaStorageError
 from ..storage import files as _files
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
-from ..storage.index import txn_index_entries
+from ..storage.txn_index import txn_index_entries
 from .._speedups import IMPLEMENTATION as _IMPLEMENTATION, crc as _crc
 from .decoders import (
     DecodeError,

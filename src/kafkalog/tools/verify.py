@@ -36,7 +36,7 @@ import time
 from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..storage import files as _files
-from ..storage.index import txn_index_entries
+from ..storage.txn_index import txn_index_entries
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
 from .._speedups import crc as _crc
