@@ -10,6 +10,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
+from kafkalog import partitioner  # noqa: E402
 from kafkalog.errors import KafkaLogError  # noqa: E402
 from kafkalog.spark import (  # noqa: E402
     _discovery,
@@ -266,7 +267,7 @@ def test_murmur2_is_kafkas():
         bytes([ord("a"), ord("b"), ord("c")]): 479470107,
     }
     for data, want in cases.items():
-        assert wcore.murmur2(data) == want, data
+        assert partitioner.murmur2(data) == want, data
 
 
 def test_task_writer_and_commit_without_spark(tmp_path, sample_root, oracle):

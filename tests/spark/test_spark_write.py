@@ -152,7 +152,7 @@ def test_assigned_offsets_append_and_overwrite(spark, tmp_path, oracle):
 
 def test_topic_option_and_default_partitioner(spark, tmp_path, oracle):
     import kafkalog.spark as ks
-    from kafkalog.spark._write import default_partition
+    from kafkalog.partitioner import default_partition
     from pyspark.sql import functions as F
 
     out = str(tmp_path / "keyed")

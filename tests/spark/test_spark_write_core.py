@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 pa = pytest.importorskip("pyarrow")
 
 from kafkalog import arrow as ka  # noqa: E402
+from kafkalog.partitioner import default_partition, partition_of  # noqa: E402
+from kafkalog.spark import _staging  # noqa: E402
 from kafkalog.spark import _write as w  # noqa: E402
 
 SEGMENT_BYTES = 2048
@@ -194,12 +196,12 @@ def test_records_without_timestamp_get_the_write_time(tmp_path):
 def test_stamp_keeps_given_timestamps_of_any_unit():
     now = 1_700_000_000_123
     us = pa.array([5_000, None], pa.timestamp("us", tz="UTC"))
-    rb = w._stamp(pa.record_batch({"value": pa.array([b"a", b"b"]), "timestamp": us}), now)
+    rb = _staging._stamp(pa.record_batch({"value": pa.array([b"a", b"b"]), "timestamp": us}), now)
     assert rb.column("timestamp").to_pylist() == [5, now]
-    rb = w._stamp(pa.record_batch({"value": pa.array([b"a"])}), now)
+    rb = _staging._stamp(pa.record_batch({"value": pa.array([b"a"])}), now)
     assert rb.column("timestamp").to_pylist() == [now]
     given_ts = pa.record_batch({"value": pa.array([b"a"]), "timestamp": pa.array([-1])})
-    assert w._stamp(given_ts, now) is given_ts  # nothing missing: untouched
+    assert _staging._stamp(given_ts, now) is given_ts  # nothing missing: untouched
 
 
 @pytest.mark.parametrize("mode", ["errorifexists", "ignore"])
@@ -274,9 +276,23 @@ def test_partition_column_is_the_helpers_partitioner(rows, n):
     keys = pa.array([k for k, _v, _p in rows], pa.binary())
     values = pa.array([v for _k, v, _p in rows], pa.binary())
     parts = pa.array([p for _k, _v, p in rows], pa.int32())
-    want = [p if p is not None else w.default_partition(k if k is not None else (v or b""), n)
+    want = [p if p is not None else default_partition(k if k is not None else (v or b""), n)
             for k, v, p in rows]
-    assert w.partition_column(keys, values, parts, n).to_pylist() == want
+    assert _staging.partition_column(keys, values, parts, n).to_pylist() == want
     # one batch or one row at a time: the same places
-    assert [w.partition_column(keys.slice(i, 1), values.slice(i, 1), parts.slice(i, 1), n)[0]
-            .as_py() for i in range(len(rows))] == want
+    assert [_staging.partition_column(keys.slice(i, 1), values.slice(i, 1), parts.slice(i, 1),
+                                      n)[0].as_py() for i in range(len(rows))] == want
+    # the rule of kafkalog.spark.write's UDF: the same places
+    assert [p if p is not None else partition_of(k, v, n) for k, v, p in rows] == want
+
+
+def test_partition_of_hashes_text_as_utf8_and_a_missing_key_by_value():
+    """A key or value given as text or a buffer hashes as its bytes; no key, the value; no
+    key and no value, empty bytes."""
+    for n in (1, 3, 7):
+        assert partition_of("kéy", None, n) == default_partition("kéy".encode("utf-8"), n)
+        assert partition_of(bytearray(b"k1"), b"v", n) == default_partition(b"k1", n)
+        assert partition_of(None, memoryview(b"v1"), n) == default_partition(b"v1", n)
+        assert partition_of(None, None, n) == default_partition(b"", n)
+        assert partition_of(b"", b"v1", n) == default_partition(b"", n)  # an empty key is a key
+    assert {partition_of(f"k{i}", None, 7) for i in range(50)} == set(range(7))

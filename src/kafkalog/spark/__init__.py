@@ -21,8 +21,10 @@ parts live in modules of their own: options (:mod:`kafkalog.spark._options`), sc
 :mod:`~kafkalog.spark._segments`), offsets (:mod:`~kafkalog.spark._offsets`), planning
 (:mod:`~kafkalog.spark._planning`), a task's read (:mod:`~kafkalog.spark._tasks`), errors
 (:mod:`~kafkalog.spark._errors`), stores (:mod:`~kafkalog.spark._store`), and the writer
-(:mod:`~kafkalog.spark._write`, :mod:`~kafkalog.spark._remote`).  See docs/spark.md for
-options, schema and cluster use.
+(:mod:`~kafkalog.spark._write`, its options :mod:`~kafkalog.spark._write_options`, a task's
+staging :mod:`~kafkalog.spark._staging`, :mod:`~kafkalog.spark._remote`; Kafka's default
+partitioner is :mod:`kafkalog.partitioner`).  See docs/spark.md for options, schema and
+cluster use.
 """
 
 from __future__ import annotations
@@ -137,25 +139,14 @@ def _partition_udf(num_partitions: int):
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from ._write import default_partition
+    from ..partitioner import partition_of
 
     def part(key, value, partition):
         if partition is not None:
             return int(partition)
-        if isinstance(key, str):
-            key = key.encode("utf-8")
-        elif key is not None:
-            key = bytes(key)
-        if key is None:
-            # Kafka's producer spreads unkeyed records arbitrarily; here deterministically (a
-            # Spark stage retry must route every row as the first attempt did)
-            v = (
-                value
-                if value is None or isinstance(value, bytes)
-                else (value.encode("utf-8") if isinstance(value, str) else bytes(value))
-            )
-            return default_partition(v or b"", num_partitions)
-        return default_partition(key, num_partitions)
+        # Kafka's producer spreads unkeyed records arbitrarily; partition_of hashes their
+        # value (a Spark stage retry must route every row as the first attempt did)
+        return partition_of(key, value, num_partitions)
 
     return F.udf(part, T.IntegerType(), useArrow=False)
 
@@ -191,7 +182,7 @@ def write(
     from pyspark.sql import functions as F
 
     from ._paths import local_path
-    from ._write import SAVE_MODES, WriteError, check_option_keys
+    from ._write_options import SAVE_MODES, WriteError, check_option_keys
 
     save_mode = SAVE_MODES.get(str(mode).strip().lower())
     if save_mode is None:

@@ -140,7 +140,11 @@ def check_option_keys(
     return ignored
 
 
-def parse_bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
+def parse_bool(opts: Mapping[str, Any], key: str, default: Optional[bool], *,
+               name: Optional[str] = None, error: Optional[type] = None) -> Optional[bool]:
+    """The boolean option ``key`` (lower-cased): true/1/yes/on or false/0/no/off, any case.
+    ``error`` (:class:`OptionError`) names the option as ``name`` (``key``) otherwise; the
+    sink parses its options with it too (:mod:`kafkalog.spark._write_options`)."""
     v = opts.get(key)
     if v is None:
         return default
@@ -151,19 +155,30 @@ def parse_bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
         return True
     if s in ("false", "0", "no", "off"):
         return False
-    raise OptionError(f"option {key!r} must be true or false, not {v!r}")
+    raise (error or OptionError)(f"option {name or key!r} must be true or false, not {v!r}")
 
 
-def _int(opts: Mapping[str, str], key: str, default: Optional[int], lo: int = 0) -> Optional[int]:
+def parse_int(opts: Mapping[str, Any], key: str, default: Optional[int], lo: int = 0,
+              hi: Optional[int] = None, *, name: Optional[str] = None,
+              error: Optional[type] = None) -> Optional[int]:
+    """The integer option ``key`` (lower-cased), at least ``lo`` (and with ``hi``, in
+    ``lo..hi``).  ``error`` (:class:`OptionError`) names the option as ``name`` (``key``) and
+    what it accepts otherwise; the sink parses its options with it too."""
     v = opts.get(key)
     if v is None:
         return default
+    error = error or OptionError
+    name = name or key
     try:
         n = int(str(v).strip())
     except ValueError:
-        raise OptionError(f"option {key!r} must be an integer, not {v!r}") from None
-    if n < lo:
-        raise OptionError(f"option {key!r} must be >= {lo}, not {n}")
+        want = "an integer" if hi is None else f"an integer in {lo}..{hi}"
+        raise error(f"option {name!r} must be {want}, not {v!r}") from None
+    if hi is None:
+        if n < lo:
+            raise error(f"option {name!r} must be >= {lo}, not {n}")
+    elif not lo <= n <= hi:
+        raise error(f"option {name!r} must be in {lo}..{hi}, not {n}")
     return n
 
 
@@ -403,14 +418,14 @@ class ReadOptions:
                             )
         if isinstance(starting, dict) and isinstance(ending, dict):
             _check_start_end(starting, ending)
-        mn = _int(opts, "minoffsetspertrigger", None)
-        mx = _int(opts, "maxoffsetspertrigger", None, lo=1)
+        mn = parse_int(opts, "minoffsetspertrigger", None)
+        mx = parse_int(opts, "maxoffsetspertrigger", None, lo=1)
         if mn is not None and mx is not None and mn > mx:
             raise OptionError(
                 f"The value of minOffsetPerTrigger({mn}) is higher than the "
                 f"maxOffsetsPerTrigger({mx})."
             )
-        min_parts = _int(opts, "minpartitions", None, lo=1)
+        min_parts = parse_int(opts, "minpartitions", None, lo=1)
         iso = str(opts.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
         if iso not in ("read_uncommitted", "read_committed"):
             raise OptionError(
@@ -423,7 +438,7 @@ class ReadOptions:
             )
         dp = default_parallelism
         if opts.get("defaultparallelism") is not None:
-            dp = _int(opts, "defaultparallelism", None, lo=1)
+            dp = parse_int(opts, "defaultparallelism", None, lo=1)
         return cls(
             paths=paths,
             subscribe=subscribe,
@@ -438,20 +453,22 @@ class ReadOptions:
             starting_strategy=strategy,
             fail_on_data_loss=parse_bool(opts, "failondataloss", True),
             min_partitions=min_parts,
-            max_offsets_per_trigger=_int(opts, "maxoffsetspertrigger", None, lo=1),
+            max_offsets_per_trigger=parse_int(opts, "maxoffsetspertrigger", None, lo=1),
             include_headers=parse_bool(opts, "includeheaders", False),
             read_committed=(iso == "read_committed"),
-            max_partition_bytes=_int(opts, "maxpartitionbytes", DEFAULT_MAX_PARTITION_BYTES, lo=1),
+            max_partition_bytes=parse_int(
+                opts, "maxpartitionbytes", DEFAULT_MAX_PARTITION_BYTES, lo=1
+            ),
             include_internal_topics=parse_bool(opts, "includeinternaltopics", False),
             replica_policy=policy,
             include_batch_metadata=parse_bool(opts, "includebatchmetadata", False),
             include_segment_metadata=parse_bool(opts, "includesegmentmetadata", False),
             check_crcs=parse_bool(opts, "checkcrcs", True),
-            max_records_per_batch=_int(
+            max_records_per_batch=parse_int(
                 opts, "maxrecordsperbatch", DEFAULT_MAX_RECORDS_PER_BATCH, lo=1
             ),
-            max_batch_bytes=_int(opts, "maxbatchbytes", DEFAULT_MAX_BATCH_BYTES, lo=1),
-            max_decompressed_size=_int(opts, "maxdecompressedsize", None, lo=1),
+            max_batch_bytes=parse_int(opts, "maxbatchbytes", DEFAULT_MAX_BATCH_BYTES, lo=1),
+            max_decompressed_size=parse_int(opts, "maxdecompressedsize", None, lo=1),
             default_parallelism=dp,
             streaming=streaming,
             ignored=ignored,

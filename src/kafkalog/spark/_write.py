@@ -1,13 +1,16 @@
-"""Spark-free core of the ``kafkalog`` sink: per-task staging of partition logs and the
-driver-side commit that moves them into place.
+"""Spark-free core of the ``kafkalog`` sink: the write job's orchestration, the driver-side
+commit that moves the partition logs the tasks staged into place.  The options and their
+driver-side checks are :mod:`kafkalog.spark._write_options`; a task's writer is
+:mod:`kafkalog.spark._staging`; the names the connector uses are all importable from here.
 
 Protocol (one Spark write job):
 
 1. Every task writes the rows it receives into partition logs of its own under
    ``<path>/.kafkalog-staging/<job id>/<task>/<topic>-<partition>/`` with
-   :class:`kafkalog.storage.log.Log` (v2 batches built by :func:`kafkalog.arrow.from_arrow`; segments
-   rolled at ``segmentBytes``; ``.index``/``.timeindex``/``leader-epoch-checkpoint`` written by
-   the Log), closes them cleanly and returns what it staged (a commit message).
+   :class:`kafkalog.storage.log.Log` (v2 batches built by :func:`kafkalog.arrow.from_arrow`;
+   segments rolled at ``segmentBytes``; ``.index``/``.timeindex``/``leader-epoch-checkpoint``
+   written by the Log), closes them cleanly and returns what it staged (a commit message;
+   :mod:`kafkalog.spark._staging`).
 2. ``commit`` (driver) groups the staged pieces by partition and locks every partition it
    will write (:class:`kafkalog.storage.commit.RootCommit`; the lock every writer of a
    partition takes, :mod:`kafkalog.storage.partition_lock`) until its directory is swapped in
@@ -55,190 +58,44 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import struct
-import time
-import uuid
-from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .._format import (
+    ENTRY_HEADER,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V2,
+    RECORD_BATCH_OVERHEAD,
+)
+from ..errors import KafkaStorageError
 from ..storage import commit as _commit
 from ..storage import files as _files
 from ..storage import fs as _fs
 from ..storage import partition_lock as _partition_lock
-from ..errors import KafkaStorageError
-from . import _errors, _options
-from ._paths import local_path
+from ._staging import STAGING_DIR, StagedPartition, TaskWriter
+from ._write_options import (
+    SAVE_MODES,
+    WriteError,
+    WriteOptionError,
+    WriteOptions,
+    check_columns,
+    check_option_keys,
+    check_save_mode,
+    effective_mode,
+    exists_message,
+)
 
-STAGING_DIR = ".kafkalog-staging"
-GiB = 1024 * 1024 * 1024
-_FLUSH_BYTES = 8 * 1024 * 1024
-_MAX_PENDING_BYTES = 256 * 1024 * 1024
-_ENTRY = struct.Struct(">qi")
-_BASE = struct.Struct(">q")
+__all__ = [
+    # the options and the driver's checks (kafkalog.spark._write_options)
+    "SAVE_MODES", "WriteError", "WriteOptionError", "WriteOptions", "check_columns",
+    "check_option_keys", "check_save_mode", "effective_mode",
+    # a task's writer (kafkalog.spark._staging)
+    "STAGING_DIR", "StagedPartition", "TaskWriter",
+    # the job
+    "abort_job", "commit_job", "prepare_job", "target_has_data",
+]
 
-
-class WriteError(ValueError):
-    """The rows cannot be written as asked (raised in a task or at commit)."""
-
-
-class WriteOptionError(WriteError, _errors.OptionError):
-    """A write option the sink refuses, raised on the driver when the options are parsed
-    (before any task runs or anything is written); it names the option and what it accepts.
-    The source's option error (:class:`~kafkalog.spark._errors.OptionError`) and a
-    :class:`WriteError` both."""
-
-
-INT32_MAX = 2**31 - 1
-# compressionLevel, per codec (kafkalog.compression's ranges, Kafka's compression.<codec>.level)
-_LEVELS = {
-    "gzip": (lambda n: n == -1 or 1 <= n <= 9, "-1 (the codec's default) or 1..9"),
-    "lz4": (lambda n: 1 <= n <= 17, "1..17"),
-    "zstd": (lambda n: -131072 <= n <= 22, "-131072..22"),
-}
-
-
-def _check_topic(topic: str) -> None:
-    """WriteError naming ``topic`` unless Kafka accepts it as a topic name."""
-    try:
-        _files.validate_topic(topic)
-    except ValueError as e:
-        raise WriteError(f"cannot write topic {topic!r}: {e}") from e
-
-
-def _lower(options: Mapping[str, Any]) -> Dict[str, Any]:
-    return {str(k).lower(): v for k, v in dict(options).items()}
-
-
-def _opt_name(key: str) -> str:
-    return _OPTION_SPELLING.get(key, key)
-
-
-def _opt_int(o: Mapping[str, Any], key: str, default: Optional[int], lo: int = 0,
-             hi: int = INT32_MAX) -> Optional[int]:
-    """The integer option ``key`` (lower-cased), in ``lo..hi`` (WriteOptionError naming the
-    option and the range otherwise: a value every task would refuse is refused here)."""
-    v = o.get(key)
-    if v is None:
-        return default
-    try:
-        n = int(str(v).strip())
-    except ValueError:
-        raise WriteOptionError(
-            f"option {_opt_name(key)!r} must be an integer in {lo}..{hi}, not {v!r}") from None
-    if not lo <= n <= hi:
-        raise WriteOptionError(f"option {_opt_name(key)!r} must be in {lo}..{hi}, not {n}")
-    return n
-
-
-def _opt_bool(o: Mapping[str, Any], key: str, default: Optional[bool]) -> Optional[bool]:
-    v = o.get(key)
-    if v is None:
-        return default
-    s = str(v).strip().lower()
-    if s in ("true", "1", "yes", "on"):
-        return True
-    if s in ("false", "0", "no", "off"):
-        return False
-    raise WriteOptionError(f"option {_opt_name(key)!r} must be true or false, not {v!r}")
-
-
-def _compression_level(o: Mapping[str, Any], codec: str) -> Optional[int]:
-    """The ``compressionLevel`` option, in the range of ``codec`` (none and snappy have no
-    level: it is accepted and not used)."""
-    n = _opt_int(o, "compressionlevel", None, lo=-131072, hi=INT32_MAX)
-    rule = _LEVELS.get(codec)
-    if n is not None and rule is not None and not rule[0](n):
-        raise WriteOptionError(
-            f"option 'compressionLevel' must be, for {codec}, {rule[1]}; not {n}")
-    return n
-
-
-# The sink's options as documented (keys arrive lower-cased); unknown ones are refused with
-# the read side's check (kafkalog.spark._options.check_option_keys), so a misspelled
-# ``compresion`` is an error, not an uncompressed write.
-_OPTION_SPELLING = {
-    k.lower(): k
-    for k in (
-        "path compression compressionLevel kafka.compression.type segmentBytes batchBytes "
-        "batchRecords indexIntervalBytes topic preserveOffsets leaderEpoch topicId "
-        "numPartitions fsync saveMode"
-    ).split()
-}
-
-
-def check_option_keys(options: Mapping[str, Any]) -> List[str]:
-    """WriteError for a write option the sink does not know, naming the closest known one
-    (``unknown option 'compresion' ...; did you mean 'compression'?``); return the producer
-    options (``kafka.*``) that are accepted and ignored.  ``storage.*`` options are the
-    store's (:mod:`kafkalog.spark._remote`)."""
-    return _options.check_option_keys(
-        _lower(options), spelling=_OPTION_SPELLING, known=_OPTION_SPELLING, ignored_names=(),
-        rejected={}, what="sink", error=WriteOptionError)
-
-
-SAVE_MODES = {
-    "append": "append",
-    "overwrite": "overwrite",
-    "errorifexists": "errorifexists",
-    "error": "errorifexists",
-    "default": "errorifexists",
-    "ignore": "ignore",
-}
-
-
-def _topic_id_option(v: Any) -> Optional[str]:
-    """The ``topicId`` option, checked on the driver: Kafka's base64 form (as ``kafka-topics
-    --describe`` prints it) or a UUID.  Returned in Kafka's form."""
-    if not v:
-        return None
-    text = str(v).strip()
-    try:
-        tid = uuid.UUID(text)
-    except ValueError:
-        try:
-            tid = _files.topic_id_from_string(text)
-        except ValueError:
-            raise WriteOptionError(
-                f"option 'topicId' must be a topic id, in Kafka's base64 form (as kafka-topics "
-                f"--describe prints it) or as a UUID, not {text!r}"
-            ) from None
-    if tid.int == 0:
-        # Kafka's Uuid.ZERO_UUID means "no id": partition.metadata may not carry it
-        raise WriteOptionError(
-            f"option 'topicId' must be a topic's id, not the zero UUID ({text!r}), which Kafka "
-            "reserves for \"no id\": give the id kafka-topics --describe prints, or leave the "
-            "option out"
-        )
-    return _files.topic_id_to_string(tid)
-
-
-def _save_mode(v: Any) -> Optional[str]:
-    if v is None:
-        return None
-    mode = SAVE_MODES.get(str(v).strip().lower())
-    if mode is None:
-        raise WriteOptionError(
-            f"unknown save mode {v!r}: use append, overwrite, errorifexists (error, default) or "
-            "ignore"
-        )
-    return mode
-
-
-def effective_mode(opts: "WriteOptions", overwrite: bool) -> str:
-    """The save mode a job runs in: Spark's ``overwrite`` flag, refined by the ``saveMode``
-    option (which carries ``errorifexists`` and ``ignore``: PySpark refuses those modes for
-    a Python data source before the source runs, so kafkalog takes them as an option, with
-    ``.mode("append")``)."""
-    mode = opts.save_mode
-    if overwrite:
-        if mode not in (None, "overwrite"):
-            raise WriteError(
-                f"saveMode {mode!r} contradicts mode('overwrite'): use mode('append') with it"
-            )
-        return "overwrite"
-    if mode == "overwrite":
-        raise WriteError("saveMode 'overwrite' needs mode('overwrite')")
-    return mode or "append"
+_ENTRY = ENTRY_HEADER
 
 
 def target_has_data(root: str) -> bool:
@@ -257,509 +114,6 @@ def target_has_data(root: str) -> bool:
                for e in entries)
 
 
-def check_save_mode(opts: "WriteOptions", mode: str) -> bool:
-    """Before a job (driver): False when ``ignore`` finds the target already there (the job
-    then writes nothing); raises WriteError when ``errorifexists`` does.  As Spark's file
-    sources, a target that exists at all counts, even an empty directory."""
-    if mode in ("errorifexists", "ignore") and os.path.lexists(opts.path):
-        if mode == "ignore":
-            return False
-        raise WriteError(_exists_message(opts.path))
-    return True
-
-
-def _exists_message(path: str) -> str:
-    return (
-        f"the target {path} already exists (save mode errorifexists): write elsewhere, or use "
-        "mode('append') to add records after each partition's log end, or mode('overwrite') "
-        "to replace the partitions written"
-    )
-
-
-@dataclass
-class WriteOptions:
-    path: str
-    topic: Optional[str] = None
-    compression: str = "none"
-    compression_level: Optional[int] = None
-    segment_bytes: int = GiB
-    batch_bytes: int = 1024 * 1024
-    batch_records: Optional[int] = None
-    index_interval_bytes: int = 4096
-    preserve_offsets: Optional[bool] = None  # None: when an offset column is present
-    leader_epoch: int = 0
-    num_partitions: Optional[int] = None
-    topic_id: Optional[str] = None
-    fsync: bool = True
-    save_mode: Optional[str] = None  # the saveMode option: append, errorifexists or ignore
-
-    @classmethod
-    def parse(cls, options: Mapping[str, Any], warn: bool = True) -> "WriteOptions":
-        """The write options, checked (``warn``: warn about the ``kafka.*`` producer options
-        that are ignored)."""
-        from .._format import CompressionType
-
-        o = _lower(options)
-        ignored = check_option_keys(o)
-        if warn and ignored:
-            _errors.warn("kafkalog writes files, not to brokers: ignoring option(s) "
-                         + ", ".join(ignored))
-        path = o.get("path")
-        if not path:
-            raise WriteOptionError(
-                'no path given: use df.write.format("kafkalog").save("/path/to/log-dir")'
-            )
-        path = local_path(str(path))
-        comp = str(o.get("compression", o.get("kafka.compression.type", "none"))).strip().lower()
-        try:
-            CompressionType.parse(comp)
-        except ValueError:
-            raise WriteOptionError(
-                f"option 'compression' must be none, gzip, snappy, lz4 or zstd, not {comp!r}"
-            ) from None
-        topic = o.get("topic")
-        return cls(
-            path=os.path.abspath(path),
-            topic=str(topic) if topic else None,
-            compression=comp,
-            compression_level=_compression_level(o, CompressionType.parse(comp).name.lower()),
-            segment_bytes=_opt_int(o, "segmentbytes", GiB, lo=1024),
-            batch_bytes=_opt_int(o, "batchbytes", 1024 * 1024, lo=64),
-            batch_records=_opt_int(o, "batchrecords", None, lo=1),
-            index_interval_bytes=_opt_int(o, "indexintervalbytes", 4096, lo=0),
-            preserve_offsets=_opt_bool(o, "preserveoffsets", None),
-            # a batch's partitionLeaderEpoch is an int32 (Kafka: -1 = none; a write has one)
-            leader_epoch=_opt_int(o, "leaderepoch", 0, lo=0),
-            num_partitions=_opt_int(o, "numpartitions", None, lo=1),
-            topic_id=_topic_id_option(o.get("topicid")),
-            fsync=bool(_opt_bool(o, "fsync", True)),
-            save_mode=_save_mode(o.get("savemode")),
-        )
-
-    def __post_init__(self) -> None:
-        # a batch must fit in a segment (Kafka: segment.bytes >= the largest batch)
-        self.batch_bytes = max(64, min(self.batch_bytes, self.segment_bytes))
-
-    def log_config(self) -> Dict[str, Any]:
-        return {
-            "segment.bytes": self.segment_bytes,
-            "index.interval.bytes": self.index_interval_bytes,
-            "max.message.bytes": 2**31 - 1,
-        }
-
-
-def check_columns(names: Sequence[str], opts: WriteOptions) -> None:
-    """The checks of Kafka's sink (``KafkaWriter.validateQuery``), on the driver."""
-    names = list(names)
-    if "value" not in names:
-        raise WriteError("Required attribute 'value' not found")
-    if opts.topic is None and "topic" not in names:
-        raise WriteError(
-            "topic option required when no 'topic' attribute is present. Use the topic option for "
-            "setting a topic."
-        )
-    if opts.preserve_offsets and "offset" not in names:
-        raise WriteError("preserveOffsets=true needs an 'offset' column")
-    if opts.topic is not None:
-        _check_topic(opts.topic)
-
-
-# ------------------------------------------------------------------------------------------------
-# Kafka's default partitioner
-# ------------------------------------------------------------------------------------------------
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (signed 32-bit result)."""
-    m = 0x5BD1E995
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    n4 = length // 4
-    for i in range(n4):
-        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> 24
-        k = (k * m) & 0xFFFFFFFF
-        h = (h * m) & 0xFFFFFFFF
-        h ^= k
-    rest = length & 3
-    tail = length & ~3
-    if rest == 3:
-        h ^= data[tail + 2] << 16
-    if rest >= 2:
-        h ^= data[tail + 1] << 8
-    if rest >= 1:
-        h ^= data[tail]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def default_partition(key: bytes, num_partitions: int) -> int:
-    """``toPositive(murmur2(key)) % numPartitions`` (Kafka's ``BuiltInPartitioner`` for keyed
-    records)."""
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
-
-
-def partition_column(keys, values, partitions, num_partitions: int):
-    """A partition array for an Arrow batch: the given partition where not null, else Kafka's
-    default partitioner on the key (``toPositive(murmur2(key)) % n``), and for a record with
-    no key the same hash of its value (``kafkalog.spark.write``'s rule: Kafka's producer
-    spreads unkeyed records arbitrarily; here a Spark stage retry routes every row as the first
-    attempt did)."""
-    import pyarrow as pa
-
-    def as_bytes(v):
-        if v is None or isinstance(v, bytes):
-            return v
-        return v.encode("utf-8") if isinstance(v, str) else bytes(v)
-
-    kl = keys.to_pylist() if keys is not None else None
-    vl = values.to_pylist() if values is not None else None
-    pl = partitions.to_pylist() if partitions is not None else None
-    n = len(kl) if kl is not None else (len(pl) if pl is not None else len(vl))
-    out = []
-    for i in range(n):
-        p = pl[i] if pl is not None else None
-        if p is None:
-            k = as_bytes(kl[i]) if kl is not None else None
-            if k is None:
-                k = (as_bytes(vl[i]) if vl is not None else None) or b""
-            p = default_partition(k, num_partitions)
-        out.append(p)
-    return pa.array(out, pa.int32())
-
-
-def _stamp(data, now_ms: Optional[int] = None):
-    """``data`` with every record that has no timestamp (no ``timestamp`` column, or a null)
-    stamped with the write time in ms, as a producer stamps ``CreateTime`` at send time."""
-    import pyarrow as pa
-
-    names = data.schema.names
-    if "timestamp" in names and not data.column("timestamp").null_count:
-        return data
-    if now_ms is None:
-        now_ms = int(time.time() * 1000)
-    if "timestamp" not in names:
-        ts = pa.array([now_ms] * data.num_rows, pa.int64())
-        return pa.RecordBatch.from_arrays(
-            list(data.columns) + [ts], names=names + ["timestamp"]
-        )
-    ts = data.column("timestamp")
-    if pa.types.is_timestamp(ts.type):
-        ts = ts.cast(pa.timestamp("ms", tz=ts.type.tz), safe=False).view(pa.int64())
-    elif pa.types.is_date(ts.type):
-        ts = ts.cast(pa.timestamp("ms")).view(pa.int64())
-    elif pa.types.is_integer(ts.type):
-        ts = ts.cast(pa.int64())
-    else:
-        raise WriteError(
-            f"column 'timestamp' must be a timestamp or an integer (ms), not {ts.type}"
-        )
-    import pyarrow.compute as pc
-
-    ts = pc.fill_null(ts, pa.scalar(now_ms, pa.int64()))
-    cols = list(data.columns)
-    cols[names.index("timestamp")] = ts
-    return pa.RecordBatch.from_arrays(cols, names=names)
-
-
-# ------------------------------------------------------------------------------------------------
-# Task side
-# ------------------------------------------------------------------------------------------------
-@dataclass
-class StagedPartition:
-    topic: str
-    partition: int
-    directory: str  # staged <topic>-<partition> directory
-    first_offset: int  # log start offset of the staged log
-    end_offset: int  # log end offset
-    records: int
-    nbytes: int
-    # offsets assigned by the task (no offset column): commit numbers the pieces of a
-    # partition one after another, in task order, from the log end (or 0)
-    assigned: bool = False
-    task_index: int = 0  # the Spark partition the task wrote (orders assigned pieces)
-    shift: int = 0  # set by commit: what it adds to the staged offsets
-
-
-@dataclass
-class _TPState:
-    log: Any
-    next_offset: int
-    assigned: bool = False
-    first_offset: Optional[int] = None
-    records: int = 0
-    nbytes: int = 0
-    pending: List[Any] = field(default_factory=list)
-    pending_bytes: int = 0
-
-
-def existing_log_end(root: str, topic: str, partition: int) -> Optional[int]:
-    """The log end offset of ``<root>/<topic>-<partition>`` if it exists (None otherwise)."""
-    return _commit.log_end_offset(os.path.join(root, _files.partition_dir_name(topic, partition)))
-
-
-class TaskWriter:
-    """Writes the rows of one task into staged partition logs."""
-
-    def __init__(
-        self, opts: WriteOptions, job_id: str, task_name: str, overwrite: bool, task_index: int = 0
-    ) -> None:
-        self.opts = opts
-        self.overwrite = overwrite
-        self.task_index = task_index
-        self.stage = os.path.join(opts.path, STAGING_DIR, job_id, task_name)
-        self.tps: Dict[Tuple[str, int], _TPState] = {}
-        self.total_pending = 0
-        self._valid_topics: set = set()
-
-    # -- input ------------------------------------------------------------------------------------
-    def write_batch(self, rb) -> None:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        n = rb.num_rows
-        if n == 0:
-            return
-        names = rb.schema.names
-        if "value" not in names:
-            raise WriteError("Required attribute 'value' not found")
-        if self.opts.topic is not None:
-            topics = None
-            topic_const = self.opts.topic
-        else:
-            if "topic" not in names:
-                raise WriteError("topic option required when no 'topic' attribute is present")
-            topics = rb.column("topic")
-            if topics.null_count:
-                raise WriteError(
-                    "null topic for a record: set the topic column or the topic option"
-                )
-            if not pa.types.is_string(topics.type):
-                topics = topics.cast(pa.string())
-            topic_const = None
-            mm = pc.min_max(topics)
-            if mm["min"].as_py() == mm["max"].as_py():
-                topic_const = mm["min"].as_py()
-                topics = None
-            else:
-                # every topic of the batch is checked before any directory is made for one
-                for t in pc.unique(topics).to_pylist():
-                    if t not in self._valid_topics:
-                        _check_topic(t)
-                        self._valid_topics.add(t)
-        if topic_const not in self._valid_topics and topic_const is not None:
-            _check_topic(topic_const)
-            self._valid_topics.add(topic_const)
-        parts = rb.column("partition") if "partition" in names else None
-        if parts is not None and not pa.types.is_int32(parts.type):
-            parts = parts.cast(pa.int32())
-        if parts is None or parts.null_count:
-            if self.opts.num_partitions is not None:
-                parts = partition_column(
-                    rb.column("key") if "key" in names else None,
-                    rb.column("value") if "value" in names else None, parts,
-                    self.opts.num_partitions)
-            elif parts is None:
-                parts = pa.repeat(pa.scalar(0, pa.int32()), n)
-            else:
-                raise WriteError(
-                    "null partition for a record: set the numPartitions option to use Kafka's "
-                    "default partitioner"
-                )
-        pmm = pc.min_max(parts)
-        if pmm["min"].as_py() < 0:
-            raise WriteError(f"negative partition {pmm['min'].as_py()}")
-        known = self.opts.num_partitions
-        if known is not None and pmm["max"].as_py() >= known:
-            raise WriteError(
-                f"partition {pmm['max'].as_py()} is not in the range [0...{known}) that "
-                f"numPartitions={known} gives the topic (Kafka's producer refuses a record for a "
-                "partition the topic does not have)"
-            )
-        keep = [
-            c
-            for c in ("key", "value", "offset", "timestamp", "timestampType", "headers")
-            if c in names
-        ]
-        data = _stamp(rb.select(keep))
-        if topics is None and pmm["min"].as_py() == pmm["max"].as_py():
-            self._add(topic_const, pmm["min"].as_py(), data)
-            return
-        # several partitions in this batch: group (order within each group is kept)
-        if topics is None:
-            topics = pa.repeat(pa.scalar(topic_const, pa.string()), n)
-        t = pa.table({"t": topics, "p": parts})
-        groups = t.group_by(["t", "p"], use_threads=False).aggregate([]).to_pylist()
-        for g in groups:
-            mask = pc.and_(
-                pc.equal(topics, pa.scalar(g["t"], pa.string())),
-                pc.equal(parts, pa.scalar(g["p"], pa.int32())),
-            )
-            self._add(g["t"], g["p"], data.filter(mask))
-
-    def _state(
-        self, topic: str, partition: int, offsets_given: bool, first: Optional[int]
-    ) -> _TPState:
-        from ..storage.log import Log
-
-        key = (topic, partition)
-        st = self.tps.get(key)
-        if st is not None:
-            return st
-        _check_topic(topic)
-        try:
-            name = _files.partition_dir_name(topic, partition)
-        except ValueError as e:
-            raise WriteError(str(e)) from None
-        d = os.path.join(self.stage, name)
-        # mkdir, not makedirs: once abort_job has removed the job's directory a straggling
-        # task must fail here instead of re-creating the staging tree
-        try:
-            if not os.path.isdir(self.stage):
-                os.mkdir(self.stage)
-            _files.check_inside(self.stage, self.opts.path)  # no planted link out of <path>
-            os.mkdir(d)
-        except FileNotFoundError:
-            raise WriteError(
-                f"the write job was aborted (no {os.path.dirname(self.stage)})"
-            ) from None
-        topic_id = None
-        if self.opts.topic_id:
-            topic_id = _files.topic_id_from_string(self.opts.topic_id)
-        log = Log.open(d, self.opts.log_config(), topic_id=topic_id)
-        if offsets_given:
-            start = first
-        else:
-            start = 0
-            if not self.overwrite:
-                end = existing_log_end(self.opts.path, topic, partition)
-                if end is not None:
-                    start = end
-        if start:
-            log.truncate_fully_and_start_at(start)
-        st = _TPState(log, start, assigned=not offsets_given)
-        self.tps[key] = st
-        return st
-
-    def _add(self, topic: str, partition: int, data) -> None:
-        import pyarrow.compute as pc
-
-        if data.num_rows == 0:
-            return
-        offsets_given = "offset" in data.schema.names and self.opts.preserve_offsets is not False
-        if offsets_given:
-            offs = data.column("offset")
-            if offs.null_count:
-                raise WriteError(
-                    f"null offsets for {topic}-{partition}: give every record an offset, drop the "
-                    "offset column, or set preserveOffsets=false"
-                )
-            first = pc.min(offs).as_py()
-        else:
-            if "offset" in data.schema.names:
-                data = data.drop_columns(["offset"])
-            first = None
-        st = self._state(topic, partition, offsets_given, first)
-        st.pending.append(data)
-        size = data.nbytes
-        st.pending_bytes += size
-        self.total_pending += size
-        if st.pending_bytes >= _FLUSH_BYTES:
-            self._flush(topic, partition)
-        elif self.total_pending >= _MAX_PENDING_BYTES:
-            for k in sorted(self.tps, key=lambda k: -self.tps[k].pending_bytes)[:4]:
-                self._flush(*k)
-
-    def _flush(self, topic: str, partition: int) -> None:
-        import pyarrow as pa
-
-        from .. import arrow as ka
-        from ..errors import InvalidOffsetError
-
-        st = self.tps[(topic, partition)]
-        if not st.pending:
-            return
-        try:
-            table = (
-                pa.Table.from_batches(st.pending)
-                if len(st.pending) > 1
-                else pa.Table.from_batches([st.pending[0]])
-            )
-        except pa.ArrowInvalid:
-            table = pa.concat_tables(
-                [pa.Table.from_batches([b]) for b in st.pending], promote_options="permissive"
-            )
-        self.total_pending -= st.pending_bytes
-        st.pending = []
-        st.pending_bytes = 0
-        n = table.num_rows
-        try:
-            data = ka.from_arrow(
-                table,
-                compression=self.opts.compression,
-                compression_level=self.opts.compression_level,
-                batch_bytes=self.opts.batch_bytes,
-                batch_records=self.opts.batch_records,
-                base_offset=st.next_offset,
-                partition_leader_epoch=self.opts.leader_epoch,
-            )
-        except (InvalidOffsetError, ValueError) as e:
-            raise WriteError(
-                f"cannot encode the records of {topic}-{partition}: {e} (offsets must increase "
-                "within a partition: use kafkalog.spark.write(df, path), which sorts by offset)"
-            ) from e
-        mv = memoryview(data)
-        pos = 0
-        total = len(mv)
-        while pos + 12 <= total:
-            size = _ENTRY.unpack_from(mv, pos)[1] + 12
-            try:
-                info = st.log.append_as_follower(mv[pos : pos + size])
-            except InvalidOffsetError as e:
-                raise WriteError(
-                    f"records of {topic}-{partition} are not in offset order or repeat offsets: {e} "
-                    "(use kafkalog.spark.write(df, path), which sorts by offset, or drop the "
-                    "offset column to assign new offsets)"
-                ) from e
-            if st.first_offset is None:
-                st.first_offset = info.first_offset
-            pos += size
-        st.next_offset = st.log.log_end_offset
-        st.records += n
-        st.nbytes += total
-
-    # -- end of task ------------------------------------------------------------------------------
-    def finish(self) -> List[StagedPartition]:
-        out = []
-        for topic, partition in list(self.tps):
-            self._flush(topic, partition)
-        for (topic, partition), st in self.tps.items():
-            log = st.log
-            start = log.log_start_offset
-            end = log.log_end_offset
-            log.close()
-            out.append(
-                StagedPartition(
-                    topic, partition, log.dir, start, end, st.records, st.nbytes,
-                    assigned=st.assigned, task_index=self.task_index,
-                )
-            )
-        return out
-
-    def cleanup(self) -> None:
-        for st in self.tps.values():
-            try:
-                st.log.close()
-            except Exception:
-                pass
-        shutil.rmtree(self.stage, ignore_errors=True)
-
-
-# ------------------------------------------------------------------------------------------------
-# Driver side
-# ------------------------------------------------------------------------------------------------
 _SEGMENT_KINDS = _commit.SEGMENT_KINDS
 
 
@@ -785,7 +139,9 @@ def _undo_commit(
     return _commit.undo(swaps, ckpt_old, fsync)
 
 
-def _storage_error(job_id: str, root: str, e: OSError, doing: str, undone: str) -> KafkaStorageError:
+def _storage_error(
+    job_id: str, root: str, e: OSError, doing: str, undone: str
+) -> KafkaStorageError:
     path = getattr(e, "path", None) or getattr(e, "filename", None)
     why = e if isinstance(e, KafkaStorageError) else KafkaStorageError.from_os_error(e, doing)
     return KafkaStorageError(
@@ -815,7 +171,7 @@ def commit_job(
         if save_mode == "ignore":
             abort_job(opts, job_id)
             return {"partitions": 0, "records": 0, "bytes": 0}
-        raise WriteError(_exists_message(root))
+        raise WriteError(exists_message(root))
 
     by_tp: Dict[Tuple[str, int], List[StagedPartition]] = {}
     for s in staged:
@@ -871,7 +227,8 @@ def _commit_locked(
             if b.first_offset < a.end_offset:
                 raise WriteError(
                     f"partition {topic}-{partition} was written by several tasks with overlapping "
-                    f"offsets ({a.first_offset}..{a.end_offset - 1} and {b.first_offset}..{b.end_offset - 1}): "
+                    f"offsets ({a.first_offset}..{a.end_offset - 1} and "
+                    f"{b.first_offset}..{b.end_offset - 1}): "
                     "repartition by topic and partition and sort by offset first, as "
                     "kafkalog.spark.write(df, path) does (or drop the offset column to assign new "
                     "offsets)"
@@ -990,17 +347,18 @@ def _copy_batches(path: str, shift: int, log: Any) -> None:
     with _fs.LOCAL.open_read(path) as f:
         pos = 0
         while True:
-            head = f.read(pos, 12)
-            if len(head) < 12:
+            head = f.read(pos, LOG_OVERHEAD)
+            if len(head) < LOG_OVERHEAD:
                 break
-            size = _ENTRY.unpack_from(head, 0)[1]
-            body = f.read(pos + 12, size) if size >= 0 else b""
-            pos += 12 + size
-            if len(body) < size or size < 49 or body[4] != 2:
+            base, size = _ENTRY.unpack_from(head, 0)
+            body = f.read(pos + LOG_OVERHEAD, size) if size >= 0 else b""
+            pos += LOG_OVERHEAD + size
+            if (len(body) < size or size < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+                    or body[MAGIC_OFFSET - LOG_OVERHEAD] != MAGIC_VALUE_V2):
                 raise WriteError(f"unexpected data in the staged segment {path}")
             batch = bytearray(head + body)
             if shift:
-                _BASE.pack_into(batch, 0, _BASE.unpack_from(batch, 0)[0] + shift)
+                _ENTRY.pack_into(batch, 0, base + shift, size)
             log.append_as_follower(batch)
 
 
