@@ -36,7 +36,7 @@ def test_arrow_without_pyarrow_names_the_extra():
 
 def test_demo_without_pyarrow_runs_what_it_can(tmp_path):
     r = _python(
-        BLOCK_PYARROW + "from kafkalog.tools.demo import main; sys.exit(main(sys.argv[1:]))",
+        BLOCK_PYARROW + "from kafkalog.demo import main; sys.exit(main(sys.argv[1:]))",
         "--out", str(tmp_path / "demo"), "--records", "300", "--no-spark",
     )
     assert r.returncode == 0, r.stderr[-3000:]
@@ -49,7 +49,7 @@ def test_demo_out_pointing_at_a_file_is_one_line(tmp_path):
     f = tmp_path / "taken"
     f.write_text("x")
     r = _python(
-        "from kafkalog.tools.demo import main; sys.exit(main(sys.argv[1:]))".replace(
+        "from kafkalog.demo import main; sys.exit(main(sys.argv[1:]))".replace(
             "from", "import sys; from", 1
         ),
         "--out", str(f), "--no-spark",
@@ -57,14 +57,14 @@ def test_demo_out_pointing_at_a_file_is_one_line(tmp_path):
     assert r.returncode == 2, r
     assert "Traceback" not in r.stderr
     assert [line for line in r.stderr.splitlines() if "error" in line] == [
-        line for line in r.stderr.splitlines() if line.startswith("python -m kafkalog.tools.demo: error:")
+        line for line in r.stderr.splitlines() if line.startswith("python -m kafkalog.demo: error:")
     ]
     assert f"--out {f} exists and is not a directory" in r.stderr
 
 
 def test_demo_into_a_closed_pipe_exits_quietly(tmp_path):
     p = subprocess.Popen(
-        [sys.executable, "-m", "kafkalog.tools.demo", "--out", str(tmp_path / "d"), "--records", "300",
+        [sys.executable, "-m", "kafkalog.demo", "--out", str(tmp_path / "d"), "--records", "300",
          "--no-spark"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
     )

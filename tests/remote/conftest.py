@@ -50,7 +50,7 @@ def s3_env(s3_server):
 @pytest.fixture(scope="session")
 def log_root(tmp_path_factory):
     """A local log-dir root of several topics, codecs, message formats and transactions."""
-    from kafkalog.tools.demo import generate
+    from kafkalog.demo import generate
 
     root = str(tmp_path_factory.mktemp("remote") / "root")
     generate(root, records=6000, segment_bytes=64 * 1024)

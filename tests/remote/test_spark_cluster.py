@@ -53,7 +53,7 @@ def spark_cluster(tmp_path_factory, s3_env):
 
 @pytest.fixture(scope="module")
 def cluster_root(tmp_path_factory):
-    from kafkalog.tools.demo import generate
+    from kafkalog.demo import generate
 
     root = tmp_path_factory.mktemp("cluster-sample") / "logs"
     generate(str(root), 3000, segment_bytes=32 * 1024)

@@ -92,7 +92,7 @@ def spark():
 @pytest.fixture(scope="session")
 def sample_root(tmp_path_factory):
     """A small sample log root (every codec, legacy v0/v1, transactions, several segments)."""
-    from kafkalog.tools.demo import generate
+    from kafkalog.demo import generate
 
     root = tmp_path_factory.mktemp("spark-sample") / "logs"
     generate(str(root), 4000, segment_bytes=32 * 1024)

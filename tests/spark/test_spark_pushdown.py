@@ -93,7 +93,7 @@ def diff_root(tmp_path_factory):
     import random
 
     from kafkalog import MemoryRecordsBuilder
-    from kafkalog.tools.demo import generate
+    from kafkalog.demo import generate
     from kafkalog.storage.log import Log
 
     base = tmp_path_factory.mktemp("pushdown-diff")

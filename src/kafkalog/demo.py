@@ -2,7 +2,7 @@
 
 ::
 
-    python -m kafkalog.tools.demo [--out DIR] [--records N] [--no-spark]
+    python -m kafkalog.demo [--out DIR] [--records N] [--no-spark]
 
 1. Generates a log-dir root under ``DIR/logs`` with :class:`kafkalog.storage.log.Log`: several topics
    and partitions, every codec (none, gzip, snappy, lz4, zstd), legacy magic v0 and v1 segments
@@ -38,7 +38,7 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
 def _codec_available(codec: str) -> bool:
-    from .. import MemoryRecordsBuilder
+    from . import MemoryRecordsBuilder
 
     if codec == "none":
         return True
@@ -59,7 +59,7 @@ class _Writer:
     legacy and control batches are stored as built."""
 
     def __init__(self, root: str, topic: str, partition: int, segment_bytes: int) -> None:
-        from ..storage.log import Log
+        from .storage.log import Log
 
         self.log = Log.open(
             os.path.join(root, f"{topic}-{partition}"),
@@ -103,8 +103,8 @@ def generate(
     """Write the sample log-dir root; returns ``{(topic, partition): records written}``
     (data records, control markers excluded).  Codecs whose library is missing are replaced
     by gzip."""
-    from .. import MemoryRecordsBuilder
-    from ..control import build_end_txn_marker
+    from . import MemoryRecordsBuilder
+    from .control import build_end_txn_marker
 
     rng = random.Random(seed)
     if os.path.exists(root):
@@ -218,8 +218,8 @@ def generate(
 def direct_counts(root: str) -> Dict[Tuple[str, int], int]:
     """Records per partition as a consumer sees them (read_uncommitted), decoded with
     :mod:`kafkalog.arrow` (no Spark)."""
-    from .. import arrow as ka
-    from ..storage.logdir import scan_root
+    from . import arrow as ka
+    from .storage.logdir import scan_root
 
     out = {}
     for p in scan_root(root).live_partitions:
@@ -343,7 +343,7 @@ def run_spark(root: str, out: str, expected: Dict[Tuple[str, int], int]) -> bool
 # ------------------------------------------------------------------------------------------------
 def _cli(argv: List[str], max_lines: Optional[int] = None) -> int:
     try:
-        from . import cli
+        from .tools import cli
     except ImportError:
         print(f"(kafkalog.tools.cli is not available: skipped 'kafkalog {' '.join(argv)}')")
         return 0
@@ -379,7 +379,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _main(argv)
     except BrokenPipeError:
         # the reader left: stop quietly, as the kafkalog command does
-        from .cli import silence_stdout
+        from .tools.cli import silence_stdout
 
         silence_stdout()
         return 0
@@ -387,13 +387,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 130
     except OSError as e:
         where = f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e)
-        sys.stderr.write(f"python -m kafkalog.tools.demo: error: {where}\n")
+        sys.stderr.write(f"python -m kafkalog.demo: error: {where}\n")
         return 1
 
 
 def _main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m kafkalog.tools.demo", description=__doc__.split("\n\n")[0]
+        prog="python -m kafkalog.demo", description=__doc__.split("\n\n")[0]
     )
     p.add_argument(
         "--out", default=None, help="output directory (default: a new temporary directory)"
