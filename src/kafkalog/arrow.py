@@ -72,7 +72,6 @@ in parallel.  ``import kafkalog`` does not import pyarrow; importing this module
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -89,7 +88,9 @@ import pyarrow.compute as pc  # noqa: E402
 
 from . import _speedups
 from ._format import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
+from ._sources import Opened, Source, block_size, resolve
 from .errors import KafkaLogError
+from .storage.selection import TopicSelection, fetch_ranges
 
 if _speedups.IMPLEMENTATION == "cython":
     try:
@@ -102,6 +103,7 @@ else:
 __all__ = [
     "IMPLEMENTATION",
     "DEFAULT_COLUMNS",
+    "SPARK_COLUMNS",
     "METADATA_COLUMNS",
     "ALL_COLUMNS",
     "schema",
@@ -134,6 +136,8 @@ METADATA_COLUMNS: Tuple[str, ...] = (
     "position",
 )
 _SOURCE_COLUMNS = ("topic", "partition")
+#: The columns of spark-sql-kafka's schema, in its order (a log root's default, then headers).
+SPARK_COLUMNS: Tuple[str, ...] = DEFAULT_COLUMNS[:2] + _SOURCE_COLUMNS + DEFAULT_COLUMNS[2:5]
 ALL_COLUMNS: Tuple[str, ...] = (
     DEFAULT_COLUMNS[:2] + _SOURCE_COLUMNS + DEFAULT_COLUMNS[2:] + METADATA_COLUMNS
 )
@@ -214,191 +218,6 @@ def schema(
     return pa.schema([pa.field(n, ts_type if n == "timestamp" else _FIXED_TYPES[n]) for n in names])
 
 
-# -- sources ---------------------------------------------------------------------------------------
-class _Segment:
-    """One thing to decode: an in-memory buffer, a file (mapped when decoded) or a
-    :class:`kafkalog.storage.log.Log` (read through :meth:`~kafkalog.storage.log.Log.read`)."""
-
-    __slots__ = ("buffer", "path", "topic", "partition", "log", "fs", "directory")
-
-    def __init__(self, buffer=None, path=None, topic=None, partition=None, log=None, fs=None,
-                 directory=None):
-        self.directory = directory  # a partition directory, read through its LogView
-        self.buffer = buffer
-        self.path = path
-        self.topic = topic
-        self.partition = partition
-        self.log = log
-        self.fs = fs  # kafkalog.storage.fs.FileSystem of path (None: the local one)
-
-
-def _is_log(obj) -> bool:
-    return all(
-        hasattr(obj, a)
-        for a in ("read", "log_end_offset", "log_start_offset", "collect_aborted_transactions")
-    )
-
-
-def _tp_of_dir(directory: str):
-    from .storage.files import parse_partition_dir
-
-    try:
-        tp = parse_partition_dir(directory).topic_partition
-        return tp.topic, tp.partition
-    except ValueError:
-        return None, None
-
-
-def _readable_segments(view):
-    """The segments of a :class:`~kafkalog.storage.logdir.PartitionView`; a segment name that
-    cannot be read (a FIFO, a directory...) raises: never skipped silently."""
-    from .storage.fs import not_regular_error
-
-    for ig in view.refused():
-        if ig.name.endswith(".log"):
-            raise not_regular_error(ig.path, ig.kind, f"cannot read partition {view.directory}")
-    return view.segments
-
-
-def _directory_segments(directory: str, fs=None, refuse_empty: bool = True) -> List["_Segment"]:
-    """The partitions to read in a directory, by the rule every reader follows
-    (:func:`kafkalog.storage.logdir.locate`): a partition directory, or a log root (a broker's
-    ``log.dirs`` entry, whatever its name: ``kafka-logs-1`` is one too) whose live
-    ``<topic>-<partition>`` directories are read by topic then partition, each with its topic
-    and partition.  Anything else raises
-    :class:`~kafkalog.storage.logdir.NotALogError` naming the path (and, for a directory
-    above log roots, the paths to give), never an empty table that would look like an empty
-    log; so does a ``<topic>-<partition>`` directory holding nothing of a log.  With
-    ``refuse_empty`` false a directory under which nothing is (an object-store key, not a
-    prefix) gives ``[]``: the caller looks at what the path is."""
-    from .storage.fs import LOCAL
-    from .storage.logdir import NotALogError, locate, scan_partition
-
-    fs = fs or LOCAL
-    try:
-        loc = locate(directory, fs)
-    except NotALogError as e:
-        if refuse_empty or e.instead:
-            raise
-        return []
-    if loc.kind == "partition":
-        if not loc.holds_logs:
-            if not refuse_empty:
-                return []
-            raise NotALogError(
-                f"no Kafka log under {directory}: a directory named <topic>-<partition> that "
-                "holds no Kafka log segments (<20-digit offset>.log) nor any other file of a "
-                "partition; pass a segment file, a partition directory or a log root (a "
-                "broker's log.dirs entry)", directory)
-        t, p = _tp_of_dir(directory)
-        if _readable_segments(loc.view):
-            return [_Segment(directory=directory, topic=t, partition=p, fs=fs)]
-        return []  # the files of a partition without a segment: an empty log
-    out: List[_Segment] = []
-    for ref in loc.partitions:
-        tp = ref.topic_partition
-        if _readable_segments(scan_partition(ref.path, fs)):
-            out.append(_Segment(directory=ref.path, topic=tp.topic, partition=tp.partition,
-                                fs=fs))
-    return out
-
-
-def _segment_name(path: str):
-    from .storage.files import parse_segment_file_name
-    from .storage.fs import basename
-
-    return parse_segment_file_name(basename(path))
-
-
-def _resolve(source, topic, partition, storage_options=None) -> List[_Segment]:
-    from .records import MemoryRecords
-    from .storage import fs as _fs
-
-    if isinstance(source, str) and _fs.is_uri(source):
-        fs, path = _fs.resolve(source, storage_options)
-        if fs.is_local():
-            source = path
-        else:
-            if _segment_name(path) is None:  # list it directly: one request for a partition
-                try:
-                    found = _directory_segments(path, fs, refuse_empty=False)
-                except _fs.MissingFileError:
-                    found = None
-                if found:
-                    return found
-            kind = fs.kind(path)
-            if kind == _fs.DIRECTORY:
-                return _directory_segments(path, fs)
-            if kind != _fs.FILE:
-                raise _fs.not_regular_error(path, kind, f"cannot read {path}")
-            t, p = _tp_of_dir(_fs.parent(path))
-            return [_Segment(path=path, topic=t, partition=p, fs=fs)]
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        if os.path.isdir(path):
-            return _directory_segments(path)
-        t, p = _tp_of_dir(os.path.dirname(os.path.abspath(path)))
-        return [_Segment(path=path, topic=t, partition=p)]
-    if isinstance(source, MemoryRecords):
-        return [_Segment(buffer=source.buffer())]
-    if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
-        return [_Segment(buffer=source)]
-    if _is_log(source):  # kafkalog.storage.log.Log: read through the log (sees unflushed appends)
-        t, p = _tp_of_dir(getattr(source, "dir", "") or "")
-        return [_Segment(log=source, topic=t, partition=p)]
-    try:
-        memoryview(source)
-    except TypeError:
-        pass
-    else:
-        return [_Segment(buffer=source)]
-    if isinstance(source, (list, tuple)):
-        out: List[_Segment] = []
-        for s in source:
-            out.extend(_resolve(s, topic, partition, storage_options))
-        return out
-    raise TypeError(
-        "source must be a buffer, a MemoryRecords, a segment file or partition directory path, "
-        f"or a sequence of those; not {type(source).__name__}"
-    )
-
-
-class _Opened:
-    """Context manager giving a segment's buffer (mmap for files; closed afterwards)."""
-
-    def __init__(self, seg: _Segment):
-        self.seg = seg
-        self._f = None
-        self._mm = None
-
-    def __enter__(self):
-        if self.seg.path is None:
-            return self.seg.buffer
-        from .storage.logdir import open_file
-
-        fs = self.seg.fs
-        if fs is not None and not fs.is_local():
-            self._f = fs.open_read(self.seg.path)
-        else:
-            self._f = open_file(self.seg.path)  # regular files only; KafkaStorageError otherwise
-        buf = self._f.map()
-        if buf is None:  # a backend without local pages
-            buf = self._f.read(0, self._f.size)
-        return buf
-
-    def __exit__(self, *exc):
-        if self._f is not None:
-            # a view may still be alive (e.g. in a traceback): then the GC closes the map
-            self._f.close()
-        return False
-
-
-def _block_size(storage_options) -> int:
-    from .storage.fs import DEFAULT_BLOCK_SIZE
-
-    return int((storage_options or {}).get("block_size", DEFAULT_BLOCK_SIZE))
-
-
 # -- building arrays from a chunk -------------------------------------------------------------------
 def _buf(b):
     return None if b is None else pa.py_buffer(b)
@@ -423,7 +242,7 @@ def _header_keys(c) -> pa.Array:
 
 
 def _chunk_to_batch(
-    c, names: List[str], out_schema: pa.Schema, ts_type, seg: _Segment
+    c, names: List[str], out_schema: pa.Schema, ts_type, seg: Source
 ) -> pa.RecordBatch:
     n = c.num_rows
     arrays = []
@@ -503,7 +322,7 @@ def _column_bits(names: Sequence[str]) -> int:
     return bits
 
 
-def _check_int_args(**args: Any) -> None:
+def check_int_args(**args: Any) -> None:
     """TypeError for a non-integer, ValueError for an integer a signed 64-bit value cannot
     hold (``None`` passes: the defaults); finer checks are the decoders' own."""
     for name, v in args.items():
@@ -515,77 +334,86 @@ def _check_int_args(**args: Any) -> None:
             raise ValueError(f"{name} is out of range: {v}")
 
 
-def _decode_segments(
-    source,
-    columns,
-    *,
-    check_crcs,
-    include_control,
-    read_committed,
-    aborted_transactions,
-    timestamp_unit,
-    batch_metadata,
-    max_batch_size,
-    max_decompressed_size,
-    topic,
-    partition,
-    start_position,
-    stop_position,
-    max_rows,
-    max_bytes,
-    start_offset=None,
-    end_offset=None,
-    storage_options=None,
-) -> Tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-    _check_int_args(
-        max_batch_size=max_batch_size,
-        max_decompressed_size=max_decompressed_size,
-        partition=partition,
-        start_position=start_position,
-        stop_position=stop_position,
-        max_rows=max_rows,
-        max_bytes=max_bytes,
-        start_offset=start_offset,
-        end_offset=end_offset,
-    )
-    names = _column_names(columns, batch_metadata)
-    ts_type, scale = _timestamp_type(timestamp_unit)
-    out_schema = schema(names, timestamp_unit=timestamp_unit)
-    segments = _resolve(source, topic, partition, storage_options)
-    # rows are filtered by offset (an offset range, a partition's log start and end): decode
-    # the offset column even when not asked for
-    pruned = start_offset is not None or end_offset is not None \
-        or any(seg.directory is not None for seg in segments)
-    dnames = names if (not pruned or "offset" in names) else names + ["offset"]
-    d_schema = out_schema if dnames is names else schema(dnames, timestamp_unit=timestamp_unit)
-    if (start_position or stop_position is not None) and len(segments) != 1:
-        raise ValueError("start_position/stop_position need a single buffer or segment file")
-    for seg in segments:
-        if topic is not None:
-            seg.topic = topic
-        if partition is not None:
-            seg.partition = partition
-    bits = _column_bits(dnames)
-    block = _block_size(storage_options)
-    if max_rows is not None and max_rows < 1:
-        raise ValueError("max_rows must be >= 1")
-    if max_bytes is not None and max_bytes < 1:
-        raise ValueError("max_bytes must be >= 1")
+# -- reading ---------------------------------------------------------------------------------------
+class SourceReader:
+    """Decodes :class:`~kafkalog._sources.Source` s into record batches of the columns
+    ``names``: the reading half of :func:`to_arrow` and :func:`iter_batches`, and of the scans
+    of :class:`kafkalog.dataset.KafkaLogDataset`.  The options are :func:`to_arrow`'s, checked
+    by the caller.  ``with_offsets``: decode the offset column even when not asked for (rows
+    are filtered by offset: an offset range, a partition's log start and end); it is not in
+    the batches then.  ``on_fetch(source, ranges)`` (optional) is told the offset ranges read
+    of each partition directory or ``Log``, as the storage read model chose them."""
 
-    def new_decoder(aborted) -> Any:
+    def __init__(self, names: List[str], *, check_crcs: bool, include_control: bool,
+                 read_committed: bool, aborted_transactions: Optional[Iterable],
+                 timestamp_unit: Optional[str], max_batch_size: Optional[int],
+                 max_decompressed_size: int, max_rows: Optional[int], max_bytes: Optional[int],
+                 start_position: int = 0, stop_position: Optional[int] = None,
+                 start_offset: Optional[int] = None, end_offset: Optional[int] = None,
+                 storage_options: Optional[Dict[str, Any]] = None, with_offsets: bool = True,
+                 on_fetch: Optional[Any] = None) -> None:
+        self.names = names
+        self.ts_type, self.scale = _timestamp_type(timestamp_unit)
+        self.schema = schema(names, timestamp_unit=timestamp_unit)
+        self.dnames = names if (not with_offsets or "offset" in names) else names + ["offset"]
+        self.d_schema = self.schema if self.dnames is names else schema(
+            self.dnames, timestamp_unit=timestamp_unit)
+        self.bits = _column_bits(self.dnames)
+        self.check_crcs = check_crcs
+        self.include_control = include_control
+        self.read_committed = read_committed
+        self.aborted_transactions = aborted_transactions
+        self.max_batch_size = max_batch_size
+        self.max_decompressed_size = max_decompressed_size
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self.start_position = start_position
+        self.stop_position = stop_position
+        self.start_offset = start_offset
+        self.end_offset = end_offset
+        self.storage_options = storage_options
+        self.on_fetch = on_fetch
+        self._txn_cache: Dict[str, list] = {}
+
+    def batches(self, sources: Sequence[Source]) -> Iterator[pa.RecordBatch]:
+        """The batches of every source, in order."""
+        for src in sources:
+            yield from self.read(src)
+
+    def read(self, src: Source, wanted: Optional[Sequence[Tuple[Optional[int], Optional[int]]]]
+             = None, min_timestamp: Optional[int] = None) -> Iterator[pa.RecordBatch]:
+        """The batches of one source.  ``wanted``: the offset ranges ``[lo, hi)`` to read
+        (``None``: ``start_offset``/``end_offset``); ``min_timestamp`` (ms): rows with smaller
+        timestamps are not wanted (a partition is then read from the first offset the time
+        index allows, and its segments holding only older records are skipped).  Rows
+        outside ``wanted`` are not returned; rows older than ``min_timestamp`` may be."""
+        if wanted is None:
+            wanted = [(self.start_offset, self.end_offset)]
+        if src.log is not None:
+            # an open Log: its own read model (its live segments), as a directory is read
+            if self.start_position or self.stop_position is not None:
+                raise ValueError(
+                    "start_position/stop_position do not apply to a Log; use its offsets")
+            return self._from_model(src.log.view, src, wanted, min_timestamp)
+        if src.directory is not None:
+            return self._from_view(src, wanted, min_timestamp)
+        return self._from_buffer(src, wanted)
+
+    def _decoder(self, aborted) -> Any:
         return _core.Decoder(
-            bits,
-            check_crcs=check_crcs,
-            include_control=include_control,
-            max_batch_size=max_batch_size,
-            max_decompressed_size=max_decompressed_size,
-            timestamp_scale=scale,
+            self.bits,
+            check_crcs=self.check_crcs,
+            include_control=self.include_control,
+            max_batch_size=self.max_batch_size,
+            max_decompressed_size=self.max_decompressed_size,
+            timestamp_scale=self.scale,
             aborted=aborted,
         )
 
-    def emit(c, seg: _Segment, base: int = 0, lo=start_offset, hi=end_offset
-             ) -> Iterator[pa.RecordBatch]:
-        rb = _chunk_to_batch(c, dnames, d_schema, ts_type, seg)
+    def _emit(self, c, src: Source, base: int, lo, hi) -> Iterator[pa.RecordBatch]:
+        dnames = self.dnames
+        d_schema = self.d_schema
+        rb = _chunk_to_batch(c, dnames, d_schema, self.ts_type, src)
         if base and "position" in dnames:
             i = dnames.index("position")
             rb = rb.set_column(i, d_schema.field(i), pc.add(rb.column(i), base))
@@ -602,13 +430,17 @@ def _decode_segments(
                     m2 = pc.less(offs, hi)
                     mask = m2 if mask is None else pc.and_(mask, m2)
                 rb = rb.filter(mask)
-        if dnames is not names:
-            rb = pa.RecordBatch.from_arrays(rb.columns[: len(names)], schema=out_schema)
+        if dnames is not self.names:
+            rb = pa.RecordBatch.from_arrays(rb.columns[: len(self.names)], schema=self.schema)
         if rb.num_rows == 0:
             return
-        yield from _bounded(rb, max_rows)
+        yield from _bounded(rb, self.max_rows)
 
-    def decode_all(dec, buf, seg, path, base, start, stop, lo, hi) -> Iterator[pa.RecordBatch]:
+    def _decode_all(self, dec, buf, src: Source, path, base: int, start: int, stop, lo, hi
+                    ) -> Iterator[pa.RecordBatch]:
+        max_rows = self.max_rows
+        max_bytes = self.max_bytes
+        emit = self._emit
         pos = start
         while True:
             try:
@@ -617,99 +449,157 @@ def _decode_segments(
                 e.located(path, base)
                 raise
             if c.num_rows:
-                yield from emit(c, seg, base, lo, hi)
+                yield from emit(c, src, base, lo, hi)
             if c.done or c.next_position == pos:
                 break
             pos = c.next_position
 
-    def from_view(seg: _Segment) -> Iterator[pa.RecordBatch]:
+    def _from_view(self, src: Source, wanted, min_timestamp) -> Iterator[pa.RecordBatch]:
         # a partition directory: the storage read model says what the log is
+        if self.start_position or self.stop_position is not None:
+            raise ValueError("start_position/stop_position need a single buffer or segment file")
         from .storage.log import open_view
 
-        if start_position or stop_position is not None:
-            raise ValueError("start_position/stop_position need a single buffer or segment file")
-        with open_view(seg.directory, seg.fs) as view:
-            yield from from_model(view, seg)
+        with open_view(src.directory, src.fs) as view:
+            yield from self._from_model(view, src, wanted, min_timestamp)
 
-    def from_model(view, seg: _Segment) -> Iterator[pa.RecordBatch]:
+    def _from_model(self, view, src: Source, wanted, min_timestamp) -> Iterator[pa.RecordBatch]:
         # what the read model answers: log start, end, last stable offset, aborted
-        # transactions, and the bytes of the range under its damage policy
-        first = view.log_start_offset
-        last = view.log_end_offset
-        lo = first if start_offset is None else max(start_offset, first)
-        hi = last if end_offset is None else min(end_offset, last)
-        if read_committed:
-            hi = min(hi, view.last_stable_offset)
-        if lo >= hi:
+        # transactions, the ranges a timestamp bound leaves, and the bytes of each range
+        ranges = fetch_ranges(view, wanted, read_committed=self.read_committed,
+                              min_timestamp=min_timestamp)
+        if self.on_fetch is not None:
+            self.on_fetch(src, ranges)
+        if not ranges:
             return
         aborted = None
-        if read_committed:
-            aborted = (list(aborted_transactions) if aborted_transactions is not None
+        if self.read_committed:
+            given = self.aborted_transactions
+            aborted = (list(given) if given is not None
                        else [(t.producer_id, t.first_offset, t.last_offset)
-                             for t in view.collect_aborted_transactions(lo, hi)])
-        dec = new_decoder(aborted)
+                             for t in view.collect_aborted_transactions(ranges[0][0],
+                                                                        ranges[-1][1])])
+        dec = self._decoder(aborted)
         # borrowed: each run is a view into a buffer the scan reuses, valid until the scan
         # resumes; the decoder copies what it keeps, and the scan is closed (its read-ahead
         # ended) before the view closes the files
-        local = seg.fs is None or seg.fs.is_local()
-        run_bytes = (_DIR_READ_BYTES if local and "block_size" not in (storage_options or {})
-                     else block)
-        runs = view.chunks(lo, hi, run_bytes, borrow=True)
-        try:
-            for path, base, buf in runs:
-                yield from decode_all(dec, buf, seg, path, base, 0, None, lo, hi)
-        finally:
-            runs.close()
+        so = self.storage_options or {}
+        local = src.fs is None or src.fs.is_local()
+        run_bytes = _DIR_READ_BYTES if local and "block_size" not in so else block_size(so)
+        for lo, hi in ranges:
+            runs = view.chunks(lo, hi, run_bytes, borrow=True)
+            try:
+                for path, base, buf in runs:
+                    yield from self._decode_all(dec, buf, src, path, base, 0, None, lo, hi)
+            finally:
+                runs.close()
 
-    txn_cache: Dict[str, list] = {}
-
-    def loose_aborted(seg: _Segment, buf) -> Optional[list]:
+    def _loose_aborted(self, src: Source, buf) -> Optional[list]:
         # a segment file or bytes without their log: the ABORT markers in the data
-        if not read_committed:
+        if not self.read_committed:
             return None
-        if aborted_transactions is not None:
-            return list(aborted_transactions)
+        if self.aborted_transactions is not None:
+            return list(self.aborted_transactions)
         from .control import aborted_by_markers
 
-        found = aborted_by_markers(buf, start_position or 0, stop_position)
-        if seg.path is not None:  # a segment file of a partition: also its log's indexes
+        found = aborted_by_markers(buf, self.start_position or 0, self.stop_position)
+        if src.path is not None:  # a segment file of a partition: also its log's indexes
             from .storage.fs import LOCAL, parent
             from .storage.log import open_view
 
-            d = parent(seg.path) if seg.fs is not None else os.path.dirname(
-                os.path.abspath(seg.path))
-            if d not in txn_cache:
+            d = parent(src.path) if src.fs is not None else os.path.dirname(
+                os.path.abspath(src.path))
+            cache = self._txn_cache
+            if d not in cache:
                 try:
-                    with open_view(d, seg.fs or LOCAL) as view:
-                        txn_cache[d] = [
+                    with open_view(d, src.fs or LOCAL) as view:
+                        cache[d] = [
                             (t.producer_id, t.first_offset, t.last_offset)
                             for t in view.collect_aborted_transactions(view.log_start_offset,
                                                                        view.log_end_offset)]
                 except (KafkaLogError, OSError):  # not a loadable partition: the markers only
-                    txn_cache[d] = []
-            found += txn_cache[d]
+                    cache[d] = []
+            found += cache[d]
         return found
 
-    def from_log(seg: _Segment) -> Iterator[pa.RecordBatch]:
-        # an open Log: its own read model (its live segments), as a directory is read
-        if start_position or stop_position is not None:
-            raise ValueError("start_position/stop_position do not apply to a Log; use its offsets")
-        yield from from_model(seg.log.view, seg)
+    def _from_buffer(self, src: Source, wanted) -> Iterator[pa.RecordBatch]:
+        # a buffer, or a loose segment file (mapped): rows kept within the wanted span
+        lo, hi = wanted[0][0], wanted[-1][1]
+        with Opened(src) as buf:
+            dec = self._decoder(self._loose_aborted(src, buf))
+            yield from self._decode_all(dec, buf, src, src.path, 0, self.start_position or 0,
+                                        self.stop_position, lo, hi)
 
-    def gen() -> Iterator[pa.RecordBatch]:
-        for seg in segments:
-            if seg.log is not None:
-                yield from from_log(seg)
-                continue
-            if seg.directory is not None:
-                yield from from_view(seg)
-                continue
-            with _Opened(seg) as buf:  # a buffer, or a loose segment file (mapped)
-                dec = new_decoder(loose_aborted(seg, buf))
-                yield from decode_all(dec, buf, seg, seg.path, 0, start_position or 0,
-                                      stop_position, start_offset, end_offset)
 
-    return out_schema, gen()
+def _default_names(batch_metadata: bool, listed: bool) -> List[str]:
+    """``to_arrow``'s columns when none are asked for: with ``topic`` and ``partition`` (in
+    Spark's order) when partitions were found by listing a root or matching a glob."""
+    names = list(SPARK_COLUMNS + ("headers",) if listed else DEFAULT_COLUMNS)
+    if batch_metadata:
+        names += METADATA_COLUMNS
+    return names
+
+
+def _open_read(source, columns, *, check_crcs, include_control, read_committed,
+               aborted_transactions, timestamp_unit, batch_metadata, max_batch_size,
+               max_decompressed_size, topic, partition, start_position, stop_position,
+               max_rows, max_bytes, start_offset, end_offset, storage_options, topics,
+               topic_pattern, partitions, include_internal_topics
+               ) -> Tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """What :func:`to_arrow` and :func:`iter_batches` share: the arguments checked, the sources
+    resolved (now), and their batches (decoded as they are iterated)."""
+    check_int_args(
+        max_batch_size=max_batch_size,
+        max_decompressed_size=max_decompressed_size,
+        partition=partition,
+        start_position=start_position,
+        stop_position=stop_position,
+        max_rows=max_rows,
+        max_bytes=max_bytes,
+        start_offset=start_offset,
+        end_offset=end_offset,
+    )
+    if columns is not None:
+        names = _column_names(columns, batch_metadata)
+    _timestamp_type(timestamp_unit)
+    selection = TopicSelection.parse(topics, topic_pattern, partitions, include_internal_topics)
+    sources = resolve(source, topic, partition, storage_options, selection)
+    if columns is None:
+        names = _default_names(batch_metadata, any(s.listed for s in sources))
+    # rows are filtered by offset (an offset range, a partition's log start and end): decode
+    # the offset column even when not asked for
+    pruned = start_offset is not None or end_offset is not None \
+        or any(s.directory is not None for s in sources)
+    if (start_position or stop_position is not None) and len(sources) != 1:
+        raise ValueError("start_position/stop_position need a single buffer or segment file")
+    for s in sources:
+        if topic is not None:
+            s.topic = topic
+        if partition is not None:
+            s.partition = partition
+    if max_rows is not None and max_rows < 1:
+        raise ValueError("max_rows must be >= 1")
+    if max_bytes is not None and max_bytes < 1:
+        raise ValueError("max_bytes must be >= 1")
+    reader = SourceReader(
+        names, check_crcs=check_crcs, include_control=include_control,
+        read_committed=read_committed, aborted_transactions=aborted_transactions,
+        timestamp_unit=timestamp_unit, max_batch_size=max_batch_size,
+        max_decompressed_size=max_decompressed_size, max_rows=max_rows, max_bytes=max_bytes,
+        start_position=start_position, stop_position=stop_position, start_offset=start_offset,
+        end_offset=end_offset, storage_options=storage_options, with_offsets=pruned)
+    return reader.schema, reader.batches(sources)
+
+
+_SELECTION_DOC = """
+    Partitions found by listing a log root or matching a glob (``/var/kafka/orders-*``) are
+    picked as the Spark source picks them: ``topics`` (a list of names: these topics, internal
+    ones included), ``topic_pattern`` (a regular expression found anywhere in the topic name),
+    ``partitions`` (partition numbers, or ``{topic: [partitions]}`` as Spark's ``assign``); the
+    internal topics (``__consumer_offsets``, ``__cluster_metadata``...) are left out unless
+    ``include_internal_topics`` or named.  A partition directory or segment file given by path
+    is read whatever its topic, unless ``topics``/``topic_pattern``/``partitions`` leave it out.
+"""
 
 
 def to_arrow(
@@ -731,17 +621,23 @@ def to_arrow(
     start_offset: Optional[int] = None,
     end_offset: Optional[int] = None,
     storage_options: Optional[Dict[str, Any]] = None,
+    topics: Optional[Union[str, Sequence[str]]] = None,
+    topic_pattern: Optional[Any] = None,
+    partitions: Optional[Any] = None,
+    include_internal_topics: bool = False,
 ) -> pa.Table:
     """Decode every record of ``source`` into a :class:`pyarrow.Table` (see the module doc).
 
     ``columns`` picks and orders the columns (default: key, value, offset, timestamp,
-    timestampType, headers); ``batch_metadata=True`` appends the batch columns.
+    timestampType, headers; for a log root or a glob, key, value, topic, partition, offset,
+    timestamp, timestampType, headers); ``batch_metadata=True`` appends the batch columns.
     ``start_position``/``stop_position`` (single buffer or file) decode only the entries that
     start in that byte range.  ``aborted_transactions`` (``(producer_id, first_offset,
     last_offset)`` tuples or ``AbortedTxn``) replaces the transaction indexes and markers for
     ``read_committed``.  ``max_batch_size`` rejects larger entries
     (:class:`~kafkalog.RecordTooLargeError`); ``max_decompressed_size`` bounds one batch's
-    decompressed size (:class:`~kafkalog.DecompressedSizeError`).
+    decompressed size (:class:`~kafkalog.DecompressedSizeError`).  ``topic``/``partition``
+    label the rows (replacing what a directory name says).
 
     ``source`` may also be a URI: ``file://``, or ``s3://``, ``gs://``, ``hdfs://``,
     ``abfs://`` (a segment file, a partition directory or a log root; see docs/remote.md),
@@ -751,28 +647,20 @@ def to_arrow(
     records with ``start_offset <= offset < end_offset``; with a partition directory the
     segments and the offset index are used to read only the byte ranges that can hold them.
     """
-    out_schema, batches = _decode_segments(
-        source,
-        columns,
-        check_crcs=check_crcs,
-        include_control=include_control,
-        read_committed=read_committed,
-        aborted_transactions=aborted_transactions,
-        timestamp_unit=timestamp_unit,
-        batch_metadata=batch_metadata,
-        max_batch_size=max_batch_size,
-        max_decompressed_size=max_decompressed_size,
-        topic=topic,
-        partition=partition,
-        start_position=start_position,
-        stop_position=stop_position,
-        start_offset=start_offset,
-        end_offset=end_offset,
-        storage_options=storage_options,
-        max_rows=None,
-        max_bytes=_TABLE_CHUNK_BYTES,
-    )
+    out_schema, batches = _open_read(
+        source, columns, check_crcs=check_crcs, include_control=include_control,
+        read_committed=read_committed, aborted_transactions=aborted_transactions,
+        timestamp_unit=timestamp_unit, batch_metadata=batch_metadata,
+        max_batch_size=max_batch_size, max_decompressed_size=max_decompressed_size,
+        topic=topic, partition=partition, start_position=start_position,
+        stop_position=stop_position, max_rows=None, max_bytes=_TABLE_CHUNK_BYTES,
+        start_offset=start_offset, end_offset=end_offset, storage_options=storage_options,
+        topics=topics, topic_pattern=topic_pattern, partitions=partitions,
+        include_internal_topics=include_internal_topics)
     return pa.Table.from_batches(list(batches), schema=out_schema)
+
+
+to_arrow.__doc__ = (to_arrow.__doc__ or "") + _SELECTION_DOC
 
 
 def iter_batches(
@@ -796,35 +684,35 @@ def iter_batches(
     start_offset: Optional[int] = None,
     end_offset: Optional[int] = None,
     storage_options: Optional[Dict[str, Any]] = None,
-) -> Iterator[pa.RecordBatch]:
-    """Like :func:`to_arrow`, as :class:`pyarrow.RecordBatch` es of at most ``max_rows`` rows.
+    topics: Optional[Union[str, Sequence[str]]] = None,
+    topic_pattern: Optional[Any] = None,
+    partitions: Optional[Any] = None,
+    include_internal_topics: bool = False,
+) -> pa.RecordBatchReader:
+    """Like :func:`to_arrow`, as a stream of :class:`pyarrow.RecordBatch` es of at most
+    ``max_rows`` rows: a :class:`pyarrow.RecordBatchReader` (iterate it, or hand it to anything
+    that takes an Arrow stream through ``__arrow_c_stream__``: DuckDB, Polars, pandas,
+    DataFusion), decoded as it is read, in bounded memory.
 
     ``max_bytes`` bounds the key/value/header bytes of a batch: a batch ends after the Kafka
     batch that reaches it (so a batch may exceed it by one Kafka batch).  Decoding happens as
-    the iterator advances; for files, one segment is mapped at a time.
+    the stream advances; for files, one segment is mapped at a time.  The sources are resolved
+    (and the arguments checked) when it is called.
     """
-    _, batches = _decode_segments(
-        source,
-        columns,
-        check_crcs=check_crcs,
-        include_control=include_control,
-        read_committed=read_committed,
-        aborted_transactions=aborted_transactions,
-        timestamp_unit=timestamp_unit,
-        batch_metadata=batch_metadata,
-        max_batch_size=max_batch_size,
-        max_decompressed_size=max_decompressed_size,
-        topic=topic,
-        partition=partition,
-        start_position=start_position,
-        stop_position=stop_position,
-        start_offset=start_offset,
-        end_offset=end_offset,
-        storage_options=storage_options,
-        max_rows=max_rows,
-        max_bytes=max_bytes,
-    )
-    return batches
+    out_schema, batches = _open_read(
+        source, columns, check_crcs=check_crcs, include_control=include_control,
+        read_committed=read_committed, aborted_transactions=aborted_transactions,
+        timestamp_unit=timestamp_unit, batch_metadata=batch_metadata,
+        max_batch_size=max_batch_size, max_decompressed_size=max_decompressed_size,
+        topic=topic, partition=partition, start_position=start_position,
+        stop_position=stop_position, max_rows=max_rows, max_bytes=max_bytes,
+        start_offset=start_offset, end_offset=end_offset, storage_options=storage_options,
+        topics=topics, topic_pattern=topic_pattern, partitions=partitions,
+        include_internal_topics=include_internal_topics)
+    return pa.RecordBatchReader.from_batches(out_schema, batches)
+
+
+iter_batches.__doc__ = (iter_batches.__doc__ or "") + _SELECTION_DOC
 
 
 # -- encoding ----------------------------------------------------------------------------------------
@@ -929,7 +817,7 @@ def from_arrow(
         table = pa.Table.from_batches([table])
     if not isinstance(table, pa.Table):
         raise TypeError(f"table must be a pyarrow.Table or RecordBatch, not {type(table).__name__}")
-    _check_int_args(
+    check_int_args(
         compression_level=compression_level,
         batch_bytes=batch_bytes,
         batch_records=batch_records,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -27,6 +26,8 @@ from ..storage import logdir as _logdir
 from ..storage.loader import CheckpointMemo
 from ..storage.log import open_view
 from ..storage.log_view import LogView as _LogView
+from ..storage.selection import TopicSelection
+from ..storage.selection import expand_path as _expand
 from ._errors import NoKafkaLogError, OptionError, warn
 from ._options import ReadOptions
 from ..storage.logdir import DirVersion
@@ -134,10 +135,6 @@ class TopicPartitionLog:
         return tail is not None and end >= leo and tail == (seg.base_offset, seg.size)
 
 
-def _is_internal(topic: Optional[str]) -> bool:
-    return topic is not None and topic.startswith("__")
-
-
 _REPORTED: set = set()  # ignored names already warned about (once per process)
 
 
@@ -168,22 +165,6 @@ def _parse_tp_dir(name: str) -> Optional[Tuple[str, int]]:
     if pd.kind:
         return None  # -delete / -future / -stray
     return pd.topic_partition.topic, pd.topic_partition.partition
-
-
-def _expand(path: str, fs: "_fs.FileSystem" = _fs.LOCAL) -> List[str]:
-    if any(c in path for c in "*?["):
-        found = fs.glob(path)
-        if not found:
-            raise FileNotFoundError(f"path {path!r} matches nothing")
-        return found
-    if fs.kind(path) in (_fs.MISSING, _fs.DANGLING_LINK):
-        if not fs.is_local():
-            raise KafkaStorageError(
-                f"cannot read {path}: no such object, directory or prefix in the store; give "
-                "a log root (a broker's log.dirs entry), a <topic>-<partition> directory or a "
-                "segment file", path=path, operation="listing")
-        raise FileNotFoundError(f"path {path!r} does not exist")
-    return [path]
 
 
 def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
@@ -252,7 +233,8 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
                 psegs = segment_refs(ref.path, fs)
                 _report_ignored(getattr(psegs, "view", None))
                 found.append(TopicPartitionLog(tp[0], tp[1], ref.path, psegs, fs=_fs_arg))
-    found = [tp for tp in found if _selected(tp, opts)]
+    selection = _selection(opts)
+    found = [tp for tp in found if selection.selects(tp.topic, tp.partition)]
     memo = CheckpointMemo()  # one plan: each root checkpoint read once
     for tp in found:
         tp.checkpoints = memo
@@ -279,18 +261,12 @@ def _no_kafka_log(path: str, fs: "_fs.FileSystem", opts: ReadOptions) -> None:
     )
 
 
-def _selected(tp: TopicPartitionLog, opts: ReadOptions) -> bool:
-    if opts.subscribe is not None:
-        return tp.topic in opts.subscribe
-    if opts.assign is not None:
-        return tp.topic in opts.assign and tp.partition in opts.assign[tp.topic]
-    if tp.topic is not None and _is_internal(tp.topic) and not opts.include_internal_topics:
-        return False
-    if opts.subscribe_pattern is not None:
-        # anywhere in the name, as spark-sql-kafka's SubscribePatternStrategy filters the
-        # topic list (Scala Regex.findFirstIn; tests/kafka/test_spark_connector.py)
-        return tp.topic is not None and re.search(opts.subscribe_pattern, tp.topic) is not None
-    return True
+def _selection(opts: ReadOptions) -> TopicSelection:
+    """The topic options as the storage rule takes them (kafkalog.storage.selection)."""
+    return TopicSelection(
+        topics=None if opts.subscribe is None else frozenset(opts.subscribe),
+        pattern=opts.subscribe_pattern, assign=opts.assign,
+        include_internal=opts.include_internal_topics)
 
 
 def _real(path: str) -> str:
