@@ -193,7 +193,8 @@ def test_no_private_name_from_another_module():
 # A class's private attributes (``self._x`` it sets, ``_x`` methods and class attributes) belong to
 # the modules that make up the class: ``obj._x`` on one of its objects anywhere else reaches into
 # it.  The classes watched, with the modules that are their own code (a Log's parts are mixins in
-# their own modules, each one Log's code; a Segment's subclasses are in its module):
+# their own modules, each one Log's code; a Segment's store subclasses, and the FileRecords of a
+# store, are in store_segment):
 OWNED_CLASSES = {
     "Log": {
         "kafkalog.storage.log": {"Log"},
@@ -202,7 +203,12 @@ OWNED_CLASSES = {
         "kafkalog.storage.retention": {"LogRetention"},
     },
     "Segment": {
-        "kafkalog.storage.segment": {"Segment", "StoreSegment", "EmptySegment"},
+        "kafkalog.storage.segment": {"Segment"},
+        "kafkalog.storage.store_segment": {"StoreSegment", "EmptySegment"},
+    },
+    "FileRecords": {
+        "kafkalog.storage.file_records": {"FileRecords"},
+        "kafkalog.storage.store_segment": {"StoreRecords"},
     },
 }
 
@@ -300,7 +306,9 @@ def test_the_attribute_check_sees_reaches():
         log_names |= _class_private_names(mod, classes)
     assert {"_segments", "_offsets", "_lock", "_io_error", "_check_open"} <= log_names
     seg_names = _class_private_names("kafkalog.storage.segment", {"Segment"})
-    assert {"_wlen", "_file_size", "_drain"} <= seg_names
+    assert {"_file_records", "_max_ts", "_drain"} <= seg_names
+    records_names = _class_private_names("kafkalog.storage.file_records", {"FileRecords"})
+    assert {"_file_size", "_wbuf", "_fd"} <= records_names
     tree = ast.parse("self._log._segments\nself._lock\n")
     reaches = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                and n.attr in log_names

@@ -150,7 +150,7 @@ def test_header_walk_matches_the_decoded_batches(sample_root):
     does, over the segments the planner lists."""
     from kafkalog.records import RecordBatch
     from kafkalog.spark import _discovery, _options
-    from kafkalog.storage.segment import open_segment
+    from kafkalog.storage.store_segment import open_segment
 
     tps = _discovery.discover(_options.ReadOptions.parse({"path": sample_root}))
     seen_v2 = seen_legacy = seen_txn = 0

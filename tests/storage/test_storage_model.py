@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from kafkalog.storage import files, fs, logdir
 from kafkalog.errors import KafkaStorageError
 from kafkalog.storage.log import Log
-from kafkalog.storage.segment import open_segment
+from kafkalog.storage.store_segment import open_segment
 
 from .conftest import values_batch
 

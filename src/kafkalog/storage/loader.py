@@ -23,7 +23,8 @@ from ..errors import (
     KafkaStorageError,
 )
 from .producer_state import ProducerStateManager
-from .segment import EmptySegment, Segment, StoreSegment
+from .segment import Segment
+from .store_segment import EmptySegment, StoreSegment
 from .epoch_cache import LeaderEpochCache
 
 

@@ -52,8 +52,8 @@ from .. import _speedups
 from ..records import MemoryRecords
 from .epoch_cache import LeaderEpochCache
 from .segments import LogOffsets, LogSegments
-from .segment import (Segment, TimestampAndOffset, framing_problem, gap_is_damage,
-                      resume_point)
+from .segment import Segment, TimestampAndOffset
+from .framing import framing_problem, gap_is_damage, resume_point
 from ._log_common import (
     STORAGE_ERRORS,
     LATEST_TIMESTAMP,

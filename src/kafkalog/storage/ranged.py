@@ -203,7 +203,7 @@ def sound_entries(f, path: str, base_offset: int, start: int, stop: int, block: 
     from ..errors import CorruptRecordError, KafkaLogError
     from ..records import MemoryRecords
     from .log_view import DamageGap, SKIP
-    from .segment import framing_problem, gap_is_damage, resume_point
+    from .framing import framing_problem, gap_is_damage, resume_point
 
     fileno = getattr(f, "fileno", None)
     fd = fileno() if fileno is not None else None
