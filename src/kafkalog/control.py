@@ -37,6 +37,9 @@ __all__ = [
     "VoterEndpoint",
     "parse_control_key",
     "parse_control_record",
+    "parse_end_txn_marker",
+    "control_type_id",
+    "end_txn_marker_fields",
     "control_key",
     "end_txn_marker_value",
     "build_end_txn_marker",
@@ -166,6 +169,52 @@ def is_abort_marker(key) -> bool:
         == ControlRecordType.ABORT
 
 
+def end_txn_marker_fields(key, value) -> Optional[Tuple[int, int]]:
+    """``(type id, coordinator epoch)`` of a control record read leniently, as the producer
+    state reads a control batch's first record for a transaction marker: None where the key is
+    missing, shorter than 4 bytes or of a negative version; the epoch (bytes 2-5 of the value,
+    whatever the type and the marker version) is -1 where the value is missing or shorter than
+    a marker's 6 bytes.  The caller judges the type (ABORT 0 and COMMIT 1 are markers)."""
+    if key is None or len(key) < CURRENT_CONTROL_RECORD_KEY_SIZE:
+        return None
+    version, type_id = _KEY.unpack_from(key, 0)
+    if version < 0:
+        return None
+    epoch = -1
+    if value is not None and len(value) >= CURRENT_END_TXN_MARKER_VALUE_SIZE:
+        epoch = _MARKER.unpack_from(value, 0)[1]
+    return type_id, epoch
+
+
+def control_type_id(key) -> Optional[int]:
+    """The type id of a control record's key read leniently (as ``kafkalog stats`` counts the
+    markers): None where the key is missing or shorter than 4 bytes; the version is not
+    judged.  ABORT is 0, COMMIT 1."""
+    if key is None or len(key) < CURRENT_CONTROL_RECORD_KEY_SIZE:
+        return None
+    return _KEY.unpack_from(key, 0)[1]
+
+
+def parse_end_txn_marker(value) -> Tuple[int, int]:
+    """``(version, coordinator epoch)`` of an ABORT/COMMIT marker's value (Kafka's
+    ``EndTransactionMarker.deserializeValue``): a value shorter than 6 bytes or of a negative
+    version raises :class:`~kafkalog.errors.InvalidRecordError`; a newer version is read with
+    the version-0 layout, trailing bytes ignored."""
+    value = _bytes(value, "value")
+    if len(value) < CURRENT_END_TXN_MARKER_VALUE_SIZE:
+        raise InvalidRecordError(
+            f"Invalid value size found for end transaction marker. Must have at least "
+            f"{CURRENT_END_TXN_MARKER_VALUE_SIZE} bytes, but found only {len(value)}"
+        )
+    mversion, epoch = _MARKER.unpack_from(value, 0)
+    if mversion < 0:
+        raise InvalidRecordError(
+            f"Invalid version found for end transaction marker: {mversion}. "
+            f"May indicate data corruption"
+        )
+    return mversion, epoch
+
+
 def _parse_key(key) -> Tuple[int, ControlRecordType, int]:
     key = _bytes(key, "key")
     if len(key) < CURRENT_CONTROL_RECORD_KEY_SIZE:
@@ -275,17 +324,7 @@ def parse_control_record(key, value) -> ControlRecord:
         return ControlRecord(ctype, version, type_id, value=raw)
     value = _bytes(value, "value")
     if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-        if len(value) < CURRENT_END_TXN_MARKER_VALUE_SIZE:
-            raise InvalidRecordError(
-                f"Invalid value size found for end transaction marker. Must have at least "
-                f"{CURRENT_END_TXN_MARKER_VALUE_SIZE} bytes, but found only {len(value)}"
-            )
-        mversion, epoch = _MARKER.unpack_from(value, 0)
-        if mversion < 0:
-            raise InvalidRecordError(
-                f"Invalid version found for end transaction marker: {mversion}. "
-                f"May indicate data corruption"
-            )
+        mversion, epoch = parse_end_txn_marker(value)
         return ControlRecord(ctype, version, type_id, mversion, coordinator_epoch=epoch, value=value)
     r = _Reader(value, ctype.name)
     vversion = r.int16()

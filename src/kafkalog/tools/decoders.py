@@ -34,6 +34,9 @@ import math
 import struct
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from .. import control as _control
+from ..errors import InvalidRecordError
+
 __all__ = [
     "DecodeError",
     "KEY_VALUE_DECODERS",
@@ -950,19 +953,13 @@ _CONTROL_SCHEMAS = {
 
 
 def _control_type(key: Optional[bytes]) -> Tuple[int, int]:
-    """``(key version, type id)``; raises like Kafka's ``ControlRecordType.parseTypeId``."""
-    if key is None or len(key) < 4:
-        n = 0 if key is None else len(key)
-        raise DecodeError(
-            f"Invalid value size found for end control record key. Must have at least 4 bytes, "
-            f"but found only {n}"
-        )
-    version, type_id = _I16.unpack_from(key, 0)[0], _I16.unpack_from(key, 2)[0]
-    if version < 0:
-        raise DecodeError(
-            f"Invalid version found for control record: {version}. May indicate data corruption"
-        )
-    return version, type_id
+    """``(key version, type id)``; raises like Kafka's ``ControlRecordType.parseTypeId``
+    (:func:`kafkalog.control.parse_control_key`; a missing key is one of 0 bytes)."""
+    try:
+        version, ctype = _control.parse_control_key(b"" if key is None else key)
+    except InvalidRecordError as e:
+        raise DecodeError(e.message) from None
+    return version, int(ctype)
 
 
 def _control_message(schema: _Schema, value: Optional[bytes]) -> Dict[str, Any]:
@@ -991,18 +988,13 @@ def control_record_object(key: Optional[bytes], value: Optional[bytes]) -> Dict[
 
 
 def _end_txn_marker(value: Optional[bytes]) -> Tuple[int, int]:
-    if value is None or len(value) < 6:
-        n = 0 if value is None else len(value)
-        raise DecodeError(
-            f"Invalid value size found for end transaction marker. Must have at least 6 bytes, "
-            f"but found only {n}"
-        )
-    version = _I16.unpack_from(value, 0)[0]
-    if version < 0:
-        raise DecodeError(
-            f"Invalid version found for end transaction marker: {version}. May indicate data corruption"
-        )
-    return _I32.unpack_from(value, 2)[0], version
+    """``(coordinator epoch, version)`` of a marker's value
+    (:func:`kafkalog.control.parse_end_txn_marker`; a missing value is one of 0 bytes)."""
+    try:
+        version, epoch = _control.parse_end_txn_marker(b"" if value is None else value)
+    except InvalidRecordError as e:
+        raise DecodeError(e.message) from None
+    return epoch, version
 
 
 def control_record_text(key: Optional[bytes], value: Optional[bytes]) -> str:
