@@ -107,7 +107,7 @@ def test_python_dash_m_and_exit_codes(tmp_path):
 
 def test_progress_bar_draws_on_a_terminal_only():
     from kafkalog.tools.cli import _progress_default
-    from kafkalog.tools.dump import Progress
+    from kafkalog.tools._inputs import Progress
 
     s = io.StringIO()
     p = Progress(100 << 20, "x.log", enabled=True, stream=s)

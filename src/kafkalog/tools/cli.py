@@ -335,7 +335,8 @@ def _run_dump(args) -> int:
         TransactionLogMessageParser,
         make_value_decoder,
     )
-    from .dump import Dumper, DumpOptions, expand_inputs
+    from ._inputs import expand_inputs
+    from .dump import Dumper, DumpOptions
 
     if args.remote_log_metadata_decoder:
         raise _CliError("--remote-log-metadata-decoder is not supported by kafkalog")

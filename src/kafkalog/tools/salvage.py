@@ -34,24 +34,25 @@ import json
 import os
 import re
 import shutil
-import struct
 import sys
 import tempfile
 import time
 from typing import IO, Any, Dict, List, Optional, Tuple
 
+from .._format import ENTRY_HEADER, LEGACY_MESSAGE_HEADER, V2_HEADER
+from ..storage import checkpoints as _checkpoints
 from ..storage import files as _files
 from ..storage import fs as _fs
 from .._speedups import crc as _crc
-from .dump import MappedFile, Progress, NoProgress, classify_dir, partition_dirs, segment_files
+from ._inputs import MappedFile, Progress, NoProgress, classify_dir, partition_dirs, segment_files
 from ..errors import InvalidTopicError, KafkaLogError, KafkaStorageError
 from ..records import LegacyRecordBatch, RecordBatch
 
 __all__ = ["SalvageError", "LostRegion", "scan_segment", "run_salvage"]
 
-_ENTRY = struct.Struct(">qi")
-_V2 = struct.Struct(">qiibIhiqqqhii")
-_LEGACY = struct.Struct(">IBB")
+_ENTRY = ENTRY_HEADER
+_V2 = V2_HEADER
+_LEGACY = LEGACY_MESSAGE_HEADER
 # A batch can start at p only if its size field (bytes 8-11) is >= 14 and < 2^31 and its magic
 # (byte 16) is 0, 1 or 2.
 _CANDIDATE = re.compile(rb"(?=.{8}(?!\x00\x00\x00[\x00-\x0d])[\x00-\x7f].{7}[\x00-\x02])", re.S)
@@ -211,7 +212,7 @@ def _topic_id(directory: str):
     if not os.path.exists(path):
         return None
     try:
-        return _files.read_partition_metadata(path).topic_id
+        return _checkpoints.read_partition_metadata(path).topic_id
     except (KafkaLogError, OSError, ValueError):
         return None
 

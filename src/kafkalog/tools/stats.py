@@ -20,7 +20,9 @@ import sys
 from collections import Counter
 from typing import IO, Any, Dict, List, Optional, Sequence
 
-from .dump import MappedFile, Progress, NoProgress, partition_dirs, segment_files, classify_dir
+from ._inputs import MappedFile, Progress, NoProgress, partition_dirs, segment_files, classify_dir
+from .._format import ENTRY_HEADER, V2_HEADER
+from ..control import control_type_id
 from ..errors import KafkaLogError, MissingCodecError
 from ..storage import logdir as _logdir
 from .verify import framing_problem, no_segments_problem
@@ -36,8 +38,8 @@ else:
 
 __all__ = ["KeyCardinality", "SegmentStats", "run_stats", "stats_for_paths"]
 
-_ENTRY = struct.Struct(">qi")
-_V2 = struct.Struct(">qiibIhiqqqhii")
+_ENTRY = ENTRY_HEADER
+_V2 = V2_HEADER
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _M64 = (1 << 64) - 1
 _EXACT_LIMIT = 4096
@@ -387,13 +389,11 @@ def segment_stats(path: str, deep: bool = True, progress: bool = False) -> Segme
                             st.records += len(recs)
                             if control:
                                 for r in recs:
-                                    k = r.key
-                                    if k is not None and len(k) >= 4:
-                                        t = struct.unpack_from(">h", k, 2)[0]
-                                        if t == 0:
-                                            st.abort_markers += 1
-                                        elif t == 1:
-                                            st.commit_markers += 1
+                                    t = control_type_id(r.key)
+                                    if t == 0:  # ControlRecordType.ABORT
+                                        st.abort_markers += 1
+                                    elif t == 1:  # COMMIT
+                                        st.commit_markers += 1
                                 if recs:
                                     st._ts(min(r.timestamp for r in recs), max(r.timestamp for r in recs))
                             else:

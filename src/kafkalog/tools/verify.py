@@ -35,12 +35,20 @@ import sys
 import time
 from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
 
+from .._format import (
+    ENTRY_HEADER,
+    LEGACY_MESSAGE_HEADER,
+    OFFSET_INDEX_ENTRY,
+    TIME_INDEX_ENTRY,
+    V2_HEADER,
+)
+from ..storage import checkpoints as _checkpoints
 from ..storage import files as _files
 from ..storage.txn_index import txn_index_entries
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
 from .._speedups import crc as _crc
-from .dump import MappedFile, Progress, NoProgress, partition_dirs, classify_dir
+from ._inputs import MappedFile, Progress, NoProgress, partition_dirs, classify_dir
 from ..errors import CorruptCheckpointError, CorruptSnapshotError, KafkaLogError, MissingCodecError
 from ..records import LegacyRecordBatch, RecordBatch
 
@@ -48,12 +56,12 @@ __all__ = ["Problem", "Verifier", "framing_problem", "no_segments_problem", "run
 
 EXIT_MISSING_DEPENDENCY = MissingCodecError.exit_status
 
-_ENTRY = struct.Struct(">qi")
-_V2 = struct.Struct(">qiibIhiqqqhii")
-_LEGACY = struct.Struct(">IBB")
-_I64 = struct.Struct(">q")
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
+_ENTRY = ENTRY_HEADER
+_V2 = V2_HEADER
+_LEGACY = LEGACY_MESSAGE_HEADER
+_I64 = struct.Struct(">q")  # a v1 message's timestamp
+_OFFSET_ENTRY = OFFSET_INDEX_ENTRY
+_TIME_ENTRY = TIME_INDEX_ENTRY
 _INT_MAX = 2**31 - 1
 _DROP_EVERY = 32 * 1024 * 1024
 
@@ -253,7 +261,7 @@ class Verifier:
         self.files += 1
         try:
             fs, where = _fs.for_path(path)  # a URI: read in its store, not as a local path
-            return _files.read_offset_checkpoint(where, fs)
+            return _checkpoints.read_offset_checkpoint(where, fs)
         except CorruptCheckpointError as e:
             self.error(path, e.message)
         except (OSError, UnicodeDecodeError) as e:
@@ -738,7 +746,7 @@ class Verifier:
         self.files += 1
         try:
             fs, where = _fs.for_path(path)
-            entries = _files.read_leader_epoch_checkpoint(where, fs)
+            entries = _checkpoints.read_leader_epoch_checkpoint(where, fs)
         except CorruptCheckpointError as e:
             self.error(path, e.message)
             return
@@ -762,7 +770,7 @@ class Verifier:
         self.files += 1
         try:
             fs, where = _fs.for_path(path)
-            _files.read_partition_metadata(where, fs)
+            _checkpoints.read_partition_metadata(where, fs)
         except CorruptCheckpointError as e:
             self.error(path, e.message)
         except (OSError, UnicodeDecodeError) as e:
