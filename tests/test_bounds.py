@@ -251,11 +251,11 @@ _CHILD = textwrap.dedent(
             decode_snapshot(data)
             return "ok"
         if kind == "checkpoint":
-            from kafkalog.storage.files import read_offset_checkpoint
+            from kafkalog.storage.checkpoints import read_offset_checkpoint
             read_offset_checkpoint(case["path"])
             return "ok"
         if kind == "epoch-checkpoint":
-            from kafkalog.storage.files import read_leader_epoch_checkpoint
+            from kafkalog.storage.checkpoints import read_leader_epoch_checkpoint
             read_leader_epoch_checkpoint(case["path"])
             return "ok"
         raise AssertionError(kind)

@@ -99,7 +99,7 @@ def test_salvage_log_root_and_kraft_files(corpus, tmp_path):
     for part in ("__cluster_metadata-0", "foo-0"):
         assert _records(dst / part) == _records(src / part)
         # the topic id is kept
-        from kafkalog.storage.files import read_partition_metadata
+        from kafkalog.storage.checkpoints import read_partition_metadata
 
         assert read_partition_metadata(dst / part / "partition.metadata").topic_id == \
             read_partition_metadata(src / part / "partition.metadata").topic_id

@@ -42,6 +42,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import kafka_support as ks
 from kafkalog import MemoryRecordsBuilder
 from kafkalog.control import build_end_txn_marker
+from kafkalog.storage import checkpoints as kcheckpoints
 from kafkalog.storage import files as kfiles
 from kafkalog.storage.log import Log
 
@@ -62,12 +63,14 @@ KAFKALOG_ONLY = (kfiles.CLEAN_SHUTDOWN_FILE,)
 
 # -- hand-off ---------------------------------------------------------------------------------------
 def topic_id(partition_dir: Path) -> uuid.UUID:
-    return kfiles.read_partition_metadata(partition_dir / kfiles.PARTITION_METADATA_FILE).topic_id
+    path = partition_dir / kfiles.PARTITION_METADATA_FILE
+    return kcheckpoints.read_partition_metadata(path).topic_id
 
 
 def checkpoint_entries(root: Path, topic: str, partition: int) -> Dict[str, Optional[int]]:
     tp = kfiles.TopicPartition(topic, partition)
-    return {name: kfiles.read_offset_checkpoint(root / name).get(tp) for name in ROOT_CHECKPOINTS}
+    read = kcheckpoints.read_offset_checkpoint
+    return {name: read(root / name).get(tp) for name in ROOT_CHECKPOINTS}
 
 
 def hand_off(stage_root: Path, broker_root: Path, topic: str, partition: int,
@@ -95,7 +98,7 @@ def hand_off(stage_root: Path, broker_root: Path, topic: str, partition: int,
     if recover:
         entries[kfiles.RECOVERY_POINT_CHECKPOINT_FILE] = None
     for file, value in entries.items():
-        kfiles.update_offset_checkpoint(broker_root / file, {(topic, partition): value})
+        kcheckpoints.update_offset_checkpoint(broker_root / file, {(topic, partition): value})
     return entries
 
 

@@ -13,7 +13,7 @@ import pytest
 from kafkalog import MemoryRecordsBuilder
 from kafkalog.control import build_end_txn_marker
 from kafkalog.errors import KafkaLogError, KafkaStorageError
-from kafkalog.storage import files
+from kafkalog.storage import checkpoints, files
 from kafkalog.storage import fs as _fs
 from kafkalog.storage.log import Log
 
@@ -124,9 +124,10 @@ def gen_root(tmp_path_factory):
         _fill(log, rng, 300, open_txn=False)
         past_end = log.log_end_offset + 1000
     ckpt = os.path.join(root, files.LOG_START_OFFSET_CHECKPOINT_FILE)
-    starts = files.read_offset_checkpoint(ckpt)
+    starts = checkpoints.read_offset_checkpoint(ckpt)
     starts[files.TopicPartition("past-end", 0)] = past_end
-    files.write_offset_checkpoint(ckpt, {(tp.topic, tp.partition): o for tp, o in starts.items()})
+    checkpoints.write_offset_checkpoint(
+        ckpt, {(tp.topic, tp.partition): o for tp, o in starts.items()})
     # a copy that needs recovery: no clean-shutdown marker, a missing index, a torn tail
     src, dst = os.path.join(root, "epochs-0"), os.path.join(root, "unclean-0")
     shutil.copytree(src, dst)
@@ -232,7 +233,7 @@ def test_checkpoint_past_the_end_reads_as_the_writable_open(pairs, gen_root, tmp
         want = {k: v for k, v in _facts(rw).items() if k not in ("ignored", "recovery_point")}
         want_rows = list(rw.iter_records())
     ckpt = os.path.join(gen_root, files.LOG_START_OFFSET_CHECKPOINT_FILE)
-    start = files.read_offset_checkpoint(ckpt)[files.TopicPartition("past-end", 0)]
+    start = checkpoints.read_offset_checkpoint(ckpt)[files.TopicPartition("past-end", 0)]
     assert (want["start"], want["end"], want["segments"], want["epochs"]) == \
         (start, start, [(start, 0)], [])
     for log in (a, b):

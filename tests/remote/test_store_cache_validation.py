@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("pyspark.sql.datasource", reason="pyspark >= 4.0 is not installed")
 
 from kafkalog.spark import _options, _planning, _schema, _store, _tasks  # noqa: E402
-from kafkalog.storage import files  # noqa: E402
+from kafkalog.storage import checkpoints, files  # noqa: E402
 from kafkalog.storage import fs as _fs  # noqa: E402
 
 from .s3_support import BUCKET, append_records, s3_client, upload_tree  # noqa: E402
@@ -108,7 +108,7 @@ def test_same_size_checkpoint_rewritten_within_a_second_is_seen(s3_env, tmp_path
         prefix = f"ckpt-{uuid.uuid4().hex[:8]}"
         uri = f"s3://{BUCKET}/{prefix}"
         key = f"{prefix}/{ckpt}"
-        files.write_offset_checkpoint(local / ckpt, {("c", 0): 10}, fsync=False)
+        checkpoints.write_offset_checkpoint(local / ckpt, {("c", 0): 10}, fsync=False)
         upload_tree(s3_env, str(local), BUCKET, prefix)
         p = _Processes(monkeypatch)
         opts = _options.ReadOptions.parse({"path": uri})

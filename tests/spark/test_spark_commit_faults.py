@@ -24,7 +24,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from kafkalog.storage import files  # noqa: E402
+from kafkalog.storage import checkpoints, files  # noqa: E402
 from kafkalog.errors import KafkaStorageError  # noqa: E402
 from kafkalog.storage.log import Log  # noqa: E402
 from kafkalog.records import MemoryRecordsBuilder  # noqa: E402
@@ -63,7 +63,7 @@ def _existing(root: Path) -> None:
     log.increment_log_start_offset(2)
     log.close()
     for name in CKPTS:
-        files.update_offset_checkpoint(root / name, {("other", 0): 42})
+        checkpoints.update_offset_checkpoint(root / name, {("other", 0): 42})
 
 
 def _stage(root: Path, overwrite: bool):
@@ -101,7 +101,7 @@ def _state(root: Path):
             log.close()
     ckpts = {}
     for name in CKPTS:
-        got = files.read_offset_checkpoint(root / name)
+        got = checkpoints.read_offset_checkpoint(root / name)
         ckpts[name] = {f"{tp.topic}-{tp.partition}": off for tp, off in got.items()}
     names = sorted(n for n in os.listdir(root) if n != w.STAGING_DIR and not _lock_file(n))
     return parts, ckpts, names
@@ -254,7 +254,7 @@ def test_undo_puts_back_an_exchanged_partition(scratch, monkeypatch):
         opts, job, staged, before = _setup(root, True)
         if not exchange:
             monkeypatch.setattr(files, "exchange_paths", lambda a, b: False)
-        real = files.update_offset_checkpoint
+        real = checkpoints.update_offset_checkpoint
         calls = []
 
         def failing(path, updates, fsync=True):
@@ -263,7 +263,7 @@ def test_undo_puts_back_an_exchanged_partition(scratch, monkeypatch):
                 raise OSError(28, "No space left on device", str(path))
             return real(path, updates, fsync=fsync)
 
-        monkeypatch.setattr(files, "update_offset_checkpoint", failing)
+        monkeypatch.setattr(checkpoints, "update_offset_checkpoint", failing)
         with pytest.raises(KafkaStorageError, match="left as it was before the job"):
             w.commit_job(opts, job, staged, True)
         monkeypatch.undo()
@@ -292,7 +292,7 @@ def test_commit_stopped_after_swap_keeps_new_records(scratch, monkeypatch):
     tw = w.TaskWriter(opts, job, "task-0", True)
     tw.write_batch(pa.record_batch({"value": [b"new-%d" % i for i in range(3)]}))
     staged = tw.finish()
-    real = files.update_offset_checkpoint
+    real = checkpoints.update_offset_checkpoint
     seen = []
 
     def stop_at_final_update(path, updates, fsync=True):
@@ -301,7 +301,7 @@ def test_commit_stopped_after_swap_keeps_new_records(scratch, monkeypatch):
             raise SystemExit("the driver died")  # as if the process stopped here
         return real(path, updates, fsync=fsync)
 
-    monkeypatch.setattr(files, "update_offset_checkpoint", stop_at_final_update)
+    monkeypatch.setattr(checkpoints, "update_offset_checkpoint", stop_at_final_update)
     monkeypatch.setattr(w, "_undo_commit", lambda *a: "not undone")
     with pytest.raises(SystemExit):
         w.commit_job(opts, job, staged, True)
@@ -322,7 +322,7 @@ def test_undo_restores_directories_before_checkpoints(tmp_path, monkeypatch):
     root = tmp_path / "root"
     (root / w.STAGING_DIR).mkdir(parents=True)
     ckpt = str(root / files.LOG_START_OFFSET_CHECKPOINT_FILE)
-    files.write_offset_checkpoint(ckpt, {(TOPIC, 0): 0, (TOPIC, 1): 0})  # the lowered entries
+    checkpoints.write_offset_checkpoint(ckpt, {(TOPIC, 0): 0, (TOPIC, 1): 0})  # the lowered entries
     swaps = []
     for p in (0, 1):
         target = root / f"{TOPIC}-{p}"
@@ -335,7 +335,7 @@ def test_undo_restores_directories_before_checkpoints(tmp_path, monkeypatch):
         sw.placed, sw.old = True, str(old)
         swaps.append(sw)
     order = []
-    real_rename, real_update = os.rename, files.update_offset_checkpoint
+    real_rename, real_update = os.rename, checkpoints.update_offset_checkpoint
 
     def rename(a, b):
         order.append(("rename", os.path.basename(str(b))))
@@ -348,7 +348,7 @@ def test_undo_restores_directories_before_checkpoints(tmp_path, monkeypatch):
         return real_update(path, entries, fsync=fsync)
 
     monkeypatch.setattr(os, "rename", rename)
-    monkeypatch.setattr(files, "update_offset_checkpoint", update)
+    monkeypatch.setattr(checkpoints, "update_offset_checkpoint", update)
     msg = w._undo_commit(swaps, {ckpt: {(TOPIC, 0): 6, (TOPIC, 1): 6}}, fsync=False)
     monkeypatch.undo()
     assert "could not put back" in msg and swaps[1].old in msg
@@ -357,5 +357,5 @@ def test_undo_restores_directories_before_checkpoints(tmp_path, monkeypatch):
     assert (root / f"{TOPIC}-0" / "marker").read_text() == "old"
     # partition 0 is back to its old directory and entry; partition 1 keeps the new directory
     # and the lowered entry that does not hide its records
-    assert files.read_offset_checkpoint(ckpt) == {
+    assert checkpoints.read_offset_checkpoint(ckpt) == {
         files.TopicPartition(TOPIC, 0): 6, files.TopicPartition(TOPIC, 1): 0}

@@ -14,6 +14,7 @@ pa = pytest.importorskip("pyarrow")
 
 import kafkalog.arrow as ka  # noqa: E402
 from kafkalog.spark import _discovery, _options, _planning, _tasks  # noqa: E402
+from kafkalog.storage import checkpoints as _checkpoints  # noqa: E402
 from kafkalog.storage import files as _files  # noqa: E402
 from kafkalog.storage.log import Log, open_view  # noqa: E402
 
@@ -59,7 +60,7 @@ def test_log_start_checkpoint_hides_deleted_records(tmp_path):
     with Log.open(d, {"segment.bytes": 200}) as log:
         for _ in range(5):
             _plain(log, 2)
-    _files.update_offset_checkpoint(
+    _checkpoints.update_offset_checkpoint(
         os.path.join(str(tmp_path), _files.LOG_START_OFFSET_CHECKPOINT_FILE), {("t", 0): 3})
     assert _agrees(str(tmp_path), d) == list(range(3, 10))
     assert _spark(d)[1] == list(range(3, 10))  # the partition directory itself

@@ -23,7 +23,7 @@ pa = pytest.importorskip("pyarrow")
 from kafkalog import MemoryRecordsBuilder  # noqa: E402
 from kafkalog.errors import LogLockedError  # noqa: E402
 from kafkalog.spark import _write as w  # noqa: E402
-from kafkalog.storage import files  # noqa: E402
+from kafkalog.storage import checkpoints, files  # noqa: E402
 from kafkalog.storage.log import Log  # noqa: E402
 
 TOPIC = "t"
@@ -100,7 +100,7 @@ def test_two_append_commits_to_one_partition_keep_every_record(tmp_path, monkeyp
     assert [v for _, v in got[10:15]] == [b"a-%d" % i for i in range(5)]
     with Log.open(root / f"{TOPIC}-0", read_only=True) as log:
         log.verify_indexes()
-    assert files.read_offset_checkpoint(root / files.RECOVERY_POINT_CHECKPOINT_FILE) == {
+    assert checkpoints.read_offset_checkpoint(root / files.RECOVERY_POINT_CHECKPOINT_FILE) == {
         files.TopicPartition(TOPIC, 0): 20}
     # no lock file is left behind once every writer is done
     assert not [n for n in os.listdir(root) if n.startswith(".") and n != ".lock"]

@@ -33,7 +33,7 @@ from typing import Callable, List, NamedTuple, Optional
 
 import pytest
 
-from kafkalog.storage import files
+from kafkalog.storage import checkpoints, files
 from kafkalog.storage.cleaner import Cleaner, CleanerConfig
 from kafkalog.control import build_end_txn_marker
 from kafkalog.errors import KafkaLogError, KafkaStorageError
@@ -231,8 +231,8 @@ def check_files(d) -> None:
         files.REPLICATION_OFFSET_CHECKPOINT_FILE,
         files.CLEANER_OFFSET_CHECKPOINT_FILE,
     ):
-        files.read_offset_checkpoint(os.path.join(root, name))
-    files.read_leader_epoch_checkpoint(os.path.join(d, files.LEADER_EPOCH_CHECKPOINT_FILE))
+        checkpoints.read_offset_checkpoint(os.path.join(root, name))
+    checkpoints.read_leader_epoch_checkpoint(os.path.join(d, files.LEADER_EPOCH_CHECKPOINT_FILE))
     for name in os.listdir(d):
         if name.endswith(files.PRODUCER_SNAPSHOT_FILE_SUFFIX):
             read_snapshot(os.path.join(d, name))
@@ -773,20 +773,20 @@ def test_checkpoint_read_error_keeps_other_partitions(tmp_path, monkeypatch):
     """Regression: an I/O error reading a root checkpoint made update_offset_checkpoint start
     from an empty file, silently dropping every other partition's entry."""
     p = tmp_path / files.RECOVERY_POINT_CHECKPOINT_FILE
-    files.write_offset_checkpoint(p, {("a", 0): 10, ("b", 0): 20})
+    checkpoints.write_offset_checkpoint(p, {("a", 0): 10, ("b", 0): 20})
 
     def broken(path):
         raise OSError(EIO, "Input/output error", str(path))
 
-    monkeypatch.setattr(files, "read_offset_checkpoint", broken)
+    monkeypatch.setattr(checkpoints, "read_offset_checkpoint", broken)
     with pytest.raises(OSError):
-        files.update_offset_checkpoint(p, {("a", 0): 11})
+        checkpoints.update_offset_checkpoint(p, {("a", 0): 11})
     monkeypatch.undo()
-    assert files.read_offset_checkpoint(p) == {("a", 0): 10, ("b", 0): 20}
+    assert checkpoints.read_offset_checkpoint(p) == {("a", 0): 10, ("b", 0): 20}
     # a malformed file is still replaced
     p.write_text("garbage\n")
-    files.update_offset_checkpoint(p, {("a", 0): 12})
-    assert files.read_offset_checkpoint(p) == {("a", 0): 12}
+    checkpoints.update_offset_checkpoint(p, {("a", 0): 12})
+    assert checkpoints.read_offset_checkpoint(p) == {("a", 0): 12}
 
 
 def test_txn_index_short_write_is_continued(tmp_path, faults):

@@ -7,9 +7,10 @@ import uuid
 
 import pytest
 
-from kafkalog.storage import files
+from kafkalog.storage import checkpoints, files
 from kafkalog.errors import CorruptCheckpointError
-from kafkalog.storage.files import EpochEntry, SegmentFile, TopicPartition
+from kafkalog.storage.checkpoints import EpochEntry
+from kafkalog.storage.files import SegmentFile, TopicPartition
 
 
 def test_filename_prefix_is_20_digits():
@@ -117,9 +118,9 @@ def test_partition_dir_name_roundtrip():
 
 def test_offset_checkpoint_roundtrip_and_format(tmp_path):
     p = tmp_path / "recovery-point-offset-checkpoint"
-    files.write_offset_checkpoint(p, {("foo", 0): 3, ("__consumer_offsets", 12): 0})
+    checkpoints.write_offset_checkpoint(p, {("foo", 0): 3, ("__consumer_offsets", 12): 0})
     assert p.read_bytes() == b"0\n2\n__consumer_offsets 12 0\nfoo 0 3\n"
-    assert files.read_offset_checkpoint(p) == {
+    assert checkpoints.read_offset_checkpoint(p) == {
         TopicPartition("foo", 0): 3,
         TopicPartition("__consumer_offsets", 12): 0,
     }
@@ -127,11 +128,11 @@ def test_offset_checkpoint_roundtrip_and_format(tmp_path):
 
 
 def test_offset_checkpoint_empty_and_missing(tmp_path):
-    assert files.read_offset_checkpoint(tmp_path / "absent") == {}
+    assert checkpoints.read_offset_checkpoint(tmp_path / "absent") == {}
     (tmp_path / "empty").write_bytes(b"")
-    assert files.read_offset_checkpoint(tmp_path / "empty") == {}
+    assert checkpoints.read_offset_checkpoint(tmp_path / "empty") == {}
     (tmp_path / "zero").write_bytes(b"0\n0\n")
-    assert files.read_offset_checkpoint(tmp_path / "zero") == {}
+    assert checkpoints.read_offset_checkpoint(tmp_path / "zero") == {}
 
 
 @pytest.mark.parametrize(
@@ -148,81 +149,81 @@ def test_offset_checkpoint_malformed(tmp_path, content, message):
     p = tmp_path / "cp"
     p.write_bytes(content)
     with pytest.raises(CorruptCheckpointError, match=message):
-        files.read_offset_checkpoint(p)
+        checkpoints.read_offset_checkpoint(p)
 
 
 def test_update_offset_checkpoint_merges(tmp_path):
     p = tmp_path / "cp"
-    files.write_offset_checkpoint(p, {("a", 0): 1, ("b", 1): 2})
-    files.update_offset_checkpoint(p, {("a", 0): 10, ("c", 5): 7})
-    assert files.read_offset_checkpoint(p) == {
+    checkpoints.write_offset_checkpoint(p, {("a", 0): 1, ("b", 1): 2})
+    checkpoints.update_offset_checkpoint(p, {("a", 0): 10, ("c", 5): 7})
+    assert checkpoints.read_offset_checkpoint(p) == {
         TopicPartition("a", 0): 10,
         TopicPartition("b", 1): 2,
         TopicPartition("c", 5): 7,
     }
-    files.update_offset_checkpoint(p, {("b", 1): None})
-    assert TopicPartition("b", 1) not in files.read_offset_checkpoint(p)
+    checkpoints.update_offset_checkpoint(p, {("b", 1): None})
+    assert TopicPartition("b", 1) not in checkpoints.read_offset_checkpoint(p)
 
 
 def test_leader_epoch_checkpoint_roundtrip(tmp_path):
     p = tmp_path / "leader-epoch-checkpoint"
-    files.write_leader_epoch_checkpoint(p, [(0, 0), (3, 1200)])
+    checkpoints.write_leader_epoch_checkpoint(p, [(0, 0), (3, 1200)])
     assert p.read_bytes() == b"0\n2\n0 0\n3 1200\n"
-    assert files.read_leader_epoch_checkpoint(p) == [EpochEntry(0, 0), EpochEntry(3, 1200)]
+    assert checkpoints.read_leader_epoch_checkpoint(p) == [EpochEntry(0, 0), EpochEntry(3, 1200)]
     p.write_bytes(b"0\n2\n0 0\n")
     with pytest.raises(CorruptCheckpointError):
-        files.read_leader_epoch_checkpoint(p)
+        checkpoints.read_leader_epoch_checkpoint(p)
 
 
 def test_partition_metadata_roundtrip(tmp_path):
     p = tmp_path / "partition.metadata"
     tid = uuid.UUID("7d98b8a8-4a42-4eb2-a4fa-b38ce48d5862")
-    files.write_partition_metadata(p, tid)
+    checkpoints.write_partition_metadata(p, tid)
     text = p.read_text()
     assert text.startswith("version: 0\ntopic_id: ") and not text.endswith("\n")
-    assert files.read_partition_metadata(p).topic_id == tid
+    assert checkpoints.read_partition_metadata(p).topic_id == tid
     assert files.topic_id_from_string(files.topic_id_to_string(tid)) == tid
     with pytest.raises(ValueError):
-        files.write_partition_metadata(p, uuid.UUID(int=0))
+        checkpoints.write_partition_metadata(p, uuid.UUID(int=0))
     p.write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA")
     with pytest.raises(CorruptCheckpointError, match="zero"):
-        files.read_partition_metadata(p)
+        checkpoints.read_partition_metadata(p)
     p.write_text("version: 1\ntopic_id: fZi4qEpCTsik-rzkyV0Ypg")
     with pytest.raises(CorruptCheckpointError, match="version"):
-        files.read_partition_metadata(p)
+        checkpoints.read_partition_metadata(p)
 
 
 def test_clean_shutdown_file(tmp_path):
     p = tmp_path / ".kafka_cleanshutdown"
-    assert files.read_clean_shutdown_file(p) is None
-    files.write_clean_shutdown_file(p, 83)
+    assert checkpoints.read_clean_shutdown_file(p) is None
+    checkpoints.write_clean_shutdown_file(p, 83)
     assert p.read_bytes() == b'{"version":0,"brokerEpoch":83}'
-    assert files.read_clean_shutdown_file(p) == 83
+    assert checkpoints.read_clean_shutdown_file(p) == 83
     p.write_bytes(b"")
-    assert files.read_clean_shutdown_file(p) == -1
+    assert checkpoints.read_clean_shutdown_file(p) == -1
 
 
 def test_broker_checkpoints_and_metadata(broker_files):
     root = broker_files / "kafka-tester@e856b9a"
-    assert files.read_offset_checkpoint(root / "recovery-point-offset-checkpoint") == {
+    assert checkpoints.read_offset_checkpoint(root / "recovery-point-offset-checkpoint") == {
         TopicPartition("foo", 0): 3
     }
-    assert files.read_offset_checkpoint(root / "log-start-offset-checkpoint") == {}
-    assert files.read_offset_checkpoint(root / "cleaner-offset-checkpoint") == {}
-    assert files.read_leader_epoch_checkpoint(
+    assert checkpoints.read_offset_checkpoint(root / "log-start-offset-checkpoint") == {}
+    assert checkpoints.read_offset_checkpoint(root / "cleaner-offset-checkpoint") == {}
+    assert checkpoints.read_leader_epoch_checkpoint(
         root / "__cluster_metadata-0" / "leader-epoch-checkpoint"
     ) == [
         EpochEntry(1, 0),
         EpochEntry(2, 81),
     ]
-    md = files.read_partition_metadata(root / "foo-0" / "partition.metadata")
+    md = checkpoints.read_partition_metadata(root / "foo-0" / "partition.metadata")
     assert files.topic_id_to_string(md.topic_id) == "fZi4qEpCTsik-rzkyV0Ypg"
-    assert files.read_clean_shutdown_file(root / ".kafka_cleanshutdown") == 83
-    big = files.read_offset_checkpoint(
+    assert checkpoints.read_clean_shutdown_file(root / ".kafka_cleanshutdown") == 83
+    big = checkpoints.read_offset_checkpoint(
         broker_files / "LDI-POC@8030792" / "recovery-point-offset-checkpoint"
     )
     assert len(big) == 54 and big[TopicPartition("__consumer_offsets", 6)] >= 0
-    epochs = files.read_leader_epoch_checkpoint(
+    epochs = checkpoints.read_leader_epoch_checkpoint(
         broker_files / "KafkaDemo@3152aef" / "__cluster_metadata-0" / "leader-epoch-checkpoint"
     )
     assert len(epochs) == 21 and epochs[0] == EpochEntry(1, 0)

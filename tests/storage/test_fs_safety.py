@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage import files
+from kafkalog.storage import checkpoints, files
 from kafkalog.storage.cleaner import Cleaner, CleanerConfig
 from kafkalog.control import build_end_txn_marker
 from kafkalog.errors import InvalidTopicError, KafkaLogError, KafkaStorageError, UnsafePathError
@@ -264,9 +264,9 @@ def test_atomic_write_replaces_links_never_writes_through(tmp_path, outside):
     assert target.read_bytes() == b"new" and not target.is_symlink()
     assert not (tmp_path / "checkpoint.tmp").exists()
     outside.plant(target)  # a link at the target name is replaced by the rename
-    files.write_offset_checkpoint(target, {("t", 0): 5})
+    checkpoints.write_offset_checkpoint(target, {("t", 0): 5})
     assert not target.is_symlink()
-    assert files.read_offset_checkpoint(target) == {("t", 0): 5}
+    assert checkpoints.read_offset_checkpoint(target) == {("t", 0): 5}
     outside.plant(tmp_path / "copy.tmp")
     files.atomic_copy(target, tmp_path / "copy")
     assert (tmp_path / "copy").read_bytes() == target.read_bytes()
@@ -325,7 +325,7 @@ def test_log_temp_names_linked_out(tmp_path, outside):
     log.flush()
     log.close()
     assert len(Log.open(d, read_only=True).segments) > 1
-    assert files.read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
+    assert checkpoints.read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
     assert outside.untouched()
     assert not any(n.is_symlink() for n in names if n.name.startswith((".kafka", "leader", "rec")))
 
@@ -519,7 +519,8 @@ def test_spark_commit_with_links_planted_in_the_root(tmp_path, outside):
     ]
     write("j2", [b"c"])  # append: links the old segments into the new directory
     assert not (root / "replication-offset-checkpoint").is_symlink()
-    assert files.read_offset_checkpoint(root / "replication-offset-checkpoint") == {("t", 0): 3}
+    replication = root / "replication-offset-checkpoint"
+    assert checkpoints.read_offset_checkpoint(replication) == {("t", 0): 3}
     with Log.open(root / "t-0", read_only=True) as log:
         assert [r.value for r in log.iter_records()] == [b"a", b"b", b"c"]
     # a file of the existing partition linked out is not carried into the new directory
@@ -547,7 +548,7 @@ class Crash(BaseException):
 
 def test_crash_between_temp_write_and_rename_keeps_old_file(tmp_path, monkeypatch):
     path = tmp_path / "replication-offset-checkpoint"
-    files.write_offset_checkpoint(path, {("t", 0): 1})
+    checkpoints.write_offset_checkpoint(path, {("t", 0): 1})
     old = path.read_bytes()
     real_replace = os.replace
 
@@ -557,25 +558,25 @@ def test_crash_between_temp_write_and_rename_keeps_old_file(tmp_path, monkeypatc
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(Crash):
-        files.write_offset_checkpoint(path, {("t", 0): 2, ("t", 1): 9})
+        checkpoints.write_offset_checkpoint(path, {("t", 0): 2, ("t", 1): 9})
     monkeypatch.setattr(os, "replace", real_replace)
     assert path.read_bytes() == old
-    assert files.read_offset_checkpoint(path) == {("t", 0): 1}
+    assert checkpoints.read_offset_checkpoint(path) == {("t", 0): 1}
     assert not (tmp_path / "replication-offset-checkpoint.tmp").exists()
 
 
 def test_failed_fsync_keeps_old_file(tmp_path, monkeypatch):
     path = tmp_path / "leader-epoch-checkpoint"
-    files.write_leader_epoch_checkpoint(path, [(0, 0)])
+    checkpoints.write_leader_epoch_checkpoint(path, [(0, 0)])
 
     def eio(fd):
         raise OSError(errno.EIO, "I/O error")
 
     monkeypatch.setattr(os, "fsync", eio)
     with pytest.raises(OSError):
-        files.write_leader_epoch_checkpoint(path, [(0, 0), (1, 10)])
+        checkpoints.write_leader_epoch_checkpoint(path, [(0, 0), (1, 10)])
     monkeypatch.undo()
-    assert files.read_leader_epoch_checkpoint(path) == [(0, 0)]
+    assert checkpoints.read_leader_epoch_checkpoint(path) == [(0, 0)]
     assert not (tmp_path / "leader-epoch-checkpoint.tmp").exists()
 
 
@@ -592,7 +593,7 @@ def test_stale_temp_file_left_by_a_crash(tmp_path):
     with Log.open(d) as log:
         assert log.log_end_offset == 2
     assert not (d / "leader-epoch-checkpoint.tmp").exists()
-    assert files.read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {
+    assert checkpoints.read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {
         ("topic", 0): 2
     }
 

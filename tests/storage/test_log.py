@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from kafkalog import control
-from kafkalog.storage import files
+from kafkalog.storage import checkpoints, files
 from kafkalog._crc_py import crc32c
 from kafkalog.errors import (
     CorruptRecordError,
@@ -478,7 +478,7 @@ def test_time_retention(tmp_path, clock):
     log.append(make_batch([b"again"]))
     assert all_records(log) == [(12, b"again")]
     log.close()
-    ckpt = files.read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
+    ckpt = checkpoints.read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
     assert ckpt[files.TopicPartition("topic", 0)] == 13
 
 
@@ -506,7 +506,7 @@ def test_log_start_offset_retention_and_checkpoint(tmp_path):
     assert list(log.read(target, 10**6))[0].last_offset == target
     assert log.delete_retention() == 2  # only the log-start pass runs for compact-only topics
     assert log.segments[0].base_offset == bases[2] and log.log_start_offset == target
-    ckpt = files.read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint")
+    ckpt = checkpoints.read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint")
     assert ckpt == {files.TopicPartition("topic", 0): target}
     with pytest.raises(OffsetOutOfRangeError, match="high watermark"):
         log.increment_log_start_offset(100)
@@ -532,7 +532,7 @@ def test_truncate_to(tmp_path):
     assert all_records(log)[-2:] == [(15, b"v100"), (16, b"v101")]
     log.verify_indexes()
     log.close()
-    ckpt = files.read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
+    ckpt = checkpoints.read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
     assert ckpt[files.TopicPartition("topic", 0)] == 17
     log = open_log(tmp_path)
     assert log.log_end_offset == 17 and bases[0] == log.segments[0].base_offset
@@ -561,7 +561,7 @@ def test_reopen_after_clean_close(tmp_path):
     n_segs = len(log.segments)
     log.close()
     d = tmp_path / "topic-0"
-    assert files.read_clean_shutdown_file(d / ".kafka_cleanshutdown") == -1
+    assert checkpoints.read_clean_shutdown_file(d / ".kafka_cleanshutdown") == -1
     log = open_log(tmp_path, {"segment.bytes": 500})
     assert log.had_clean_shutdown and not (d / ".kafka_cleanshutdown").exists()
     assert log.log_end_offset == 40 and log.recovery_point == 40 and len(log.segments) == n_segs
@@ -613,7 +613,8 @@ def test_topic_id_and_partition_metadata(tmp_path):
     assert log.topic_id == tid
     log.close()
     assert (
-        files.read_partition_metadata(tmp_path / "topic-0" / "partition.metadata").topic_id == tid
+        checkpoints.read_partition_metadata(tmp_path / "topic-0" / "partition.metadata").topic_id
+        == tid
     )
     log = open_log(tmp_path)
     assert log.topic_id == tid
@@ -639,7 +640,7 @@ def test_delete_log(tmp_path):
     log = open_log(tmp_path)
     log.delete()
     assert not (tmp_path / "topic-0").exists()
-    assert files.read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {}
+    assert checkpoints.read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {}
 
 
 def test_max_offset_bounds_reads(tmp_path):

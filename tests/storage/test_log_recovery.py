@@ -11,7 +11,7 @@ import pytest
 
 from kafkalog import control
 from kafkalog.errors import CorruptRecordError
-from kafkalog.storage import files
+from kafkalog.storage import checkpoints, files
 from kafkalog.storage.index import OffsetIndex
 from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.storage.log import Log
@@ -36,7 +36,7 @@ def crash_image(log, tmp_path, name="topic-0"):
 
 
 def set_recovery_point(part_dir, offset):
-    files.write_offset_checkpoint(
+    checkpoints.write_offset_checkpoint(
         part_dir.parent / files.RECOVERY_POINT_CHECKPOINT_FILE, {TP: offset}
     )
 
@@ -209,7 +209,7 @@ def test_log_end_below_checkpointed_start_resets(tmp_path):
     log = Log.open(tmp_path / "topic-0")
     log.append(values_batch(0, 5))
     log.close()
-    files.write_offset_checkpoint(tmp_path / files.LOG_START_OFFSET_CHECKPOINT_FILE, {TP: 50})
+    checkpoints.write_offset_checkpoint(tmp_path / files.LOG_START_OFFSET_CHECKPOINT_FILE, {TP: 50})
     log = Log.open(tmp_path / "topic-0")
     assert (log.log_start_offset, log.log_end_offset) == (50, 50)
     assert [s.base_offset for s in log.segments] == [50]
@@ -245,7 +245,7 @@ def test_read_only_open_agrees_when_the_checkpointed_start_is_past_the_end(tmp_p
     assert len(log.segments) > 1
     with Log.open(d, read_only=True) as ro:  # a leader epoch, which the reset drops
         assert ro.leader_epoch_cache.entries
-    files.write_offset_checkpoint(tmp_path / files.LOG_START_OFFSET_CHECKPOINT_FILE, {TP: 50})
+    checkpoints.write_offset_checkpoint(tmp_path / files.LOG_START_OFFSET_CHECKPOINT_FILE, {TP: 50})
     before = {n: (d / n).read_bytes() for n in sorted(os.listdir(d))}
     with Log.open(d, read_only=True) as ro:
         got = _start_end_facts(ro)
@@ -261,7 +261,7 @@ def test_root_marker_is_honoured_only_read_only(tmp_path):
     log.append(values_batch(0, 3))
     img = crash_image(log, tmp_path)
     log.close()
-    files.write_clean_shutdown_file(img.parent / files.CLEAN_SHUTDOWN_FILE, 5)
+    checkpoints.write_clean_shutdown_file(img.parent / files.CLEAN_SHUTDOWN_FILE, 5)
     ro = Log.open(img, read_only=True)
     assert ro.had_clean_shutdown and ro.log_end_offset == 3
     ro.close()

@@ -13,6 +13,7 @@ import pytest
 
 from kafkalog import MemoryRecordsBuilder
 from kafkalog.errors import KafkaStorageError
+from kafkalog.storage import checkpoints as _checkpoints
 from kafkalog.storage import files as _files
 from kafkalog.storage.log import Log, open_view
 
@@ -179,15 +180,16 @@ def test_checkpoint_memo_reads_each_root_checkpoint_once_per_pass(tmp_path, monk
         _build(d, random.Random(p), 2, compact=False)
         dirs.append(str(d))
     start = os.path.join(str(tmp_path), _files.LOG_START_OFFSET_CHECKPOINT_FILE)
-    _files.write_offset_checkpoint(start, {_files.TopicPartition("t", p): 2 for p in range(3)})
+    _checkpoints.write_offset_checkpoint(start,
+                                         {_files.TopicPartition("t", p): 2 for p in range(3)})
     reads = []
-    real = _loader._files.read_offset_checkpoint
+    real = _loader._checkpoints.read_offset_checkpoint
 
     def spy(path, *a, **kw):
         reads.append(os.path.basename(path))
         return real(path, *a, **kw)
 
-    monkeypatch.setattr(_loader._files, "read_offset_checkpoint", spy)
+    monkeypatch.setattr(_loader._checkpoints, "read_offset_checkpoint", spy)
 
     def starts(memo):
         out = []
@@ -202,7 +204,8 @@ def test_checkpoint_memo_reads_each_root_checkpoint_once_per_pass(tmp_path, monk
     memo = CheckpointMemo()
     assert starts(memo) == plain
     assert len(reads) == len(set(reads)) <= 3  # each file at most once for the three views
-    _files.write_offset_checkpoint(start, {_files.TopicPartition("t", p): 3 for p in range(3)})
+    _checkpoints.write_offset_checkpoint(start,
+                                         {_files.TopicPartition("t", p): 3 for p in range(3)})
     assert [s for s, _ in starts(memo)] == [2, 2, 2]  # the same pass: the same answer
     assert [s for s, _ in starts(CheckpointMemo())] == [3, 3, 3]  # a new pass sees it
 

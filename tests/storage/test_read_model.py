@@ -15,6 +15,7 @@ pa = pytest.importorskip("pyarrow")
 
 import kafkalog.arrow as ka  # noqa: E402
 from kafkalog.errors import CorruptRecordError  # noqa: E402
+from kafkalog.storage import checkpoints as _checkpoints  # noqa: E402
 from kafkalog.storage import files as _files  # noqa: E402
 from kafkalog.storage.log import Log, open_view  # noqa: E402
 from kafkalog.storage.log_view import DamageGap  # noqa: E402
@@ -98,7 +99,7 @@ def test_log_start_checkpoint_hides_deleted_records(tmp_path):
             _plain(log, 2)
         assert len(log._segments) > 1
     # a broker's DeleteRecords: only the checkpoint moves (inside a segment, inside a batch)
-    _files.update_offset_checkpoint(
+    _checkpoints.update_offset_checkpoint(
         os.path.join(str(tmp_path), _files.LOG_START_OFFSET_CHECKPOINT_FILE), {("t", 0): 3})
     assert _one_answer(_everywhere(d)) == list(range(3, 10))
     with Log.open(d) as log:
@@ -456,7 +457,7 @@ def test_log_start_checkpoint_past_the_end_is_said(tmp_path):
     d = str(tmp_path / "t-0")
     with Log.open(d) as log:
         _plain(log, 3)
-    _files.write_offset_checkpoint(os.path.join(str(tmp_path), "log-start-offset-checkpoint"),
+    _checkpoints.write_offset_checkpoint(os.path.join(str(tmp_path), "log-start-offset-checkpoint"),
                                    {("t", 0): 2**62})
     with pytest.warns(RuntimeWarning, match="past its segments' end 3: it reads as empty"):
         assert ka.to_arrow(d, ["offset"]).num_rows == 0

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from kafkalog.storage import files
+from kafkalog.storage import checkpoints, files
 from kafkalog.storage.log import Log
 
 from .conftest import values_batch
@@ -31,11 +31,12 @@ def _writer(root: str, partition: int, rounds: int, q) -> None:
 
 def _check_root(root, n, rounds):
     for name in (files.RECOVERY_POINT_CHECKPOINT_FILE, files.LOG_START_OFFSET_CHECKPOINT_FILE):
-        entries = files.read_offset_checkpoint(os.path.join(root, name))
+        entries = checkpoints.read_offset_checkpoint(os.path.join(root, name))
         assert sorted(entries) == [files.TopicPartition("topic", p) for p in range(n)], name
-    rp = files.read_offset_checkpoint(os.path.join(root, files.RECOVERY_POINT_CHECKPOINT_FILE))
+    read = checkpoints.read_offset_checkpoint
+    rp = read(os.path.join(root, files.RECOVERY_POINT_CHECKPOINT_FILE))
     assert all(v == rounds for v in rp.values()), rp
-    ls = files.read_offset_checkpoint(os.path.join(root, files.LOG_START_OFFSET_CHECKPOINT_FILE))
+    ls = read(os.path.join(root, files.LOG_START_OFFSET_CHECKPOINT_FILE))
     assert all(v == (rounds - 1) // 2 for v in ls.values()), ls
     leftovers = [n for n in os.listdir(root) if n.endswith(files.TEMP_FILE_SUFFIX)]
     assert leftovers == []
@@ -94,7 +95,7 @@ def test_update_offset_checkpoint_from_processes(tmp_path):
 
     def hammer(p):
         for i in range(rounds):
-            files.update_offset_checkpoint(path, {("t", p): i + 1}, fsync=False)
+            checkpoints.update_offset_checkpoint(path, {("t", p): i + 1}, fsync=False)
 
     procs = [ctx.Process(target=hammer, args=(p,)) for p in range(n)]
     for p in procs:
@@ -103,6 +104,6 @@ def test_update_offset_checkpoint_from_processes(tmp_path):
         p.join(timeout=120)
     codes = [p.exitcode for p in procs]
     assert codes == [0] * n
-    assert files.read_offset_checkpoint(path) == {
+    assert checkpoints.read_offset_checkpoint(path) == {
         files.TopicPartition("t", p): rounds for p in range(n)
     }

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from kafkalog.storage import files
+from kafkalog.storage import checkpoints, files
 from kafkalog.storage.index import OffsetIndex, TimeIndex
 from kafkalog.storage.log import Log
 from kafkalog.storage.segment import Segment
@@ -115,7 +115,7 @@ def test_broker_partition_opens_writable_and_reloads(broker_files, tmp_path, rel
             assert parsed.suffix == ""
             if parsed.kind in (".index", ".timeindex"):
                 assert os.path.getsize(part / n) % (8 if parsed.kind == ".index" else 12) == 0
-    files.read_leader_epoch_checkpoint(part / files.LEADER_EPOCH_CHECKPOINT_FILE)
+    checkpoints.read_leader_epoch_checkpoint(part / files.LEADER_EPOCH_CHECKPOINT_FILE)
     again = Log.open(part)
     assert again.had_clean_shutdown and again.log_end_offset == leo
     again.verify_indexes()

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalog.storage import files, fs, logdir
+from kafkalog.storage import checkpoints, files, fs, logdir
 from kafkalog.errors import KafkaStorageError
 from kafkalog.storage.log import Log
 from kafkalog.storage.store_segment import open_segment
@@ -103,7 +103,8 @@ def test_scan_root(tmp_path):
     (tmp_path / "noname").mkdir()
     (tmp_path / "bad topic-1").mkdir()
     (tmp_path / "f-1").write_bytes(b"")
-    files.update_offset_checkpoint(tmp_path / files.RECOVERY_POINT_CHECKPOINT_FILE, {("a", 0): 3})
+    checkpoints.update_offset_checkpoint(tmp_path / files.RECOVERY_POINT_CHECKPOINT_FILE,
+                                         {("a", 0): 3})
     v = logdir.scan_root(tmp_path)
     assert [str(p.topic_partition) for p in v.live_partitions] == [
         "a-0", "a-2", "a-10", "b.c_d-1", "bad topic-1"]
@@ -324,7 +325,7 @@ def test_fifo_in_place_of_a_root_checkpoint(tmp_path, name, no_hang):
     os.unlink(tmp_path / name) if (tmp_path / name).exists() else None
     os.mkfifo(tmp_path / name)
     with pytest.raises(KafkaStorageError):
-        files.read_offset_checkpoint(tmp_path / name)
+        checkpoints.read_offset_checkpoint(tmp_path / name)
     for ro in (True, False):  # refused, never waited on (reading on would lose its entries)
         with pytest.raises(KafkaStorageError) as ei:
             Log.open(d, read_only=ro)

@@ -8,7 +8,7 @@ import time
 from bisect import bisect_right
 from typing import Any, Callable, List, Mapping, NamedTuple, Optional
 
-from . import files as _files
+from . import checkpoints as _checkpoints
 from ..errors import KafkaStorageError, UnsafePathError
 from ..records import MemoryRecords, MemoryRecordsBuilder
 
@@ -149,10 +149,10 @@ def hook(step: str) -> None:
 def update_root_checkpoint(
     path: str, updates: Mapping[Any, Optional[int]], fsync: bool = True
 ) -> None:
-    """``files.update_offset_checkpoint`` with an I/O error raised as KafkaStorageError naming
-    the checkpoint file."""
+    """``checkpoints.update_offset_checkpoint`` with an I/O error raised as KafkaStorageError
+    naming the checkpoint file."""
     try:
-        _files.update_offset_checkpoint(path, updates, fsync=fsync)
+        _checkpoints.update_offset_checkpoint(path, updates, fsync=fsync)
     except OSError as e:
         raise KafkaStorageError.from_os_error(e, "writing a checkpoint", path=path)
 

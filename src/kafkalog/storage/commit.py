@@ -36,6 +36,7 @@ import shutil
 import uuid
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
+from . import checkpoints as _checkpoints
 from . import files as _files
 from . import fs as _fs
 from . import logdir as _logdir
@@ -86,7 +87,7 @@ def epoch_entries(directory: str) -> List[Tuple[int, int]]:
     if not os.path.isfile(p):
         return []
     try:
-        return [(e.epoch, e.start_offset) for e in _files.read_leader_epoch_checkpoint(p)]
+        return [(e.epoch, e.start_offset) for e in _checkpoints.read_leader_epoch_checkpoint(p)]
     except Exception:
         return []
 
@@ -105,7 +106,7 @@ def merge_epochs(entries: Iterable[Tuple[int, int]]) -> List[Tuple[int, int]]:
 
 
 def write_epochs(directory: str, entries: List[Tuple[int, int]], fsync: bool) -> None:
-    _files.write_leader_epoch_checkpoint(
+    _checkpoints.write_leader_epoch_checkpoint(
         os.path.join(directory, _files.LEADER_EPOCH_CHECKPOINT_FILE), entries, fsync=fsync)
 
 
@@ -114,7 +115,7 @@ def checkpoint_entries(path: str, updates: Mapping[TP, Optional[int]]
                        ) -> Dict[TP, Optional[int]]:
     """The current entries of ``updates``' partitions in a root checkpoint (None: absent)."""
     try:
-        current = _files.read_offset_checkpoint(path)
+        current = _checkpoints.read_offset_checkpoint(path)
     except CorruptCheckpointError:
         current = {}
     return {tp: current.get(_files.TopicPartition(*tp)) for tp in updates}
@@ -169,7 +170,7 @@ def undo(swaps: List[Swap], checkpoints_before: Mapping[str, Mapping[TP, Optiona
         if not keep:
             continue
         try:
-            _files.update_offset_checkpoint(path, keep, fsync=fsync)
+            _checkpoints.update_offset_checkpoint(path, keep, fsync=fsync)
         except OSError as e:
             problems.append(f"could not restore {path} ({e})")
     if not problems and swaps and fsync:
@@ -282,7 +283,7 @@ class RootCommit:
             old = self.checkpoints_before.setdefault(path, {})
             for tp in lower:
                 old.setdefault(tp, current[tp])
-            _files.update_offset_checkpoint(path, lower, fsync=self.fsync)
+            _checkpoints.update_offset_checkpoint(path, lower, fsync=self.fsync)
 
     def new_directory(self, topic: str, partition: int) -> str:
         """An empty directory in the staging area for the partition's new directory."""
@@ -327,7 +328,7 @@ class RootCommit:
         merged = merge_epochs(epochs)
         if merged:
             write_epochs(directory, merged, self.fsync)
-        _files.write_clean_shutdown_file(
+        _checkpoints.write_clean_shutdown_file(
             os.path.join(directory, _files.CLEAN_SHUTDOWN_FILE), fsync=self.fsync)
         # a fresh generation marker: readers planned on the directory this one replaces tell
         # it from this one (an inode number may be reused) and fail instead of mixing
@@ -371,7 +372,7 @@ class RootCommit:
                 old = self.checkpoints_before.setdefault(path, {})
                 for tp, value in checkpoint_entries(path, updates).items():
                     old.setdefault(tp, value)
-                _files.update_offset_checkpoint(path, updates, fsync=self.fsync)
+                _checkpoints.update_offset_checkpoint(path, updates, fsync=self.fsync)
 
     def undo(self) -> str:
         """:func:`undo` of what this commit changed."""

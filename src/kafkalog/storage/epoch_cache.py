@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import List, Optional
 
-from . import files as _files
+from . import checkpoints as _checkpoints
 from ..errors import KafkaStorageError
 
 
@@ -24,19 +24,19 @@ class LeaderEpochCache:
         ``present``: whether the file is there, as the caller's listing says (None: ask)."""
         self.path = path
         self.read_only = read_only or path is None or fs is not None
-        self._entries: List[_files.EpochEntry] = []
+        self._entries: List[_checkpoints.EpochEntry] = []
         if present is False:
             return
         if present and fs is None and path is not None:
-            self._entries = sorted(_files.read_leader_epoch_checkpoint(path))
+            self._entries = sorted(_checkpoints.read_leader_epoch_checkpoint(path))
         elif fs is not None:
             if path is not None:
-                self._entries = sorted(_files.read_leader_epoch_checkpoint(path, fs))
+                self._entries = sorted(_checkpoints.read_leader_epoch_checkpoint(path, fs))
         elif path is not None and os.path.exists(path):
-            self._entries = sorted(_files.read_leader_epoch_checkpoint(path))
+            self._entries = sorted(_checkpoints.read_leader_epoch_checkpoint(path))
 
     @property
-    def entries(self) -> List[_files.EpochEntry]:
+    def entries(self) -> List[_checkpoints.EpochEntry]:
         return list(self._entries)
 
     @property
@@ -44,13 +44,13 @@ class LeaderEpochCache:
         return self._entries[-1].epoch if self._entries else None
 
     @property
-    def latest_entry(self) -> Optional[_files.EpochEntry]:
+    def latest_entry(self) -> Optional[_checkpoints.EpochEntry]:
         return self._entries[-1] if self._entries else None
 
     def flush(self, fsync: bool = True) -> None:
         if not self.read_only and self.path is not None:
             try:
-                _files.write_leader_epoch_checkpoint(self.path, self._entries, fsync=fsync)
+                _checkpoints.write_leader_epoch_checkpoint(self.path, self._entries, fsync=fsync)
             except OSError as e:
                 raise KafkaStorageError.from_os_error(
                     e, "writing the leader-epoch checkpoint", path=self.path
@@ -70,7 +70,7 @@ class LeaderEpochCache:
         self._entries = [
             e for e in self._entries if not (e.epoch >= epoch or e.start_offset >= start_offset)
         ]
-        self._entries.append(_files.EpochEntry(epoch, start_offset))
+        self._entries.append(_checkpoints.EpochEntry(epoch, start_offset))
         if flush:
             self.flush()
         return True
@@ -99,7 +99,7 @@ class LeaderEpochCache:
         if not removed:
             return
         keep = [e for e in self._entries if e.start_offset > start_offset]
-        new_first = _files.EpochEntry(removed[-1].epoch, start_offset)
+        new_first = _checkpoints.EpochEntry(removed[-1].epoch, start_offset)
         new_entries = [new_first] + keep
         if new_entries != self._entries:
             self._entries = new_entries

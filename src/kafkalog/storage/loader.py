@@ -13,6 +13,7 @@ import warnings
 import uuid as _uuid
 from typing import Any, Dict, Optional
 
+from . import checkpoints as _checkpoints
 from . import files as _files
 from . import fs as _fs
 from . import logdir as _logdir
@@ -45,16 +46,16 @@ _ROOT_CHECKPOINTS_MAX = 64
 
 
 def read_root_checkpoint(path: str, store: Any = None) -> Dict[Any, int]:
-    """``files.read_offset_checkpoint`` of a root checkpoint, reused while the file is
+    """``checkpoints.read_offset_checkpoint`` of a root checkpoint, reused while the file is
     unchanged (locally its device, inode, size and times; in a store its size and modification
     time as the store's latest listing says, so each partition of a root listed once costs no
     request).  Raises what that function raises."""
     if store is not None:
         key = store.version_key(path)
         if key is None:
-            return _files.read_offset_checkpoint(path, store)
+            return _checkpoints.read_offset_checkpoint(path, store)
         return _cached_checkpoint((id(store), path), key,
-                                  lambda: _files.read_offset_checkpoint(path, store))
+                                  lambda: _checkpoints.read_offset_checkpoint(path, store))
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -62,9 +63,9 @@ def read_root_checkpoint(path: str, store: Any = None) -> Dict[Any, int]:
     except OSError:
         st = None
     if st is None or not _stat.S_ISREG(st.st_mode):
-        return _files.read_offset_checkpoint(path)  # raises the error naming what is there
+        return _checkpoints.read_offset_checkpoint(path)  # raises the error naming what is there
     key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    return _cached_checkpoint(path, key, lambda: _files.read_offset_checkpoint(path))
+    return _cached_checkpoint(path, key, lambda: _checkpoints.read_offset_checkpoint(path))
 
 
 def _cached_checkpoint(where: Any, key: tuple, read) -> Dict[Any, int]:
@@ -347,7 +348,7 @@ class LogLoader:
         self.topic_id: Optional[_uuid.UUID] = None
         if self._exists(pm_path):
             try:
-                self.topic_id = _files.read_partition_metadata(pm_path, self._store).topic_id
+                self.topic_id = _checkpoints.read_partition_metadata(pm_path, self._store).topic_id
             except KafkaLogError:
                 if topic_id is None or ro:
                     raise
@@ -358,7 +359,7 @@ class LogLoader:
                     f"{_files.topic_id_to_string(self.topic_id)} in {pm_path}"
                 )
             if self.topic_id is None and not ro:
-                _files.write_partition_metadata(pm_path, topic_id)
+                _checkpoints.write_partition_metadata(pm_path, topic_id)
             self.topic_id = topic_id
         if not ro and (not had_clean or recovery_point_ckpt != self._offsets.recovery_point):
             self._write_checkpoints()

@@ -55,6 +55,7 @@ import time
 import uuid as _uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
+from . import checkpoints as _checkpoints
 from . import files as _files
 from . import fs as _fs
 from . import logdir as _logdir
@@ -1282,7 +1283,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                         )
                     # Everything it vouches for is already fsynced; losing the marker itself
                     # only costs a recovery.
-                    _files.write_clean_shutdown_file(
+                    _checkpoints.write_clean_shutdown_file(
                         os.path.join(self.dir, _files.CLEAN_SHUTDOWN_FILE), fsync=False
                     )
                 else:
@@ -1347,7 +1348,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                 ):
                     path = os.path.join(self.root, name)
                     if os.path.exists(path):
-                        _files.update_offset_checkpoint(path, {self.topic_partition: None})
+                        _checkpoints.update_offset_checkpoint(path, {self.topic_partition: None})
 
     def __enter__(self) -> "Log":
         return self
