@@ -42,6 +42,7 @@ from .records import (
 __all__ = (
     "__version__",
     "IMPLEMENTATION",
+    "dataset",
     "FALLBACK_REASON",
     "CompressionType",
     "TimestampType",
@@ -96,6 +97,16 @@ _LAZY = {
     "Cleaner": "storage.cleaner",
     "CleanerConfig": "storage.cleaner",
 }
+
+
+def dataset(source, **options):
+    """Kafka logs as a lazy :class:`pyarrow.dataset.Dataset` that DuckDB, Polars and pyarrow
+    scan with projection and filter pushdown: :func:`kafkalog.dataset.dataset` (needs pyarrow,
+    imported on this first call)."""
+    import importlib
+
+    # importing the submodule binds it as this package's ``dataset`` attribute; it is callable
+    return importlib.import_module(".dataset", __name__).dataset(source, **options)
 
 
 def __getattr__(name: str):

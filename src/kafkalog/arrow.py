@@ -8,7 +8,7 @@
     table = ka.to_arrow("/var/kafka", ["topic", "partition", "offset", "value"])  # a log root
     table = ka.to_arrow(segment_bytes, columns=["offset", "value"])
     for batch in ka.iter_batches("/var/kafka/orders-0/00000000000000000000.log"):
-        ...                                                  # pyarrow.RecordBatch, bounded
+        ...                                # a pyarrow.RecordBatchReader of batches, bounded
     data = ka.from_arrow(table, compression="zstd")          # v2 record batches (bytes)
 
 Sources: a buffer (``bytes``, ``bytearray``, ``memoryview``, ``mmap``, anything with the buffer
@@ -16,17 +16,22 @@ protocol), a :class:`~kafkalog.MemoryRecords`, the path of a segment file (``*.l
 through ``mmap``), of a partition directory (``<topic>-<partition>``: every
 ``<20 digits>.log`` in base-offset order; ``.deleted``/``.cleaned``/``.swap`` files are
 ignored) or of a log root (a broker's ``log.dirs`` entry: every live partition directory in
-it, by topic then partition, each row with its own topic and partition), or a sequence of
-those.  A directory holding neither segments nor partition directories is refused
-(:class:`~kafkalog.KafkaStorageError` saying what to pass), not read as an empty table.
+it, by topic then partition, each row with its own topic and partition), a glob of those, or
+a sequence of those.  A directory holding neither segments nor partition directories is
+refused (:class:`~kafkalog.KafkaStorageError` saying what to pass), not read as an empty
+table.  A log root or a glob picks its partitions as the Spark source does (``topics=``,
+``topic_pattern=``, ``partitions=``; internal topics ``__*`` left out unless
+``include_internal_topics=True``) and reads with ``topic`` and ``partition`` columns unless
+``columns=`` says otherwise.  For scans that DuckDB and Polars push filters into, see
+:mod:`kafkalog.dataset`.
 
 Columns (names and types as spark-sql-kafka's, all nullable):
 
 =================  =========================================  =================================
 ``key``            ``binary``                                 null for a null key
 ``value``          ``binary``                                 null for a tombstone
-``topic``          ``string``                                 on request (directory name/arg)
-``partition``      ``int32``                                  on request (directory name/arg)
+``topic``          ``string``                                 root/glob, or on request
+``partition``      ``int32``                                  root/glob, or on request
 ``offset``         ``int64``
 ``timestamp``      ``timestamp[ms, tz=UTC]``                  ``timestamp_unit="us"``: µs (as
                                                               Spark); ``None``: ``int64`` ms.
@@ -242,7 +247,7 @@ def _header_keys(c) -> pa.Array:
 
 
 def _chunk_to_batch(
-    c, names: List[str], out_schema: pa.Schema, ts_type, seg: Source
+    c, names: List[str], out_schema: pa.Schema, ts_type, seg: Source, null_unknown: bool = False
 ) -> pa.RecordBatch:
     n = c.num_rows
     arrays = []
@@ -275,11 +280,11 @@ def _chunk_to_batch(
                 children=[st],
             )
         elif name == "topic":
-            if seg.topic is None:
+            if seg.topic is None and not null_unknown:
                 raise ValueError("the topic is unknown for this source: pass topic=...")
             a = pa.repeat(pa.scalar(seg.topic, pa.string()), n)
         elif name == "partition":
-            if seg.partition is None:
+            if seg.partition is None and not null_unknown:
                 raise ValueError("the partition is unknown for this source: pass partition=...")
             a = pa.repeat(pa.scalar(seg.partition, pa.int32()), n)
         elif name == "producerId":
@@ -342,7 +347,9 @@ class SourceReader:
     by the caller.  ``with_offsets``: decode the offset column even when not asked for (rows
     are filtered by offset: an offset range, a partition's log start and end); it is not in
     the batches then.  ``on_fetch(source, ranges)`` (optional) is told the offset ranges read
-    of each partition directory or ``Log``, as the storage read model chose them."""
+    of each partition directory or ``Log``, as the storage read model chose them.
+    ``null_unknown``: a source whose topic or partition is not known gives nulls in those
+    columns (else asking for them raises ValueError)."""
 
     def __init__(self, names: List[str], *, check_crcs: bool, include_control: bool,
                  read_committed: bool, aborted_transactions: Optional[Iterable],
@@ -351,8 +358,9 @@ class SourceReader:
                  start_position: int = 0, stop_position: Optional[int] = None,
                  start_offset: Optional[int] = None, end_offset: Optional[int] = None,
                  storage_options: Optional[Dict[str, Any]] = None, with_offsets: bool = True,
-                 on_fetch: Optional[Any] = None) -> None:
+                 on_fetch: Optional[Any] = None, null_unknown: bool = False) -> None:
         self.names = names
+        self.null_unknown = null_unknown
         self.ts_type, self.scale = _timestamp_type(timestamp_unit)
         self.schema = schema(names, timestamp_unit=timestamp_unit)
         self.dnames = names if (not with_offsets or "offset" in names) else names + ["offset"]
@@ -413,7 +421,7 @@ class SourceReader:
     def _emit(self, c, src: Source, base: int, lo, hi) -> Iterator[pa.RecordBatch]:
         dnames = self.dnames
         d_schema = self.d_schema
-        rb = _chunk_to_batch(c, dnames, d_schema, self.ts_type, src)
+        rb = _chunk_to_batch(c, dnames, d_schema, self.ts_type, src, self.null_unknown)
         if base and "position" in dnames:
             i = dnames.index("position")
             rb = rb.set_column(i, d_schema.field(i), pc.add(rb.column(i), base))
