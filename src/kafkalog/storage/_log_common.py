@@ -3,7 +3,6 @@ the crash-injection seam and small helpers.
 """
 from __future__ import annotations
 
-import struct
 import time
 from bisect import bisect_right
 from typing import Any, Callable, List, Mapping, NamedTuple, Optional
@@ -33,9 +32,6 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 SCAN_CHUNK = 4 * 1024 * 1024
-UINT32 = struct.Struct(">I")
-INT16 = struct.Struct(">h")
-INT64 = struct.Struct(">q")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -172,9 +168,6 @@ __all__ = [  # what the other Log modules import from here
     "EARLIEST_LOCAL_TIMESTAMP",
     "LATEST_TIERED_TIMESTAMP",
     "SCAN_CHUNK",
-    "UINT32",
-    "INT16",
-    "INT64",
     "LogAppendInfo",
     "BatchFacts",
     "Prepared",

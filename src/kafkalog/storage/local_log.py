@@ -1,21 +1,28 @@
-"""Reads and truncation of a :class:`~kafkalog.storage.log.Log`'s segments (Kafka's
-``LocalLog`` and ``UnifiedLog.read``/``fetchOffsetByTimestamp``/``truncateTo``).
+"""Reads, roll, flush and truncation of a :class:`~kafkalog.storage.log.Log`'s segments
+(Kafka's ``LocalLog`` and ``UnifiedLog.read``/``fetchOffsetByTimestamp``/``roll``/``flush``/
+``truncateTo``), and the partition's entries in the root checkpoints.
 """
 from __future__ import annotations
 
+import os
+import time
 from typing import Any, Callable, Iterator, List, Optional
 
 from . import files as _files
+from ..errors import KafkaLogError, KafkaStorageError
 from ..records import MemoryRecords
 from .log_view import LogView
-from .segment import TimestampAndOffset
+from .file_records import TimestampAndOffset
+from .segment import Segment
 from ._log_common import (
     STORAGE_ERRORS,
+    update_root_checkpoint,
 )
 
 
 class LocalLog:
-    """Reads and truncation, a part of :class:`~kafkalog.storage.log.Log` (a mixin)."""
+    """Reads, roll, flush and truncation, a part of :class:`~kafkalog.storage.log.Log` (a
+    mixin)."""
 
     # Reads go through the partition's read model (:class:`~.log_view.LogView`).
     @property
@@ -99,6 +106,150 @@ class LocalLog:
         Segments wholly below the log start offset are passed over (Kafka deletes them soon
         after the log start moves past them)."""
         return self.view.offset_for_timestamp(timestamp)
+
+    # -- roll --------------------------------------------------------------------------------------
+    def roll(self) -> Segment:
+        """Start a new active segment at the log end offset (no-op when the active segment is
+        empty); the old one gets its final time-index entry, is trimmed and flushed."""
+        with self._lock:
+            self._check_writable()
+            try:
+                return self._roll(None)
+            except STORAGE_ERRORS as e:
+                self._io_error(e, "rolling")
+
+    def _roll(self, expected_next_offset: Optional[int]) -> Segment:
+        new_offset = max(expected_next_offset or 0, self._offsets.log_end_offset)
+        active = self._segments[-1]
+        if active.base_offset == new_offset:
+            if active.size == 0:
+                return active
+            raise KafkaLogError(
+                "Trying to roll a new log segment for topic partition "
+                f"{self._tp_name()} with start offset {new_offset} while it already exists."
+            )
+        if new_offset < active.base_offset:
+            raise KafkaLogError(
+                "Trying to roll a new log segment for topic partition "
+                f"{self._tp_name()} with start offset {new_offset} lower than the active "
+                f"segment's base offset {active.base_offset}."
+            )
+        for fn in (
+            _files.log_file,
+            _files.offset_index_file,
+            _files.time_index_file,
+            _files.transaction_index_file,
+        ):
+            path = fn(self.dir, new_offset)
+            if os.path.lexists(path):  # a dangling link too
+                os.unlink(
+                    path
+                )  # Kafka: "Newly rolled segment file ... already exists; deleting it first"
+        self.producer_state.update_map_end_offset(new_offset)
+        self.producer_state.take_snapshot(fsync=False)
+        active.on_become_inactive_segment()
+        seg = self._open_segment(new_offset)
+        self._add_segment(seg)
+        self._dir_dirty = True
+        # Kafka schedules this flush asynchronously; it makes the rolled segment durable.
+        self._flush_upto(new_offset)
+        return seg
+
+    # -- flush -------------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """fsync every unflushed byte (data and indexes) up to the log end offset, advance the
+        recovery point and checkpoint it (automatic flushes checkpoint it at most every
+        ``checkpoint_interval_ms``, like a broker)."""
+        with self._lock:
+            self._check_open()
+            if self.read_only:
+                return
+            try:
+                self._flush_upto(self._offsets.log_end_offset, force=True)
+                self._write_checkpoints()
+            except STORAGE_ERRORS as e:
+                self._io_error(e, "flushing")
+
+    def _flush_upto(
+        self, offset: int, force: bool = False, skip_active_indexes: bool = False
+    ) -> None:
+        """fsync the segments holding unflushed offsets below ``offset`` and move the recovery
+        point there.  ``skip_active_indexes``: do not msync the active segment's indexes - an
+        unclean open always rebuilds them (the recovery point lies in that segment), so the
+        automatic flushes (``flush.messages``/``flush.ms``) only need its data on disk."""
+        if offset > self._offsets.recovery_point or force:
+            start = max(self._segments.floor_index(self._offsets.recovery_point), 0)
+            segs = self._segments
+            flushed_any = False
+            for seg in segs[start:]:
+                if seg.base_offset >= offset and flushed_any:
+                    break
+                seg.flush(indexes=not (skip_active_indexes and seg is segs[-1]))
+                flushed_any = True
+            if self._dir_dirty:
+                _files.fsync_dir(self.dir)
+                self._dir_dirty = False
+            if offset > self._offsets.recovery_point:
+                self._offsets.recovery_point = offset
+            self._last_flush_ms = self._clock()
+        if self._offsets.recovery_point >= self._offsets.log_end_offset:
+            self._unflushed_since = None
+        now = self._clock()
+        if now - self._last_checkpoint_ms >= self._checkpoint_interval_ms:
+            self._write_checkpoints()
+
+    def _flusher_loop(self) -> None:
+        flush_ms = self.config.flush_ms
+        with self._cond:
+            while not self._closed and self._offline is None:  # offline: nothing more is written
+                since = self._unflushed_since
+                if since is None:
+                    self._cond.wait()
+                    continue
+                delay = since + flush_ms / 1000.0 - time.monotonic()
+                if delay > 0:
+                    self._cond.wait(delay)
+                    continue
+                try:
+                    self._unflushed_since = None
+                    if self._offsets.log_end_offset > self._offsets.recovery_point:
+                        self._flush_upto(self._offsets.log_end_offset, skip_active_indexes=True)
+                except STORAGE_ERRORS as e:  # the log goes offline: the next call raises
+                    try:
+                        self._io_error(e, "flushing")
+                    except KafkaStorageError:
+                        pass
+                    return
+                except BaseException as e:  # surfaced by the next append
+                    self._flusher_error = e
+                    return
+
+    def _write_checkpoints(self) -> None:
+        """Write this partition's entries in the root checkpoints (recovery point, log start
+        offset) - only when the directory is named ``<topic>-<partition>``."""
+        self._last_checkpoint_ms = self._clock()
+        if self.read_only or self.topic_partition is None:
+            return
+        tp = self.topic_partition
+        written = self._checkpointed
+        if written.get("rp") != self._offsets.recovery_point:
+            # A recovery point that moves forward need not be durable (losing it only means
+            # recovering more); one that moves back (truncation) must be, before data follows.
+            lowered = written.get("rp") is not None and self._offsets.recovery_point < written["rp"]
+            update_root_checkpoint(
+                os.path.join(self.root, _files.RECOVERY_POINT_CHECKPOINT_FILE),
+                {tp: self._offsets.recovery_point},
+                fsync=lowered,
+            )
+            written["rp"] = self._offsets.recovery_point
+        log_start = self._offsets.log_start_offset
+        first_base = self._segments[0].base_offset if self._segments else log_start
+        start = log_start if log_start > first_base else None
+        if written.get("start", -1) != start:
+            path = os.path.join(self.root, _files.LOG_START_OFFSET_CHECKPOINT_FILE)
+            if start is not None or os.path.exists(path):
+                update_root_checkpoint(path, {tp: start})
+            written["start"] = start
 
     # -- truncation --------------------------------------------------------------------------------
     def truncate_to(self, target_offset: int) -> bool:

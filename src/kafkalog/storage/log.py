@@ -1,10 +1,11 @@
 """A partition's log: a directory of segments with Kafka's append, read, roll, flush,
 retention, truncation and crash recovery.  :class:`Log` is Kafka's ``UnifiedLog``; its parts
-follow Kafka's own seams: loading and recovery (:mod:`.loader`, ``LogLoader``), reads and
-truncation (:mod:`.local_log`, ``LocalLog``), retention (:mod:`.retention`), the leader-epoch
-cache (:mod:`.epoch_cache`), the topic config (:mod:`.config`, ``LogConfig``); append,
-validation, roll, flush, close and the cleaner's entry points (``compact``,
-``replace_segments``) are here.  The cleaner (:mod:`.cleaner`) does not import this module.
+follow Kafka's own seams: loading and recovery (:mod:`.loader`, ``LogLoader``), reads, roll,
+flush and truncation (:mod:`.local_log`, ``LocalLog``), retention (:mod:`.retention`), the
+append checks (:mod:`.validator`, ``LogValidator``), the leader-epoch cache
+(:mod:`.epoch_cache`), the topic config (:mod:`.config`, ``LogConfig``); append, close and the
+cleaner's entry points (``compact``, ``replace_segments``) are here.  The cleaner
+(:mod:`.cleaner`) does not import this module.
 
 Where the files live.  ``Log.open(dir)`` treats ``dir`` as one partition directory
 (``<topic>-<partition>``) and its parent as the log-dir root, exactly as a broker lays them
@@ -60,22 +61,18 @@ from . import files as _files
 from . import fs as _fs
 from . import logdir as _logdir
 from . import partition_lock as _partition_lock
-from .._format import INT32_MAX, V2_HEADER, CompressionType, TimestampType
+from .._format import INT32_MAX, V2_HEADER, TimestampType
 from .._speedups import crc as _crc
 from ..errors import (
-    CorruptRecordError,
-    InvalidOffsetError,
-    InvalidRecordError,
-    InvalidTimestampError,
-    KafkaLogError,
     KafkaStorageError,
     LogClosedError,
     LogLockedError,
     RecordTooLargeError,
     UnsafePathError,
 )
-from ..records import MemoryRecords, MemoryRecordsBuilder, RecordBatch
-from .segment import Segment, TimestampAndOffset
+from ..records import RecordBatch
+from .file_records import TimestampAndOffset
+from .segment import Segment
 from ._log_common import (
     STORAGE_ERRORS,
     fcntl,
@@ -85,9 +82,6 @@ from ._log_common import (
     MAX_TIMESTAMP,
     EARLIEST_LOCAL_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
-    UINT32,
-    INT16,
-    INT64,
     LogAppendInfo,
     BatchFacts,
     Prepared,
@@ -105,6 +99,7 @@ from .local_log import LocalLog
 from .log_view import LogView
 from .segments import LogOffsets, LogSegments
 from .retention import LogRetention
+from .validator import LogValidator
 
 
 __all__ = [
@@ -567,6 +562,10 @@ class Log(LogLoader, LocalLog, LogRetention):
         self._segment_bytes = c.segment_bytes
         self._segment_ms = c.segment_ms
         self._flush_messages = c.flush_messages
+        # the append checks (a read-only log appends nothing, and loads its producer state late)
+        self._validator = None if self.read_only else LogValidator(
+            self._tp_name(), c, self.producer_state, self._validate_records
+        )
 
     def append(
         self,
@@ -687,15 +686,15 @@ class Log(LogLoader, LocalLog, LogRetention):
                         )
                 # The general path (also reports every error the fast path left to it).
                 now = self._clock()
-                prepared = self._prepare_leader_append(mv, leader_epoch, origin, now)
+                validator = self._validator
+                prepared = validator.validate_and_assign_offsets(
+                    mv, self._offsets.log_end_offset, leader_epoch, origin, now
+                )
                 if prepared is None:
                     return LogAppendInfo(-1, -1, -1, -1, -1, self._offsets.log_start_offset, 0, 0)
-                if prepared.facts and self.producer_state.validation_enabled:
-                    dup = self.producer_state.check_append(
-                        prepared.facts[0], origin, transaction_version, prepared.first_offset
-                    )
-                    if dup is not None:
-                        return self._duplicate_append_info(dup)
+                dup = validator.check_producer_state(prepared, origin, transaction_version)
+                if dup is not None:
+                    return self._duplicate_append_info(dup)
                 self._append_prepared(prepared, now, leader_epoch)
                 return LogAppendInfo(
                     prepared.first_offset,
@@ -730,231 +729,6 @@ class Log(LogLoader, LocalLog, LogRetention):
         raise RecordTooLargeError(
             f"Message batch size is {size} bytes in append to partition {self._tp_name()} which "
             f"exceeds the maximum configured segment size of {self._segment_bytes}."
-        )
-
-    def _validate_batch(self, batch, first_batch, origin: str) -> None:
-        """Kafka's ``LogValidator.validateBatch``."""
-        tp = self._tp_name()
-        if batch.magic != first_batch.magic:
-            raise InvalidRecordError(
-                f"Batch magic {batch.magic} is not the same as the first batch's magic byte "
-                f"{first_batch.magic} in topic partition {tp}."
-            )
-        if origin == "client":
-            if batch.magic >= 2:
-                count_from_offsets = batch.last_offset - batch.base_offset + 1
-                if count_from_offsets <= 0:
-                    raise InvalidRecordError(
-                        f"Batch has an invalid offset range: [{batch.base_offset}, "
-                        f"{batch.last_offset}] in topic partition {tp}."
-                    )
-                count = batch.records_count
-                if count <= 0:
-                    raise InvalidRecordError(
-                        f"Invalid reported count for record batch: {count} in topic partition {tp}."
-                    )
-                if count_from_offsets != count:
-                    raise InvalidRecordError(
-                        "Inconsistent batch offset range "
-                        f"[{batch.base_offset}, {batch.last_offset}] "
-                        f"and count of records {count} in topic partition {tp}."
-                    )
-            if batch.is_control_batch:
-                raise InvalidRecordError(
-                    f"Clients are not allowed to write control records in topic partition {tp}."
-                )
-            if batch.producer_id >= 0 and batch.base_sequence < 0:
-                raise InvalidRecordError(
-                    f"Invalid sequence number {batch.base_sequence} in record batch with "
-                    f"producerId {batch.producer_id} in topic partition {tp}."
-                )
-
-    def _validate_record(self, batch, record, index: int, now: int) -> None:
-        """Kafka's ``validateRecord`` / ``validateKey`` / ``validateTimestamp``."""
-        tp = self._tp_name()
-        c = self.config
-        if c.compact and record.key is None:
-            raise InvalidRecordError(
-                f"Compacted topic cannot accept message without key in topic partition {tp}."
-            )
-        ts = record.timestamp
-        if c.timestamp_type == TimestampType.CREATE_TIME and ts != -1:
-            before, after = c.timestamp_before_max_ms, c.timestamp_after_max_ms
-            if (before != LONG_MAX and ts < now - before) or (
-                after != LONG_MAX and ts > now + after
-            ):
-                lo = now - before if before != LONG_MAX else "-inf"
-                hi = now + after if after != LONG_MAX else "+inf"
-                raise InvalidTimestampError(
-                    f"Timestamp {ts} of message with offset {record.offset} is out of range. The "
-                    f"timestamp should be within [{lo}, {hi}]",
-                    offset=record.offset,
-                )
-        elif batch.timestamp_type == TimestampType.LOG_APPEND_TIME:
-            raise InvalidTimestampError(
-                f"Invalid timestamp type in message {record}. Producer should not set timestamp "
-                f"type to LogAppendTime."
-            )
-
-    def _prepare_leader_append(
-        self, mv: memoryview, leader_epoch: int, origin: str, now: int
-    ) -> Optional[Prepared]:
-        """The full LogValidator path: any magic, codec conversion, LogAppendTime, record-level
-        checks."""
-        tp = self._tp_name()
-        c = self.config
-        mr = MemoryRecords(mv)
-        batches = list(mr)
-        if not batches:
-            return None
-        source_codec = CompressionType.NONE
-        for b in batches:
-            if origin == "client" and b.magic >= 2 and b.base_offset != 0:
-                raise InvalidRecordError(
-                    f"The baseOffset of the record batch in the append to {tp} should be 0, but it "
-                    f"is {b.base_offset}"
-                )
-            if b.size_in_bytes > c.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"The record batch size in the append to {tp} is {b.size_in_bytes} bytes which "
-                    f"exceeds the maximum configured value of {c.max_message_bytes}."
-                )
-            if not b.is_valid():
-                raise CorruptRecordError(
-                    f"Record is corrupt (stored crc = {b.crc}) in topic partition {tp}."
-                )
-            if b.attributes & 7 > 4:
-                raise InvalidRecordError(
-                    f"Unknown compression type id {b.attributes & 7} in the batch at offset "
-                    f"{b.base_offset} in the append to {tp}."
-                )
-            if b.compression_type != CompressionType.NONE:
-                source_codec = b.compression_type
-        first_b = batches[0]
-        if (first_b.magic >= 2 or source_codec != CompressionType.NONE) and len(batches) > 1:
-            raise InvalidRecordError("Compressed outer record has more than one batch")
-        for b in batches:
-            self._validate_batch(b, first_b, origin)
-        target = c.target_compression
-        target_codec = source_codec if target is None else target
-        lat = c.timestamp_type == TimestampType.LOG_APPEND_TIME
-        first = self._offsets.log_end_offset
-        in_place = first_b.magic == 2 and (
-            target_codec == source_codec
-            or (first_b.is_control_batch and source_codec == CompressionType.NONE)
-        )
-        if in_place:
-            b = first_b
-            need_records = (
-                self._validate_records
-                or c.compact
-                or c.timestamp_before_max_ms != LONG_MAX
-                or c.timestamp_after_max_ms != LONG_MAX
-                or bool(b.attributes & 0x08)
-            )
-            max_ts = b.max_timestamp
-            if need_records:
-                records = list(b)
-                if len(records) != b.records_count:
-                    raise InvalidRecordError(
-                        f"Record count {len(records)} does not match the batch header count "
-                        f"{b.records_count} in topic partition {tp}."
-                    )
-                rec_max = -1
-                for i, r in enumerate(records):
-                    self._validate_record(b, r, i, now)
-                    if r.timestamp > rec_max:
-                        rec_max = r.timestamp
-                max_ts = rec_max
-            last = first + b.last_offset_delta
-            data: Any = mv[: b.size_in_bytes]
-            log_append_time = -1
-            new_attrs = b.attributes
-            if lat:
-                max_ts = now
-                log_append_time = now
-                new_attrs = b.attributes | 0x08
-            else:
-                new_attrs = b.attributes & ~0x08
-            if new_attrs != b.attributes or max_ts != b.max_timestamp:
-                buf = bytearray(data)
-                INT16.pack_into(buf, 21, new_attrs)
-                INT64.pack_into(buf, 35, max_ts)
-                UINT32.pack_into(buf, 17, _crc.crc32c(memoryview(buf)[21:]))
-                data = buf
-            facts: List[Any] = []
-            if b.producer_id >= 0:
-                facts.append(BatchFacts(b, first, max_ts))
-            return Prepared(
-                data,
-                first,
-                last,
-                max_ts,
-                last,
-                first,
-                leader_epoch,
-                facts,
-                log_append_time,
-                b.records_count,
-                2,
-            )
-
-        # Rebuild: codec or format conversion (Kafka's buildRecordsAndAssignOffsets).
-        records = []
-        for b in batches:
-            for i, r in enumerate(b):
-                self._validate_record(b, r, i, now)
-                records.append(r)
-        if not records:
-            return None
-        v2 = first_b.magic >= 2
-        builder = MemoryRecordsBuilder(
-            magic=2,
-            compression_type=target_codec,
-            base_offset=first,
-            timestamp_type=c.timestamp_type,
-            producer_id=first_b.producer_id if v2 else -1,
-            producer_epoch=first_b.producer_epoch if v2 else -1,
-            base_sequence=first_b.base_sequence if v2 else -1,
-            is_transactional=first_b.is_transactional if v2 else False,
-            partition_leader_epoch=leader_epoch if leader_epoch >= 0 else -1,
-            is_control_batch=first_b.is_control_batch if v2 else False,
-            log_append_time=now if lat else None,
-        )
-        max_ts = -1
-        for i, r in enumerate(records):
-            ts = r.timestamp
-            builder.append_with_offset(
-                first + i, ts, r.key, r.value, tuple(getattr(r, "headers", ()) or ())
-            )
-            if ts > max_ts:
-                max_ts = ts
-        built = builder.build()
-        if len(built) > c.max_message_bytes:
-            raise RecordTooLargeError(
-                f"The record batch size in the append to {tp} is {len(built)} bytes which "
-                f"exceeds the maximum configured value of {c.max_message_bytes}."
-            )
-        last = first + len(records) - 1
-        log_append_time = -1
-        if lat:
-            max_ts = now
-            log_append_time = now
-        facts = []
-        if v2 and first_b.producer_id >= 0:
-            facts.append(BatchFacts(RecordBatch(built, 0, check_crc=False), first, max_ts))
-        return Prepared(
-            memoryview(built),
-            first,
-            last,
-            max_ts,
-            last,
-            None,
-            None,
-            facts,
-            log_append_time,
-            len(records),
-            2,
         )
 
     def _append_prepared(self, p: Prepared, now: int, leader_epoch: int) -> None:
@@ -1005,71 +779,18 @@ class Log(LogLoader, LocalLog, LogRetention):
             self._check_writable()
             mark = None
             try:
-                tp = self._tp_name()
                 now = self._clock()
-                mr = MemoryRecords(mv)
-                batches = list(mr)
-                if not batches:
+                found = self._validator.analyze_follower_append(
+                    mv, self._offsets.log_end_offset, self._offsets.log_start_offset
+                )
+                if found is None:
                     return LogAppendInfo(-1, -1, -1, -1, -1, self._offsets.log_start_offset, 0, 0)
-                valid = mr.valid_bytes
-                prev_last = -1
-                max_ts = -1
-                shallow = -1
-                count = 0
-                facts = []
-                first_is_exact = batches[0].magic >= 2
-                first = batches[0].base_offset if first_is_exact else batches[0].last_offset
-                for b in batches:
-                    if b.last_offset <= prev_last or (b.magic >= 2 and b.base_offset <= prev_last):
-                        raise InvalidOffsetError(
-                            f"Out of order offsets found in append to {tp}: "
-                            f"{[x.last_offset for x in batches][:10]}"
-                        )
-                    prev_last = b.last_offset
-                    if prev_last > LONG_MAX - 1:  # the log end offset must stay a long
-                        raise InvalidOffsetError(
-                            f"Offset {prev_last} in the append to {tp} is out of range: the "
-                            f"last offset of a batch must be below {LONG_MAX}",
-                            offset=prev_last,
-                        )
-                    if b.size_in_bytes > self.config.max_message_bytes:
-                        raise RecordTooLargeError(
-                            f"The record batch size in the append to {tp} is "
-                            f"{b.size_in_bytes} bytes which exceeds the maximum configured value "
-                            f"of {self.config.max_message_bytes}."
-                        )
-                    if not b.is_valid():
-                        raise CorruptRecordError(
-                            f"Record is corrupt (stored crc = {b.crc}) in topic partition {tp}."
-                        )
-                    if b.attributes & 7 > 4:
-                        raise InvalidRecordError(
-                            f"Unknown compression type id {b.attributes & 7} in the batch at "
-                            f"offset {b.base_offset} in the append to {tp}."
-                        )
-                    if b.max_timestamp > max_ts:
-                        max_ts = b.max_timestamp
-                        shallow = b.last_offset
-                    count += b.records_count if b.magic >= 2 else 1
-                    if b.magic >= 2 and b.producer_id >= 0:
-                        facts.append(b)
-                if first < self._offsets.log_end_offset:
-                    raise InvalidOffsetError(
-                        f"Unexpected offset in append to {tp}. First offset {first} is less than "
-                        "the next "
-                        f"offset {self._offsets.log_end_offset}. First 10 offsets in append: "
-                        f"{[x.last_offset for x in batches][:10]}, last offset in append: "
-                        f"{prev_last}. "
-                        f"Log start offset = {self._offsets.log_start_offset}",
-                        offset=first,
-                    )
+                batches, valid, first, first_is_exact, prev_last, max_ts, shallow, count, facts = (
+                    found
+                )
                 data = mv[:valid]
                 if len(data) > self._segment_bytes:
-                    raise RecordTooLargeError(
-                        f"Message batch size is {len(data)} bytes in append to partition {tp} "
-                        f"which exceeds the maximum configured segment size of "
-                        f"{self._segment_bytes}."
-                    )
+                    self._raise_too_large_for_segment(len(data))
                 seg = self._segments[-1]
                 if seg.should_roll(
                     self._segment_ms, self._segment_bytes, max_ts, prev_last, len(data), now
@@ -1093,149 +814,6 @@ class Log(LogLoader, LocalLog, LogRetention):
                 if mark is not None:
                     mark[0].discard_from(mark[1])  # none of a failed call's batches stay
                 self._io_error(e, "appending to")
-
-    # -- roll --------------------------------------------------------------------------------------
-    def roll(self) -> Segment:
-        """Start a new active segment at the log end offset (no-op when the active segment is
-        empty); the old one gets its final time-index entry, is trimmed and flushed."""
-        with self._lock:
-            self._check_writable()
-            try:
-                return self._roll(None)
-            except STORAGE_ERRORS as e:
-                self._io_error(e, "rolling")
-
-    def _roll(self, expected_next_offset: Optional[int]) -> Segment:
-        new_offset = max(expected_next_offset or 0, self._offsets.log_end_offset)
-        active = self._segments[-1]
-        if active.base_offset == new_offset:
-            if active.size == 0:
-                return active
-            raise KafkaLogError(
-                "Trying to roll a new log segment for topic partition "
-                f"{self._tp_name()} with start offset {new_offset} while it already exists."
-            )
-        if new_offset < active.base_offset:
-            raise KafkaLogError(
-                "Trying to roll a new log segment for topic partition "
-                f"{self._tp_name()} with start offset {new_offset} lower than the active "
-                f"segment's base offset {active.base_offset}."
-            )
-        for fn in (
-            _files.log_file,
-            _files.offset_index_file,
-            _files.time_index_file,
-            _files.transaction_index_file,
-        ):
-            path = fn(self.dir, new_offset)
-            if os.path.lexists(path):  # a dangling link too
-                os.unlink(
-                    path
-                )  # Kafka: "Newly rolled segment file ... already exists; deleting it first"
-        self.producer_state.update_map_end_offset(new_offset)
-        self.producer_state.take_snapshot(fsync=False)
-        active.on_become_inactive_segment()
-        seg = self._open_segment(new_offset)
-        self._add_segment(seg)
-        self._dir_dirty = True
-        # Kafka schedules this flush asynchronously; it makes the rolled segment durable.
-        self._flush_upto(new_offset)
-        return seg
-
-    # -- flush -------------------------------------------------------------------------------------
-    def flush(self) -> None:
-        """fsync every unflushed byte (data and indexes) up to the log end offset, advance the
-        recovery point and checkpoint it (automatic flushes checkpoint it at most every
-        ``checkpoint_interval_ms``, like a broker)."""
-        with self._lock:
-            self._check_open()
-            if self.read_only:
-                return
-            try:
-                self._flush_upto(self._offsets.log_end_offset, force=True)
-                self._write_checkpoints()
-            except STORAGE_ERRORS as e:
-                self._io_error(e, "flushing")
-
-    def _flush_upto(
-        self, offset: int, force: bool = False, skip_active_indexes: bool = False
-    ) -> None:
-        """fsync the segments holding unflushed offsets below ``offset`` and move the recovery
-        point there.  ``skip_active_indexes``: do not msync the active segment's indexes - an
-        unclean open always rebuilds them (the recovery point lies in that segment), so the
-        automatic flushes (``flush.messages``/``flush.ms``) only need its data on disk."""
-        if offset > self._offsets.recovery_point or force:
-            start = max(self._segments.floor_index(self._offsets.recovery_point), 0)
-            segs = self._segments
-            flushed_any = False
-            for seg in segs[start:]:
-                if seg.base_offset >= offset and flushed_any:
-                    break
-                seg.flush(indexes=not (skip_active_indexes and seg is segs[-1]))
-                flushed_any = True
-            if self._dir_dirty:
-                _files.fsync_dir(self.dir)
-                self._dir_dirty = False
-            if offset > self._offsets.recovery_point:
-                self._offsets.recovery_point = offset
-            self._last_flush_ms = self._clock()
-        if self._offsets.recovery_point >= self._offsets.log_end_offset:
-            self._unflushed_since = None
-        now = self._clock()
-        if now - self._last_checkpoint_ms >= self._checkpoint_interval_ms:
-            self._write_checkpoints()
-
-    def _flusher_loop(self) -> None:
-        flush_ms = self.config.flush_ms
-        with self._cond:
-            while not self._closed and self._offline is None:  # offline: nothing more is written
-                since = self._unflushed_since
-                if since is None:
-                    self._cond.wait()
-                    continue
-                delay = since + flush_ms / 1000.0 - time.monotonic()
-                if delay > 0:
-                    self._cond.wait(delay)
-                    continue
-                try:
-                    self._unflushed_since = None
-                    if self._offsets.log_end_offset > self._offsets.recovery_point:
-                        self._flush_upto(self._offsets.log_end_offset, skip_active_indexes=True)
-                except STORAGE_ERRORS as e:  # the log goes offline: the next call raises
-                    try:
-                        self._io_error(e, "flushing")
-                    except KafkaStorageError:
-                        pass
-                    return
-                except BaseException as e:  # surfaced by the next append
-                    self._flusher_error = e
-                    return
-
-    def _write_checkpoints(self) -> None:
-        """Write this partition's entries in the root checkpoints (recovery point, log start
-        offset) - only when the directory is named ``<topic>-<partition>``."""
-        self._last_checkpoint_ms = self._clock()
-        if self.read_only or self.topic_partition is None:
-            return
-        tp = self.topic_partition
-        written = self._checkpointed
-        if written.get("rp") != self._offsets.recovery_point:
-            # A recovery point that moves forward need not be durable (losing it only means
-            # recovering more); one that moves back (truncation) must be, before data follows.
-            lowered = written.get("rp") is not None and self._offsets.recovery_point < written["rp"]
-            update_root_checkpoint(
-                os.path.join(self.root, _files.RECOVERY_POINT_CHECKPOINT_FILE),
-                {tp: self._offsets.recovery_point},
-                fsync=lowered,
-            )
-            written["rp"] = self._offsets.recovery_point
-        first_base = self._segments[0].base_offset if self._segments else self._offsets.log_start_offset
-        start = self._offsets.log_start_offset if self._offsets.log_start_offset > first_base else None
-        if written.get("start", -1) != start:
-            path = os.path.join(self.root, _files.LOG_START_OFFSET_CHECKPOINT_FILE)
-            if start is not None or os.path.exists(path):
-                update_root_checkpoint(path, {tp: start})
-            written["start"] = start
 
     # -- checks ------------------------------------------------------------------------------------
     def verify_indexes(self) -> None:
