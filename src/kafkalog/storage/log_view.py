@@ -40,19 +40,17 @@ cuts only a torn tail of the last segment: unlike Kafka's recovery, never the la
 from __future__ import annotations
 
 import errno as _errno
-import mmap
 import os
-import struct
-import threading
-from concurrent.futures import ThreadPoolExecutor, wait as futures_wait
 from typing import Any, Callable, Iterator, List, NamedTuple, NoReturn, Optional, Tuple
 
+from .._format import ENTRY_HEADER, V2_HEADER_TO_MAX_TIMESTAMP
 from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError, OffsetOutOfRangeError
 from .. import _speedups
 from ..records import MemoryRecords
 from .epoch_cache import LeaderEpochCache
 from .segments import LogOffsets, LogSegments
-from .segment import Segment, TimestampAndOffset
+from .file_records import TimestampAndOffset
+from .segment import Segment
 from .framing import framing_problem, gap_is_damage, resume_point
 from ._log_common import (
     STORAGE_ERRORS,
@@ -64,6 +62,7 @@ from ._log_common import (
     SCAN_CHUNK,
     floor_index,
 )
+from .readahead import BlockRead, ReadBlocks
 
 __all__ = ["LogView", "DamageGap", "RAISE", "SKIP"]
 
@@ -71,9 +70,8 @@ __all__ = ["LogView", "DamageGap", "RAISE", "SKIP"]
 RAISE = "raise"
 SKIP = "skip"
 
-_ENTRY = struct.Struct(">qi")
-_Q = struct.Struct(">q")
-_I = struct.Struct(">i")
+_ENTRY = ENTRY_HEADER
+_V2_HEAD = V2_HEADER_TO_MAX_TIMESTAMP  # [6]: the last offset delta
 _LOG_OVERHEAD = 12
 _MIN_ENTRY = 14 + _LOG_OVERHEAD  # Kafka's minimum record overhead (v0) plus the log overhead
 _V2_MIN_ENTRY = 61
@@ -96,194 +94,6 @@ class DamageGap(NamedTuple):
 def _check_on_damage(on_damage: str) -> None:
     if on_damage not in (RAISE, SKIP):
         raise ValueError(f"on_damage must be {RAISE!r} or {SKIP!r}, not {on_damage!r}")
-
-
-# Read buffers kept between scans, the largest first, _SPARE_BYTES in all: fresh memory costs
-# a page fault (zeroed pages) per 4 KiB, on a virtual machine more than the read itself, so a
-# scan takes kept buffers and gives them back when it ends (see _Blocks).  They are anonymous
-# memory (a *private* anonymous mapping: page-aligned, nothing to zero, no file mapped; never
-# ``mmap(-1, n)`` alone, which is MAP_SHARED, so a forked child would read into its parent's
-# pages), and each read lands
-# on a page boundary (_ALIGN): the kernel copies into an aligned buffer about 1.5x as fast.
-_SPARE_BYTES = 128 << 20
-# A borrowing scan reads ahead in a helper thread only reads of at least this many bytes:
-# handing a smaller one over costs more (thread wake-ups) than the read itself.  (At 16 MiB,
-# segments of 8 MiB were never read ahead: to_arrow of a root of 8 such partitions 1.2x slower.)
-_READ_AHEAD_MIN = 1 << 20
-# A scan that reads ahead makes its first read this short (the caller waits for that one; the
-# next, whole blocks, are read while the caller decodes): 1-2 ms less per to_arrow(dir).
-_FIRST_READ = 2 << 20
-_ALIGN = 4096
-_spare: List[Any] = []
-_spare_lock = threading.Lock()
-# the helper thread of the scans that read ahead (one per process: started once, made anew in
-# a forked child, where the parent's thread does not run)
-_helper: Optional[ThreadPoolExecutor] = None
-_helper_pid = 0
-
-
-def _read_helper() -> ThreadPoolExecutor:
-    global _helper, _helper_pid
-    with _spare_lock:
-        if _helper is None or _helper_pid != os.getpid():
-            _helper = ThreadPoolExecutor(1, thread_name_prefix="kafkalog-read-ahead")
-            _helper_pid = os.getpid()
-        return _helper
-
-
-def _take_buffer(n: int) -> Any:
-    """A buffer of at least ``n`` bytes (contents undefined): the smallest kept one that
-    fits, else a new one."""
-    with _spare_lock:
-        fits = [i for i, b in enumerate(_spare) if len(b) >= n]
-        if fits:
-            return _spare.pop(fits[-1])
-    return _new_buffer(n)
-
-
-if hasattr(mmap, "MAP_PRIVATE") and hasattr(mmap, "MAP_ANONYMOUS"):
-    _PRIVATE = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
-
-    def _new_buffer(n: int) -> Any:
-        return mmap.mmap(-1, n, flags=_PRIVATE)
-else:  # no private anonymous mappings here (Windows): plain memory
-    def _new_buffer(n: int) -> Any:
-        return bytearray(n)
-
-
-def _after_fork_in_child() -> None:
-    """A forked child starts with no kept buffers, a fresh lock (another thread may have held
-    the parent's at the fork) and no read-ahead thread (the parent's does not run here)."""
-    global _spare, _spare_lock, _helper, _helper_pid
-    _spare = []
-    _spare_lock = threading.Lock()
-    _helper, _helper_pid = None, 0
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _give_buffer(buf: Any) -> None:
-    """Keep ``buf`` for a later scan (within _SPARE_BYTES, the largest kept)."""
-    if not buf or len(buf) > _SPARE_BYTES:
-        return
-    with _spare_lock:
-        _spare.append(buf)
-        _spare.sort(key=len, reverse=True)
-        total = 0
-        for i, b in enumerate(_spare):
-            total += len(b)
-            if total > _SPARE_BYTES:
-                del _spare[i:]
-                break
-
-
-class _Read:
-    """One read of a :meth:`LogView.chunks` scan: ``total`` bytes of ``seg`` from ``pos``
-    into buffer ``slot`` from ``lead`` on (planned when the segment was ``size`` bytes and the
-    log ended at ``leo``); ``job`` is its helper-thread future, ``ok`` its result when read in
-    place."""
-
-    __slots__ = ("k", "seg", "pos", "size", "leo", "slot", "lead", "total", "job", "ok")
-
-    def __init__(self, k: int, seg: Segment, pos: int, size: int, leo: int, slot: int,
-                 lead: int, total: int) -> None:
-        self.k, self.seg, self.pos, self.size, self.leo = k, seg, pos, size, leo
-        self.slot, self.lead, self.total = slot, lead, total
-        self.job = None
-        self.ok = True
-
-
-class _Blocks:
-    """The two buffers of a :meth:`LogView.chunks` scan, used in turn: while the caller works
-    on the bytes of one, the next read goes into the other (with ``prefetch``, in a helper
-    thread).  The buffers grow to the largest read and are never replaced while a read into
-    them is under way."""
-
-    def __init__(self, view: "LogView", block: int, prefetch: bool) -> None:
-        self._view = view
-        self._block = block
-        self._bufs = [bytearray(), bytearray()]
-        self._slot = 1
-        self._prefetch = prefetch
-        self._first = True
-        self._job: Any = None  # the read under way in the helper thread
-        # (k, position): where the scan of segment k stops reading (LogView._stop_position)
-        self.stop_at: Tuple[int, Optional[int]] = (-1, None)
-
-    def _buffer(self, slot: int, n: int, keep: int = 0) -> memoryview:
-        buf = self._bufs[slot]
-        if len(buf) < n:  # another one (the caller is done with the old one)
-            new = _take_buffer(n)
-            new[:keep] = memoryview(buf)[:keep]
-            _give_buffer(buf)
-            buf = self._bufs[slot] = new
-        return memoryview(buf)[:n]
-
-    def _fill(self, seg: Segment, pos: int, buf: memoryview) -> bool:
-        """Read ``buf`` from ``pos`` of ``seg`` under the log's lock (False: ``seg`` was
-        closed meanwhile)."""
-        with self._view._lock:
-            if seg.closed:
-                return False
-            self._view._read_into(seg, pos, buf)
-            return True
-
-    def start(self, k: int, seg: Segment, pos: int, carry: Any, size: int, leo: int,
-              ahead: bool = False) -> _Read:
-        """Begin the read of the block at ``pos`` of ``seg`` into the next buffer, ``carry``
-        (the first bytes, already read) copied first; in the helper thread where ``ahead``
-        (the caller has other work meanwhile) and the scan reads ahead."""
-        c = 0 if carry is None else len(carry)
-        block = self._block
-        if self._first:  # the caller waits for the first read: a short one, the rest ahead
-            self._first = False
-            if self._prefetch and _FIRST_READ:
-                block = min(block, _FIRST_READ)
-        want = min(block, size - pos) - c
-        total = c + max(want, 0)
-        lead = -c % _ALIGN  # the carry ends, and the read starts, on a page boundary
-        self._slot ^= 1
-        mv = self._buffer(self._slot, lead + total)[lead:]
-        if c:
-            mv[:c] = carry
-        rd = _Read(k, seg, pos, size, leo, self._slot, lead, total)
-        if want > 0:
-            if ahead and self._prefetch and want >= _READ_AHEAD_MIN:
-                rd.job = self._job = _read_helper().submit(self._fill, seg, pos + c, mv[c:])
-            else:
-                rd.ok = self._fill(seg, pos + c, mv[c:])
-        return rd
-
-    def wait(self, rd: _Read) -> Optional[memoryview]:
-        """The bytes of ``rd`` once read (None: its segment was closed meanwhile); a read
-        error is raised here."""
-        if rd.job is not None:
-            job, rd.job, self._job = rd.job, None, None
-            rd.ok = job.result()
-        if not rd.ok:
-            return None
-        return memoryview(self._bufs[rd.slot])[rd.lead:rd.lead + rd.total]
-
-    def extend(self, rd: _Read, need: int) -> Optional[memoryview]:
-        """The ``need`` bytes from ``rd.pos``: ``rd``'s bytes and the rest read after them
-        (one batch larger than the block)."""
-        mv = self._buffer(rd.slot, rd.lead + need, rd.lead + rd.total)[rd.lead:]
-        if not self._fill(rd.seg, rd.pos + rd.total, mv[rd.total:]):
-            return None
-        rd.total = need
-        return mv
-
-    def close(self) -> None:
-        """Wait for a read under way (its buffer and file stay in use until it ends), then
-        give the buffers back."""
-        if self._job is not None:
-            futures_wait([self._job])
-            self._job = None
-        bufs, self._bufs = self._bufs, [bytearray(), bytearray()]
-        for buf in bufs:
-            _give_buffer(buf)
 
 
 class LogView:
@@ -599,7 +409,7 @@ class LogView:
                 gaps: Optional[list], next_offset: int, seen: int = -1) -> None:
         """Apply the damage policy to the unreadable entry at ``pos`` of ``seg`` (``seen``:
         the offset after the last whole entry read before it)."""
-        offset = _Q.unpack_from(head, 0)[0] if len(head) >= 8 else None
+        offset = int.from_bytes(head[:8], "big", signed=True) if len(head) >= 8 else None
         if on_damage == SKIP:
             if gaps is not None:
                 # the damaged entry's offset, unless it lies past the offsets skipped (then
@@ -642,7 +452,7 @@ class LogView:
                 if nxt is None:
                     return None
                 head = seg.read_at(nxt, 8)
-                return (nxt, _Q.unpack_from(head, 0)[0]) if len(head) == 8 else None
+                return (nxt, int.from_bytes(head, "big", signed=True)) if len(head) == 8 else None
             except STORAGE_ERRORS as err:
                 self._io_error(err, "reading")
         return None
@@ -685,10 +495,10 @@ class LogView:
             segs = list(self._segs)
         if end is not None and start >= end:
             return
-        blocks = _Blocks(self, block, borrow)
+        blocks = ReadBlocks(self._lock, self._read_into, block, borrow)
         walk_frames = _speedups.batch.walk_frames
         unpack = _ENTRY.unpack_from
-        last_delta = _I.unpack_from
+        v2_head = _V2_HEAD.unpack_from
         try:
             cur = self._plan(blocks, segs, 0, None, None, start, end)
             k_seen = -1
@@ -749,14 +559,14 @@ class LogView:
                         if gap_is_damage(seen, off, after):
                             damaged = (f"the entry's offset {off} is out of place (the entry "
                                        f"before ends at offset {seen - 1}, the one after it "
-                                       f"goes on from {_Q.unpack_from(after, 0)[0]})")
+                                       f"goes on from {unpack(after, 0)[0]})")
                             break
                     if end is not None and off >= end and magic == 2:
                         stop = True  # a v2 batch wholly at or after the end
                         break
                     if total > r:
                         break  # the rest of the batch comes with the next read
-                    seen = off + last_delta(data, p + 23)[0] + 1 if magic == 2 else off + 1
+                    seen = off + v2_head(data, p)[6] + 1 if magic == 2 else off + 1
                     p += total
                     if end is not None and off >= end:  # a legacy entry (offset: its last)
                         stop = True
@@ -790,7 +600,7 @@ class LogView:
                         cur = self._plan(blocks, segs, k + 1, None, None, start, end)
                         continue
                     yield path, pos, (data if borrow else bytes(data))
-                    seen = off + 1 + (last_delta(data, 23)[0] if data[16] == 2 else 0)
+                    seen = off + 1 + (v2_head(data, 0)[6] if data[16] == 2 else 0)
                     if end is not None and off >= end:
                         return
                     cur = self._plan(blocks, segs, k, pos + need, None, start, end)
@@ -805,9 +615,9 @@ class LogView:
         finally:
             blocks.close()
 
-    def _plan(self, blocks: "_Blocks", segs: List[Segment], k: int, pos: Optional[int],
+    def _plan(self, blocks: ReadBlocks, segs: List[Segment], k: int, pos: Optional[int],
               carry: Any, start: int, end: Optional[int],
-              ahead: bool = False) -> Optional["_Read"]:
+              ahead: bool = False) -> Optional[BlockRead]:
         """Start the next read of a scan: of ``segs[k]`` at ``pos`` (``carry``: its first
         bytes, already read), else (``pos`` None, or the segment read to its end) of the
         first later segment that holds offsets in ``[start, end)``; None when none is left.
