@@ -53,6 +53,7 @@ from typing import Callable, Deque, Dict, Iterable, List, NamedTuple, Optional
 
 from . import files as _files
 from .._speedups import crc as _crc
+from ..control import ControlRecordType, end_txn_marker_fields
 from ..errors import (
     CorruptSnapshotError,
     InvalidProducerEpochError,
@@ -80,8 +81,8 @@ _ENTRY = struct.Struct(">qhiqiqiq")
 ENTRY_SIZE = _ENTRY.size  # 46
 assert ENTRY_SIZE == 46
 _CRC_START = 6  # the CRC covers the count and the entries
-_CONTROL_ABORT = 0
-_CONTROL_COMMIT = 1
+_CONTROL_ABORT = int(ControlRecordType.ABORT)
+_CONTROL_COMMIT = int(ControlRecordType.COMMIT)
 _INT32_MAX = 2**31 - 1
 NUM_BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86400000  # Kafka's producer.id.expiration.ms
@@ -273,28 +274,10 @@ def list_snapshot_offsets(directory: str, fs=None) -> List[int]:
 
 # -- manager ---------------------------------------------------------------------------------------
 def _parse_end_txn_marker(batch) -> Optional[tuple]:
-    """(control type, coordinator epoch) of the first record of a control batch, or None."""
+    """(control type, coordinator epoch) of the first record of a control batch, or None (as
+    :func:`kafkalog.control.end_txn_marker_fields` reads it)."""
     for record in batch:
-        key = record.key
-        if key is None or len(key) < 4:
-            return None
-        try:
-            from ..control import parse_control_key
-        except ImportError:  # pragma: no cover - sibling module missing
-            parse_control_key = None
-        if parse_control_key is not None:
-            try:
-                _version, ctype = parse_control_key(key)
-            except Exception:
-                return None
-        else:  # pragma: no cover
-            _version, ctype = struct.unpack_from(">hh", key, 0)
-        ctype = int(ctype)
-        coordinator_epoch = -1
-        value = record.value
-        if value is not None and len(value) >= 6:
-            coordinator_epoch = struct.unpack_from(">i", value, 2)[0]
-        return ctype, coordinator_epoch
+        return end_txn_marker_fields(record.key, record.value)
     return None
 
 
