@@ -16,15 +16,14 @@ pa = pytest.importorskip("pyarrow")
 pc = pytest.importorskip("pyarrow.compute")
 pds = pytest.importorskip("pyarrow.dataset")
 
-from kl_support import PURE  # noqa: E402
-
 import kafkalog  # noqa: E402
 import kafkalog.arrow as ka  # noqa: E402
 from kafkalog import _arrow_py  # noqa: E402
-from kafkalog import dataset as kd_module  # noqa: E402,F401 - kafkalog.dataset imported
-from kafkalog.dataset import KafkaLogDataset, KafkaLogScanner  # noqa: E402
+from kafkalog.dataset import KafkaLogDataset  # noqa: E402
 from kafkalog.demo import generate  # noqa: E402
 from kafkalog.storage.log_view import LogView  # noqa: E402
+
+from kl_support import PURE  # noqa: E402
 
 try:
     from kafkalog import _arrow as _arrow_c
@@ -79,7 +78,7 @@ def reference(ds, expr, columns=None):
     return out.select(columns) if columns is not None else out
 
 
-# -- the object -------------------------------------------------------------------------------------
+# -- the object --------------------------------------------------------------------------------
 def test_a_pyarrow_dataset_with_the_spark_schema(root, twin):
     ds = kafkalog.dataset(root)
     assert isinstance(ds, pds.Dataset) and isinstance(ds, KafkaLogDataset)
@@ -97,8 +96,10 @@ def test_a_pyarrow_dataset_with_the_spark_schema(root, twin):
         with pytest.raises(NotImplementedError):
             call()
     assert ds.partition_expression.equals(pc.scalar(True))
-    # kafkalog.dataset is callable whether it names the function or the (imported) module
-    assert callable(kafkalog.dataset)
+    # kafkalog.dataset is the submodule once imported (as here), and calling it is dataset()
+    import types
+
+    assert isinstance(kafkalog.dataset, types.ModuleType) and callable(kafkalog.dataset)
     back = pickle.loads(pickle.dumps(ds.filter(f("partition") == 1)))
     assert back.to_table().equals(ds.to_table(filter=f("partition") == 1))
 
@@ -307,7 +308,7 @@ def test_read_committed_dataset(root, twin):
                                                 if o > 200]
 
 
-# -- the engines ---------------------------------------------------------------------------------------
+# -- the engines -------------------------------------------------------------------------------
 @pytest.fixture
 def scanner_calls(monkeypatch):
     calls = []
@@ -406,3 +407,17 @@ def test_every_read_is_a_stream(root, twin):
     # errors surface as kafkalog's, from inside the stream
     with pytest.raises(TypeError):
         kafkalog.dataset(root).scanner(filter="offset > 3")
+
+
+def test_kafkalog_dataset_before_and_after_its_module_is_imported(root):
+    """``kafkalog.dataset`` is a function until the submodule is imported (``import kafkalog``
+    imports no pyarrow), the callable submodule afterwards: both calls work."""
+    import subprocess
+    import sys
+
+    code = ("import sys, kafkalog; assert 'pyarrow' not in sys.modules; "
+            "a = kafkalog.dataset(sys.argv[1]); b = kafkalog.dataset(sys.argv[1]); "
+            "print(type(kafkalog.dataset).__name__, a.count_rows() == b.count_rows() > 0)")
+    out = subprocess.run([sys.executable, "-c", code, root], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["_CallableModule", "True"]

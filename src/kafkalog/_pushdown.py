@@ -125,7 +125,7 @@ def _parse(expr: pc.Expression) -> Optional[_Node]:
             return _Field(None)
         if key != "call":
             raise ValueError(key)
-        call_args = []
+        call_args: List[_Node] = []
         while pairs[pos][0] != "end":
             if pairs[pos][0] == "options":
                 options = scalar(pairs[pos][1])

@@ -249,4 +249,5 @@ class Opened:
 
 def block_size(storage_options: Optional[dict]) -> int:
     """The ranged-read size of a store (``storage_options["block_size"]``)."""
-    return int((storage_options or {}).get("block_size", _fs.DEFAULT_BLOCK_SIZE))
+    size = (storage_options or {}).get("block_size")
+    return _fs.DEFAULT_BLOCK_SIZE if size is None else int(size)

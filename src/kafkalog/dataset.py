@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Generator, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -157,7 +157,8 @@ class KafkaLogScanner:
             max_bytes=_BATCH_BYTES, storage_options=o["storage_options"], with_offsets=True,
             on_fetch=on_fetch, null_unknown=True)
 
-    def _batches(self, names: Optional[List[str]] = None) -> Iterator[pa.RecordBatch]:
+    def _batches(self, names: Optional[List[str]] = None
+                 ) -> Generator[pa.RecordBatch, None, None]:
         """The rows that pass the filter, as batches of ``names`` (default: the projection)."""
         out = self.columns if names is None else names
         decode = out + [r for r in self._decode if r not in out]

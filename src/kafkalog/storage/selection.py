@@ -158,7 +158,8 @@ class TopicSelection:
         if self.topics is not None:
             return topic in self.topics
         if self.assign is not None:
-            return topic in self.assign and partition in self.assign[topic]
+            return topic is not None and topic in self.assign \
+                and partition in self.assign[topic]
         if topic is not None and is_internal(topic) and not (self.include_internal or named):
             return False
         if self.pattern is not None:
