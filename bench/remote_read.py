@@ -45,7 +45,7 @@ def main() -> int:
 
     import s3_support as rc  # tests/remote/s3_support.py: server helpers
     import kafkalog.arrow as ka
-    from kafkalog.storage import fs as _fs
+    from kafkalog.storage import store_fs as _store_fs
 
     work = tempfile.mkdtemp(prefix="kl-remote-bench-")
     server = None
@@ -78,8 +78,8 @@ def main() -> int:
         pq_mb = os.path.getsize(os.path.join(work, "copy.parquet")) / 1e6
 
         counted = []
-        orig = _fs.ArrowFileSystem.for_uri
-        _fs.ArrowFileSystem.for_uri = staticmethod(
+        orig = _store_fs.ArrowFileSystem.for_uri
+        _store_fs.ArrowFileSystem.for_uri = staticmethod(
             lambda u, o=None: counted.append(orig(u, o)) or counted[-1])
         try:
             mid = tab.num_rows // 2
@@ -89,7 +89,7 @@ def main() -> int:
             ka.to_arrow(uri, cols, storage_options=so)
             full = sum(f.bytes_read for f in counted)
         finally:
-            _fs.ArrowFileSystem.for_uri = orig
+            _store_fs.ArrowFileSystem.for_uri = orig
 
         nseg = sum(1 for n in os.listdir(local) if n.endswith(".log"))
         print(f"rows {tab.num_rows}, log {seg_mb:.1f} MB in {nseg} segment(s) "

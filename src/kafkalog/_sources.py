@@ -11,6 +11,7 @@ import os
 from typing import Any, List, Optional
 
 from .storage import fs as _fs
+from .storage import store_fs as _store_fs
 from .storage import selection as _selection
 from .storage.selection import TopicSelection
 
@@ -167,7 +168,7 @@ def resolve(source: Any, topic=None, partition=None, storage_options=None,
     from .records import MemoryRecords
 
     if isinstance(source, str) and _fs.is_uri(source):
-        fs, path = _fs.resolve(source, storage_options)
+        fs, path = _store_fs.resolve(source, storage_options)
         if fs.is_local():
             source = path
         else:
@@ -250,4 +251,4 @@ class Opened:
 def block_size(storage_options: Optional[dict]) -> int:
     """The ranged-read size of a store (``storage_options["block_size"]``)."""
     size = (storage_options or {}).get("block_size")
-    return _fs.DEFAULT_BLOCK_SIZE if size is None else int(size)
+    return _store_fs.DEFAULT_BLOCK_SIZE if size is None else int(size)

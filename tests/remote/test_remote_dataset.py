@@ -11,7 +11,7 @@ pc = pytest.importorskip("pyarrow.compute")
 
 import kafkalog  # noqa: E402
 import kafkalog.arrow as ka  # noqa: E402
-from kafkalog.storage import fs as _fs  # noqa: E402
+from kafkalog.storage import store_fs as _store_fs  # noqa: E402
 
 SMALL_BLOCKS = {"block_size": 64 * 1024}
 f = pc.field
@@ -21,14 +21,14 @@ f = pc.field
 def fetched(monkeypatch):
     """The store clients made meanwhile (their ``bytes_read`` count what was fetched)."""
     made = []
-    orig = _fs.ArrowFileSystem.for_uri
+    orig = _store_fs.ArrowFileSystem.for_uri
 
     def spy(uri, opts=None):
         got = orig(uri, opts)
         made.append(got)
         return got
 
-    monkeypatch.setattr(_fs.ArrowFileSystem, "for_uri", staticmethod(spy))
+    monkeypatch.setattr(_store_fs.ArrowFileSystem, "for_uri", staticmethod(spy))
     return lambda: sum(x.bytes_read for x in made)
 
 

@@ -13,6 +13,7 @@ pa = pytest.importorskip("pyarrow")
 import kafkalog.arrow as ka  # noqa: E402
 from kafkalog.errors import KafkaStorageError  # noqa: E402
 from kafkalog.storage import fs as _fs  # noqa: E402
+from kafkalog.storage import store_fs as _store_fs  # noqa: E402
 
 from .s3_support import BUCKET, s3_client, upload_tree  # noqa: E402
 
@@ -97,7 +98,7 @@ def test_truncated_segment_same_as_local(s3_env, log_root, tmp_path):
 
 def test_object_shrunk_after_listing_is_an_error(s3_root, log_root):
     """A ranged read that returns fewer bytes than the listed size is never data."""
-    fs, root = _fs.resolve(s3_root, dict(FAST, block_size=65536))
+    fs, root = _store_fs.resolve(s3_root, dict(FAST, block_size=65536))
     d = sorted(e.name for e in _fs.LOCAL.list_dir(log_root) if e.kind == _fs.DIRECTORY)[0]
     entries = fs.list_dir(_fs.join(root, d))
     log = [e for e in entries if e.name.endswith(".log")][0]
@@ -121,7 +122,7 @@ def test_offset_pruned_read_fetches_little(big_partition):
     so = {"block_size": 64 * 1024}
     offs = ka.to_arrow(local, ["offset"]).column("offset").to_pylist()
     counted = []
-    orig = _fs.ArrowFileSystem.for_uri
+    orig = _store_fs.ArrowFileSystem.for_uri
 
     def spy(u, opts=None):
         got = orig(u, opts)
@@ -130,7 +131,7 @@ def test_offset_pruned_read_fetches_little(big_partition):
 
     seg_bytes = sum(os.path.getsize(os.path.join(local, n)) for n in os.listdir(local)
                     if n.endswith(".log"))
-    _fs.ArrowFileSystem.for_uri = staticmethod(spy)
+    _store_fs.ArrowFileSystem.for_uri = staticmethod(spy)
     try:
         for lo in (offs[len(offs) // 2], offs[-20], offs[5]):
             counted.clear()
@@ -147,7 +148,7 @@ def test_offset_pruned_read_fetches_little(big_partition):
             assert pruned < 0.05 * full, (lo, pruned, full)
             print(f"offset {lo}: pruned read fetched {pruned} of {full} bytes")
     finally:
-        _fs.ArrowFileSystem.for_uri = orig
+        _store_fs.ArrowFileSystem.for_uri = orig
 
 
 def test_silent_endpoint_times_out(s3_env):
@@ -209,7 +210,7 @@ class _Flaky:
 @pytest.mark.parametrize("fail,short,ok", [(0, 0, True), (2, 0, True), (5, 0, False),
                                             (0, 1, False)])
 def test_retries_then_error_never_short(s3_root, log_root, fail, short, ok):
-    fs, root = _fs.resolve(s3_root, {"retries": 2, "backoff": 0.01, "block_size": 65536})
+    fs, root = _store_fs.resolve(s3_root, {"retries": 2, "backoff": 0.01, "block_size": 65536})
     state = {"fail": fail, "short": short}
     real = fs.pafs
 
@@ -259,19 +260,19 @@ def test_bad_storage_options_are_refused_before_any_request(log_root, monkeypatc
     def no_store(*_a, **_k):
         raise AssertionError("a store was set up for options that cannot work")
 
-    monkeypatch.setattr(_fs.ArrowFileSystem, "_s3", staticmethod(no_store))
+    monkeypatch.setattr(_store_fs.ArrowFileSystem, "_s3", staticmethod(no_store))
     opts = dict(FAST, **{option: value})
     uri = f"s3://{BUCKET}/{PREFIX_OPTS}/orders-0"
     for call in (lambda: ka.to_arrow(uri, storage_options=opts),
                  lambda: Log.open(uri, read_only=True, storage_options=opts),
-                 lambda: _fs.resolve(log_root, opts)):
+                 lambda: _store_fs.resolve(log_root, opts)):
         with pytest.raises(exc, match=re.escape(f"storage_options[{option!r}]")) as ei:
             call()
         assert repr(value) in str(ei.value) or str(value) in str(ei.value)
 
 
 def test_good_storage_options_are_typed():
-    o = _fs.remote_options({"retries": 0, "backoff": 0, "connect_timeout": 1, "block_size": 65536,
-                            "endpoint_override": "elsewhere"})
-    assert o == _fs.RemoteOptions(65536, 0, 0.0, 1.0, 30.0)
+    o = _store_fs.remote_options({"retries": 0, "backoff": 0, "connect_timeout": 1,
+                                  "block_size": 65536, "endpoint_override": "elsewhere"})
+    assert o == _store_fs.RemoteOptions(65536, 0, 0.0, 1.0, 30.0)
     assert isinstance(o.backoff, float) and isinstance(o.connect_timeout, float)

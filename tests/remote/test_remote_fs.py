@@ -4,17 +4,18 @@ from __future__ import annotations
 import os
 
 from kafkalog.storage import fs as _fs
+from kafkalog.storage import store_fs as _store_fs
 
 
 def test_resolve_local_and_file_uri(tmp_path):
-    assert _fs.resolve(str(tmp_path)) == (_fs.LOCAL, str(tmp_path))
-    assert _fs.resolve("file://" + str(tmp_path)) == (_fs.LOCAL, str(tmp_path))
-    assert _fs.resolve(tmp_path) == (_fs.LOCAL, str(tmp_path))
+    assert _store_fs.resolve(str(tmp_path)) == (_fs.LOCAL, str(tmp_path))
+    assert _store_fs.resolve("file://" + str(tmp_path)) == (_fs.LOCAL, str(tmp_path))
+    assert _store_fs.resolve(tmp_path) == (_fs.LOCAL, str(tmp_path))
 
 
 def test_listing_matches_local(s3_root, log_root):
-    fs, root = _fs.resolve(s3_root)
-    assert isinstance(fs, _fs.ArrowFileSystem)
+    fs, root = _store_fs.resolve(s3_root)
+    assert isinstance(fs, _store_fs.ArrowFileSystem)
     local = [(e.name, e.kind) for e in _fs.LOCAL.list_dir(log_root)]
     remote = [(e.name, e.kind) for e in fs.list_dir(root)]
     assert remote == local
@@ -32,7 +33,7 @@ def test_listing_matches_local(s3_root, log_root):
 
 
 def test_ranged_reads_equal_local(s3_root, log_root):
-    fs, root = _fs.resolve(s3_root, {"block_size": 64 * 1024})
+    fs, root = _store_fs.resolve(s3_root, {"block_size": 64 * 1024})
     logs = _fs.LOCAL.glob(log_root + "/*/*.log")
     big = max(logs, key=os.path.getsize)
     data = open(big, "rb").read()

@@ -15,6 +15,7 @@ from kafkalog.control import build_end_txn_marker
 from kafkalog.errors import KafkaLogError, KafkaStorageError
 from kafkalog.storage import checkpoints, files
 from kafkalog.storage import fs as _fs
+from kafkalog.storage import store_fs as _store_fs
 from kafkalog.storage.log import Log
 
 from .s3_support import BUCKET, s3_client, upload_tree
@@ -379,13 +380,13 @@ def test_one_offset_fetches_little(big_partition, monkeypatch):
     the end of its last segment; reading one offset then fetches one block, not the log."""
     local, uri = big_partition
     made = []
-    orig = _fs.ArrowFileSystem.for_uri
+    orig = _store_fs.ArrowFileSystem.for_uri
 
     def spy(u, opts=None):
         made.append(orig(u, opts))
         return made[-1]
 
-    monkeypatch.setattr(_fs.ArrowFileSystem, "for_uri", staticmethod(spy))
+    monkeypatch.setattr(_store_fs.ArrowFileSystem, "for_uri", staticmethod(spy))
     log_bytes = sum(os.path.getsize(os.path.join(local, n)) for n in os.listdir(local)
                     if n.endswith(".log"))
     with Log.open(local, read_only=True) as a, \
@@ -464,7 +465,7 @@ def test_preallocated_index_fetches_its_entries(s3_env, tmp_path):
     assert os.path.getsize(os.path.join(d, index)) == 400_000
     upload_tree(s3_env, str(root), BUCKET, "live")
     uri = f"s3://{BUCKET}/live/live-0"
-    store, _ = _fs.resolve(uri)
+    store, _ = _store_fs.resolve(uri)
     got, size = read_store_index(store, _fs.join(uri, index), 8)
     local = OffsetIndex(os.path.join(d, index), int(index[:20]), writable=False)
     assert (len(got) // 8, size) == (local.entries, local.length) and local.entries > 0

@@ -364,20 +364,21 @@ def test_hdfs_commit_renames_staged_files_into_place(tmp_path, monkeypatch):
 
     import pyarrow.fs as pafs
 
-    from kafkalog.storage import fs as kfs
+    from kafkalog.storage import store_fs as kstore_fs
 
     base = tmp_path / "hdfs"
     base.mkdir()
-    real_resolve = kfs.resolve
+    real_resolve = kstore_fs.resolve
 
     def fake_resolve(location, storage_options=None):
         if isinstance(location, str) and location.startswith("hdfs://nn"):
-            fs = kfs.ArrowFileSystem(pafs.LocalFileSystem(), "hdfs://nn", kfs.RemoteOptions())
+            fs = kstore_fs.ArrowFileSystem(pafs.LocalFileSystem(), "hdfs://nn",
+                                           kstore_fs.RemoteOptions())
             fs._native_base = str(base) + "/"
             return fs, location.rstrip("/")
         return real_resolve(location, storage_options)
 
-    monkeypatch.setattr(kfs, "resolve", fake_resolve)
+    monkeypatch.setattr(kstore_fs, "resolve", fake_resolve)
     target = "hdfs://nn/copies/t"
     job = _remote.RemoteWriteJob(target, {}, False, "append", "job-" + uuid.uuid4().hex)
     assert job.renames

@@ -23,7 +23,7 @@ pytest.importorskip("pyspark.sql.datasource", reason="pyspark >= 4.0 is not inst
 
 from kafkalog.spark import _options, _planning, _schema, _store, _tasks  # noqa: E402
 from kafkalog.storage import checkpoints, files  # noqa: E402
-from kafkalog.storage import fs as _fs  # noqa: E402
+from kafkalog.storage import store_fs as _store_fs  # noqa: E402
 
 from .s3_support import BUCKET, append_records, s3_client, upload_tree  # noqa: E402
 
@@ -136,7 +136,7 @@ def test_store_version_key_changes_with_each_listing_of_a_rewritten_file(s3_env)
     client = s3_client(s3_env)
     key = f"{prefix}/{files.LOG_START_OFFSET_CHECKPOINT_FILE}"
     client.put_object(Bucket=BUCKET, Key=key, Body=b"0\n1\nc 0 10\n")
-    fs, root = _fs.resolve(f"s3://{BUCKET}/{prefix}")
+    fs, root = _store_fs.resolve(f"s3://{BUCKET}/{prefix}")
     path = f"{root}/{files.LOG_START_OFFSET_CHECKPOINT_FILE}"
     fs.list_dir(root)
     k1 = fs.version_key(path)

@@ -155,13 +155,13 @@ def test_write_to_a_store_without_a_commit_is_refused_before_any_request(uri, mo
 
     from kafkalog.spark import _remote
     from kafkalog.spark._source import KafkaLogDataSource
-    from kafkalog.storage import fs as kfs
+    from kafkalog.storage import store_fs as kstore_fs
 
     def no_request(*args, **kwargs):
         raise AssertionError(f"a store was opened: {args}")
 
-    monkeypatch.setattr(kfs, "resolve", no_request)
-    monkeypatch.setattr(kfs.ArrowFileSystem, "for_uri", no_request)
+    monkeypatch.setattr(kstore_fs, "resolve", no_request)
+    monkeypatch.setattr(kstore_fs.ArrowFileSystem, "for_uri", no_request)
     schema = T.StructType([T.StructField("topic", T.StringType()),
                            T.StructField("value", T.BinaryType())])
     for overwrite in (False, True):

@@ -306,7 +306,8 @@ class ReadOptions:
     default_parallelism: Optional[int] = None
     streaming: bool = False
     ignored: List[str] = field(default_factory=list)
-    # ``storage.*`` options: how to reach an object store or HDFS (kafkalog.storage.fs.resolve)
+    # ``storage.*`` options: how to reach an object store or HDFS
+    # (kafkalog.storage.store_fs.resolve)
     storage_options: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod

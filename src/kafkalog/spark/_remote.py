@@ -2,17 +2,18 @@
 ``abfs://``): the sink's object-store commit (the ``storage.*`` options: :mod:`._store`).
 
 Reading goes through the same planning and decoding as local paths (:mod:`._planning` and
-:mod:`._tasks`, over the store's :class:`kafkalog.storage.fs.ArrowFileSystem`): planning lists
-the store once on the driver (one listing of each root, one of each ``<topic>-<partition>``
-prefix, which also gives every object's size: no per-file HEAD request), reads only the index
-objects and the batch headers the offset/timestamp options and pushed filters need, and a task
+:mod:`._tasks`, over the store's :class:`kafkalog.storage.store_fs.ArrowFileSystem`):
+planning lists the store once on the driver (one listing of each root, one of each
+``<topic>-<partition>`` prefix, which also gives every object's size: no per-file HEAD
+request), reads only the index objects and the batch headers the offset/timestamp options and
+pushed filters need, and a task
 reads its byte ranges straight from the store (windows of ``storage.block_size`` bytes, the
 next fetched while one decodes, retried with backoff); no local path is shared or assumed.
 
 Storage options come from Spark options prefixed ``storage.`` (``storage.endpoint_url``,
 ``storage.region``, ``storage.access_key``, ``storage.secret_key``, ``storage.anonymous``,
 ``storage.block_size``, ``storage.retries``, ``storage.request_timeout``, ...: the keys of
-:func:`kafkalog.storage.fs.resolve`); without them the standard ``AWS_*`` variables of the
+:func:`kafkalog.storage.store_fs.resolve`); without them the standard ``AWS_*`` variables of the
 driver and of every executor apply.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..storage import files as _files
 from ..storage import fs as _fs
+from ..storage import store_fs as _store_fs
 from . import _write
 from ._paths import UnsupportedPathError
 from ._store import storage_options
@@ -114,7 +116,7 @@ class RemoteWriteJob:
             self._fs().kind(self.uri)
 
     def _fs(self):
-        fs, _ = _fs.resolve(self.uri, self.sopts)
+        fs, _ = _store_fs.resolve(self.uri, self.sopts)
         return fs
 
     def existing_partitions(self) -> List[str]:

@@ -1,5 +1,5 @@
 """Which file system a path of the Spark data source names: the local one, or an object store
-or HDFS reached with the ``storage.*`` options (:func:`kafkalog.storage.fs.resolve`); one
+or HDFS reached with the ``storage.*`` options (:func:`kafkalog.storage.store_fs.resolve`); one
 client per store and options, per process."""
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from typing import Any, Dict, Mapping, Optional
 
 from ..storage import fs as _fs
+from ..storage import store_fs as _store_fs
 
 STORAGE_PREFIX = "storage."
 _INT_KEYS = ("block_size", "retries")
@@ -56,5 +57,5 @@ def store_of(path: str, storage_options: Optional[Mapping[str, Any]] = None) -> 
            json.dumps(dict(storage_options or {}), sort_keys=True, default=str))
     fs = _STORES.get(key)
     if fs is None:
-        fs = _STORES[key] = _fs.resolve(path, dict(storage_options or {}))[0]
+        fs = _STORES[key] = _store_fs.resolve(path, dict(storage_options or {}))[0]
     return fs

@@ -9,6 +9,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 from ..errors import KafkaLogError, KafkaStorageError
 from ..storage import files as _files
 from ..storage import fs as _fs
+from ..storage import store_fs as _store_fs
 from ..storage.log import open_view
 from ._errors import ConcurrentWriteError, DataLossError, OptionError, warn
 from ._options import ReadOptions
@@ -225,7 +226,7 @@ def read_split(
         gaps: List[Any] = []
         block = _LOCAL_BLOCK if getattr(f, "fileno", None) is not None else getattr(
             getattr(getattr(f, "fs", None), "options", None), "block_size",
-            _fs.DEFAULT_BLOCK_SIZE)
+            _store_fs.DEFAULT_BLOCK_SIZE)
         runs = sound_entries(f, piece.path, base, piece.start, stop, block, limit=piece.limit,
                              on_damage="skip" if skip else "raise", gaps=gaps,
                              check_crcs=skip)

@@ -59,6 +59,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 from . import checkpoints as _checkpoints
 from . import files as _files
 from . import fs as _fs
+from . import store_fs as _store_fs
 from . import logdir as _logdir
 from . import partition_lock as _partition_lock
 from .._format import INT32_MAX, V2_HEADER, TimestampType
@@ -148,7 +149,7 @@ class Log(LogLoader, LocalLog, LogRetention):
 
         ``directory``: a local path, a ``file://`` URI or, with ``read_only=True``, an
         object-store or HDFS URI (``s3://bucket/root/topic-0``, ``gs://``, ``hdfs://``,
-        ``abfs://``: what :func:`kafkalog.storage.fs.resolve` supports), configured by
+        ``abfs://``: what :func:`kafkalog.storage.store_fs.resolve` supports), configured by
         ``storage_options`` as :func:`kafkalog.arrow.to_arrow` is.  A log in a store answers
         what the same directory opened locally read-only answers; its ``.log`` files are read
         with ranged reads as needed, its indexes as far as their entries go, its checkpoint
@@ -189,9 +190,9 @@ class Log(LogLoader, LocalLog, LogRetention):
         store = None
         if read_only and _fs.is_uri(directory) \
                 and directory.split("://", 1)[0].lower() != "file":  # type: ignore[union-attr]
-            store, directory = _fs.resolve(directory, dict(storage_options or {}))
+            store, directory = _store_fs.resolve(directory, dict(storage_options or {}))
         else:
-            directory = os.path.abspath(_fs.local_directory(directory))
+            directory = os.path.abspath(_store_fs.local_directory(directory))
         self._store = store
         self._init(
             directory,
@@ -982,7 +983,7 @@ def open_view(directory: str, fs: Any = None, config: Any = None,
         log._listing = listing
         log._defer_opens = defer_opens
         log._checkpoint_memo = checkpoints
-        log._init(os.path.abspath(_fs.local_directory(directory)), _view_config(config),
+        log._init(os.path.abspath(_store_fs.local_directory(directory)), _view_config(config),
                   True, False, now_ms, None, False, 60000)
     else:
         log = Log._open_in_store(directory, fs, config, listing=listing,

@@ -33,6 +33,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import files as _files
 from . import fs as _fs
+from . import store_fs as _store_fs
 from ..errors import KafkaStorageError
 from .index import OffsetIndex, TimeIndex, read_store_index
 
@@ -202,7 +203,7 @@ def scan_partition(directory: Union[PathLike, _fs.DirectoryHandle],
         entries = directory.list_dir()
         directory = directory.path
     else:
-        fs, directory = _fs.for_path(directory, fs)
+        fs, directory = _store_fs.for_path(directory, fs)
         entries = fs.list_dir(directory)
     return _partition_view(directory, fs, entries)
 
@@ -289,7 +290,7 @@ def scan_root(root: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> RootView:
     topic, then partition number.  Existing directories are parsed leniently, as Kafka's
     ``parseTopicPartitionName`` does: a topic name Kafka would not create today is still read
     (writers check names with :func:`kafkalog.storage.files.validate_topic` before making one)."""
-    fs, root = _fs.for_path(root, fs)
+    fs, root = _store_fs.for_path(root, fs)
     return _root_view(root, fs, fs.list_dir(root))
 
 
@@ -332,7 +333,7 @@ def snapshot_files(directory: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> List[
     :attr:`PartitionView.snapshots` without sorting the other names (producer-state loading
     asks often)."""
     out = []
-    fs, directory = _fs.for_path(directory, fs)
+    fs, directory = _store_fs.for_path(directory, fs)
     for e in fs.list_dir(directory):
         if e.kind == _fs.FILE and e.name.endswith(_files.PRODUCER_SNAPSHOT_FILE_SUFFIX):
             sf = _files.parse_segment_file_name(e.name)
@@ -346,7 +347,7 @@ def classify_dir(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:
     """``"partition"`` (it holds a segment), ``"root"`` (it holds a partition directory,
     whatever its own name: log dirs are often named ``kafka-logs-1`` or ``data-0``),
     ``"partition"`` (its name is ``<topic>-<partition>``: an empty partition) or ``"other"``."""
-    fs, path = _fs.for_path(path, fs)
+    fs, path = _store_fs.for_path(path, fs)
     entries = fs.list_dir(path)
     for e in entries:
         sf = _files.parse_segment_file_name(e.name)
@@ -497,7 +498,7 @@ def locate(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> Located:
 
     A directory that cannot be listed raises KafkaStorageError (MissingFileError where it is
     missing)."""
-    fs, path = _fs.for_path(path, fs)
+    fs, path = _store_fs.for_path(path, fs)
     entries = fs.list_dir(path)
     kind, view, root = _kind_of(path, fs, entries)
     if kind is not None:
@@ -535,7 +536,7 @@ def locate(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> Located:
 
 def file_kind(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> str:
     """What ``path`` is (a :mod:`kafkalog.storage.fs` kind), without opening it."""
-    fs, path = _fs.for_path(path, fs)
+    fs, path = _store_fs.for_path(path, fs)
     return fs.kind(path)
 
 
@@ -563,7 +564,7 @@ def isfile(path: PathLike) -> bool:
 def open_file(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> _fs.ReadableFile:
     """Open a log file for reading: regular files only, KafkaStorageError otherwise.  A URI
     opens through its object store (``map()`` is then None: read ranges)."""
-    fs, path = _fs.for_path(path, fs)
+    fs, path = _store_fs.for_path(path, fs)
     return fs.open_read(path)
 
 
@@ -571,7 +572,7 @@ def read_file(path: PathLike, fs: _fs.FileSystem = _fs.LOCAL,
               limit: Optional[int] = None) -> bytes:
     """The whole of a (small) log file: a checkpoint, a snapshot, an index.  ``limit`` bounds
     what is read (a larger file raises KafkaStorageError rather than filling memory)."""
-    fs, path = _fs.for_path(path, fs)
+    fs, path = _store_fs.for_path(path, fs)
     with fs.open_read(path) as f:
         if limit is not None and f.size > limit:
             raise KafkaStorageError(
@@ -587,7 +588,7 @@ def _store_index(cls, path: Optional[str], base_offset: int, fs: Optional[_fs.Fi
     store read as far as its entries go (:func:`kafkalog.storage.index.read_store_index`: a
     preallocated zero tail is not fetched); empty when the file is missing."""
     if path is not None:
-        fs, path = _fs.for_path(path, fs)
+        fs, path = _store_fs.for_path(path, fs)
         if not fs.is_local():
             data, size = read_store_index(fs, path, cls.ENTRY_SIZE)
             return cls.from_bytes(path, base_offset, data, length=size)

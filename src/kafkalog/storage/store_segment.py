@@ -10,6 +10,7 @@ from typing import Optional
 
 from . import files as _files
 from . import fs as _fs
+from . import store_fs as _store_fs
 from . import logdir as _logdir
 from ..errors import KafkaStorageError
 from .file_records import FileRecords
@@ -224,7 +225,7 @@ def open_segment(seg: "_logdir.SegmentFiles", file: Optional[_fs.ReadableFile] =
     ``file``: its ``.log`` already open (e.g. relative to a directory held open); the segment
     reads a duplicate of it and ``file`` stays the caller's.  A segment in a store (a URI, or
     ``fs`` not local) is read with ranged reads through ``file`` (or a file opened here)."""
-    fs, log = _fs.for_path(seg.log, fs)
+    fs, log = _store_fs.for_path(seg.log, fs)
     if not fs.is_local():
         return StoreSegment(_fs.parent(log), seg.base_offset, fs=fs, listed=seg, file=file)
     fd = None

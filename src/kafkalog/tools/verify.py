@@ -46,6 +46,7 @@ from ..storage import checkpoints as _checkpoints
 from ..storage import files as _files
 from ..storage.txn_index import txn_index_entries
 from ..storage import fs as _fs
+from ..storage import store_fs as _store_fs
 from ..storage import logdir as _logdir
 from .._speedups import crc as _crc
 from ._inputs import MappedFile, Progress, NoProgress, partition_dirs, classify_dir
@@ -260,7 +261,7 @@ class Verifier:
     def _read_root_checkpoint(self, path: str):
         self.files += 1
         try:
-            fs, where = _fs.for_path(path)  # a URI: read in its store, not as a local path
+            fs, where = _store_fs.for_path(path)  # a URI: read in its store, not as a local path
             return _checkpoints.read_offset_checkpoint(where, fs)
         except CorruptCheckpointError as e:
             self.error(path, e.message)
@@ -745,7 +746,7 @@ class Verifier:
     def _verify_leader_epochs(self, path: str, leo: Optional[int]) -> None:
         self.files += 1
         try:
-            fs, where = _fs.for_path(path)
+            fs, where = _store_fs.for_path(path)
             entries = _checkpoints.read_leader_epoch_checkpoint(where, fs)
         except CorruptCheckpointError as e:
             self.error(path, e.message)
@@ -769,7 +770,7 @@ class Verifier:
     def _verify_partition_metadata(self, path: str) -> None:
         self.files += 1
         try:
-            fs, where = _fs.for_path(path)
+            fs, where = _store_fs.for_path(path)
             _checkpoints.read_partition_metadata(where, fs)
         except CorruptCheckpointError as e:
             self.error(path, e.message)
