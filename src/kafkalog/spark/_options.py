@@ -63,6 +63,7 @@ _KNOWN_OPTIONS = {
     "maxbatchbytes",
     "maxdecompressedsize",
     "defaultparallelism",
+    "columns",
 }
 
 # Consumer settings the connector refuses (KafkaSourceProvider.validateGeneralOptions), refused
@@ -93,7 +94,7 @@ _OPTION_SPELLING = {
         "startingOffsetsByTimestampStrategy failOnDataLoss minPartitions maxOffsetsPerTrigger "
         "includeHeaders kafka.isolation.level maxPartitionBytes includeInternalTopics "
         "replicaPolicy includeBatchMetadata includeSegmentMetadata checkCrcs maxRecordsPerBatch "
-        "maxBatchBytes maxDecompressedSize defaultParallelism groupIdPrefix "
+        "maxBatchBytes maxDecompressedSize defaultParallelism columns groupIdPrefix "
         "kafkaConsumer.pollTimeoutMs fetchOffset.numRetries fetchOffset.retryIntervalMs "
         "maxRecordsPerPartition minOffsetsPerTrigger maxTriggerDelay topic "
         "kafka.bootstrap.servers kafka.group.id"
@@ -180,6 +181,50 @@ def parse_int(opts: Mapping[str, Any], key: str, default: Optional[int], lo: int
     elif not lo <= n <= hi:
         raise error(f"option {name!r} must be in {lo}..{hi}, not {n}")
     return n
+
+
+def parse_columns(opts: Mapping[str, Any], include_headers: bool = False,
+                  batch_metadata: bool = False,
+                  segment_metadata: bool = False) -> Optional[List[str]]:
+    """The ``columns`` option (lower-cased keys): comma-separated names of the source's columns
+    for these flags, in any order, each once (a name in another case is taken as the column's
+    own spelling), or None when absent.  The source's schema is then only those columns."""
+    v = opts.get("columns")
+    if v is None:
+        return None
+    from ._schema import source_columns  # _schema imports this module
+
+    valid = source_columns(include_headers, batch_metadata, segment_metadata)
+    every = source_columns(True, True, True)
+    listing = f"the source's columns are {', '.join(valid)}"
+    names = [c.strip() for c in str(v).split(",")]
+    if not any(names):
+        raise OptionError(
+            f"option 'columns' names no column ({str(v)!r}): give a comma-separated list of the "
+            f"columns to read; {listing}"
+        )
+    if "" in names:
+        raise OptionError(
+            f"option 'columns' has an empty name in {str(v)!r} (a stray comma?); {listing}"
+        )
+    by_lower = {c.lower(): c for c in every}
+    out: List[str] = []
+    for n in names:
+        c = by_lower.get(n.lower())
+        if c is None or c not in valid:
+            flag = {"headers": "includeHeaders", "batch": "includeBatchMetadata",
+                    "segment": "includeSegmentMetadata"}.get(c or "")
+            why = f" without {flag}=true" if flag else ""
+            raise OptionError(
+                f"option 'columns': {n!r} is not a column of the kafkalog source{why}; {listing}"
+            )
+        if c in out:
+            raise OptionError(
+                f"option 'columns' names {c!r} twice ({str(v)!r}): name each column once; "
+                f"{listing}"
+            )
+        out.append(c)
+    return out
 
 
 def _offset_spec(opts: Mapping[str, str], key: str) -> Optional[Any]:
@@ -305,6 +350,8 @@ class ReadOptions:
     max_decompressed_size: Optional[int] = None
     default_parallelism: Optional[int] = None
     streaming: bool = False
+    #: the ``columns`` option: the only columns of the source's schema (None: all of them)
+    columns: Optional[List[str]] = None
     ignored: List[str] = field(default_factory=list)
     # ``storage.*`` options: how to reach an object store or HDFS
     # (kafkalog.storage.store_fs.resolve)
@@ -440,6 +487,9 @@ class ReadOptions:
         dp = default_parallelism
         if opts.get("defaultparallelism") is not None:
             dp = parse_int(opts, "defaultparallelism", None, lo=1)
+        include_headers = parse_bool(opts, "includeheaders", False)
+        batch_metadata = parse_bool(opts, "includebatchmetadata", False)
+        segment_metadata = parse_bool(opts, "includesegmentmetadata", False)
         return cls(
             paths=paths,
             subscribe=subscribe,
@@ -455,15 +505,15 @@ class ReadOptions:
             fail_on_data_loss=parse_bool(opts, "failondataloss", True),
             min_partitions=min_parts,
             max_offsets_per_trigger=parse_int(opts, "maxoffsetspertrigger", None, lo=1),
-            include_headers=parse_bool(opts, "includeheaders", False),
+            include_headers=include_headers,
             read_committed=(iso == "read_committed"),
             max_partition_bytes=parse_int(
                 opts, "maxpartitionbytes", DEFAULT_MAX_PARTITION_BYTES, lo=1
             ),
             include_internal_topics=parse_bool(opts, "includeinternaltopics", False),
             replica_policy=policy,
-            include_batch_metadata=parse_bool(opts, "includebatchmetadata", False),
-            include_segment_metadata=parse_bool(opts, "includesegmentmetadata", False),
+            include_batch_metadata=batch_metadata,
+            include_segment_metadata=segment_metadata,
             check_crcs=parse_bool(opts, "checkcrcs", True),
             max_records_per_batch=parse_int(
                 opts, "maxrecordsperbatch", DEFAULT_MAX_RECORDS_PER_BATCH, lo=1
@@ -472,6 +522,7 @@ class ReadOptions:
             max_decompressed_size=parse_int(opts, "maxdecompressedsize", None, lo=1),
             default_parallelism=dp,
             streaming=streaming,
+            columns=parse_columns(opts, include_headers, batch_metadata, segment_metadata),
             ignored=ignored,
             storage_options=_storage_options(opts),
         )

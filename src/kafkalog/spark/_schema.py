@@ -2,10 +2,10 @@
 ``headers``, ``batch`` and ``segment`` columns, as DDL and as Arrow."""
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Sequence, Tuple
 
 from ._errors import OptionError
-from ._options import ReadOptions
+from ._options import ReadOptions, parse_columns
 
 
 # The spark-sql-kafka schema (KafkaRecordToRowConverter.kafkaSchema), all fields nullable.
@@ -36,12 +36,19 @@ BATCH_FIELDS: Tuple[Tuple[str, str, str], ...] = (
 )
 BATCH_DDL = "batch STRUCT<" + ", ".join(f"{n}: {t}" for n, _, t in BATCH_FIELDS) + ">"
 SEGMENT_DDL = "segment STRING"
+#: each column's Spark type, as DDL
+COLUMN_TYPES = dict(c.split(" ", 1) for c in KAFKA_DDL.split(", "))
+COLUMN_TYPES.update(d.split(" ", 1) for d in (HEADERS_DDL, BATCH_DDL, SEGMENT_DDL))
 
 
 def schema_ddl(
-    include_headers: bool = False, batch_metadata: bool = False, segment_metadata: bool = False
+    include_headers: bool = False,
+    batch_metadata: bool = False,
+    segment_metadata: bool = False,
+    columns: Optional[Sequence[str]] = None,
 ) -> str:
-    """The DDL of the data source's default schema for these options."""
+    """The DDL of the data source's default schema for these options; with ``columns`` (as
+    the ``columns`` option, checked the same way), only those columns, in that order."""
     parts = [KAFKA_DDL]
     if include_headers:
         parts.append(HEADERS_DDL)
@@ -49,7 +56,23 @@ def schema_ddl(
         parts.append(BATCH_DDL)
     if segment_metadata:
         parts.append(SEGMENT_DDL)
-    return ", ".join(parts)
+    if columns is None:
+        return ", ".join(parts)
+    columns = parse_columns({"columns": ",".join(columns)}, include_headers, batch_metadata,
+                            segment_metadata)
+    return ", ".join(f"{c} {COLUMN_TYPES[c]}" for c in columns)
+
+
+def source_columns(
+    include_headers: bool = False, batch_metadata: bool = False, segment_metadata: bool = False
+) -> Tuple[str, ...]:
+    """The names of the source's columns for these options, in the default schema's order."""
+    return (
+        KAFKA_COLUMNS
+        + (("headers",) if include_headers else ())
+        + (("batch",) if batch_metadata else ())
+        + (("segment",) if segment_metadata else ())
+    )
 
 
 def arrow_schema(opts: "ReadOptions"):
@@ -82,10 +105,18 @@ def check_schema(target_schema, opts: "ReadOptions") -> None:
         paths=[], include_headers=True, include_batch_metadata=True, include_segment_metadata=True
     )
     full = arrow_schema(every)
-    ddl = dict(c.strip().split(" ", 1) for c in KAFKA_DDL.split(", "))
-    ddl.update(
-        headers=HEADERS_DDL.split(" ", 1)[1], batch=BATCH_DDL.split(" ", 1)[1], segment="STRING"
-    )
+    ddl = COLUMN_TYPES
+    if opts.columns is not None and sorted(target_schema.names) != sorted(opts.columns):
+        given, listed = set(target_schema.names), set(opts.columns)
+        raise OptionError(
+            "the given schema and option 'columns' disagree: the schema names "
+            f"{', '.join(target_schema.names) or 'no column'}, 'columns' names "
+            f"{', '.join(opts.columns)} (only in the schema: "
+            f"{', '.join(n for n in target_schema.names if n not in listed) or 'none'}; only in "
+            f"'columns': {', '.join(n for n in opts.columns if n not in given) or 'none'}): "
+            "give one of them (the source's columns are "
+            f"{', '.join(source_columns(True, True, True))})"
+        )
     for f in target_schema:
         if f.name not in full.names:
             raise OptionError(

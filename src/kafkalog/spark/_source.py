@@ -140,7 +140,13 @@ class KafkaLogDataSource(DataSource):
 
     def schema(self) -> str:
         f = _option_flags(self.options)
-        return _schema.schema_ddl(f["include_headers"], f["batch_metadata"], f["segment_metadata"])
+        o = {str(k).lower(): v for k, v in dict(self.options).items()}
+        columns = _options.parse_columns(
+            o, f["include_headers"], f["batch_metadata"], f["segment_metadata"]
+        )
+        return _schema.schema_ddl(
+            f["include_headers"], f["batch_metadata"], f["segment_metadata"], columns
+        )
 
     def reader(self, schema) -> "KafkaLogReader":
         r = KafkaLogReader(self.options, schema, self.default_parallelism)
@@ -347,7 +353,9 @@ if HAS_PUSHDOWN:
 
     class KafkaLogPushdownDataSource(KafkaLogDataSource):
         def reader(self, schema) -> "KafkaLogReader":
-            return KafkaLogPushdownReader(self.options, schema, self.default_parallelism)
+            r = KafkaLogPushdownReader(self.options, schema, self.default_parallelism)
+            _schema.check_schema(_arrow_target(schema), r.opts)
+            return r
 
 
 # ------------------------------------------------------------------------------------------------
