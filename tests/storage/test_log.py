@@ -27,7 +27,7 @@ from kafkalog.errors import (
 from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.storage.log import Log, LogConfig
 from kafkalog.records import MemoryRecords, MemoryRecordsBuilder
-from kafkalog.storage.segment import TimestampAndOffset
+from kafkalog.storage.file_records import TimestampAndOffset
 
 from .conftest import BASE_TS, FakeClock, all_records, make_batch, values_batch
 

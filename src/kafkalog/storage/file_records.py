@@ -40,6 +40,7 @@ __all__ = [
     "FileRecords",
     "BatchHeader",
     "LogOffsetPosition",
+    "TimestampAndOffset",
     "WRITE_BUFFER_BYTES",
     "SCAN_CHUNK_BYTES",
 ]
@@ -68,6 +69,15 @@ class LogOffsetPosition(NamedTuple):
     size: int
 
 
+class TimestampAndOffset(NamedTuple):
+    """A ListOffsets answer: record ``timestamp``, its ``offset`` and the batch's leader epoch
+    (``None`` when unknown)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: Optional[int]
+
+
 class BatchHeader(NamedTuple):
     """The facts a header walk yields without building a batch object."""
 
@@ -89,7 +99,8 @@ class FileRecords:
 
     Main operations: :meth:`append` (through the write buffer), :meth:`read_at` /
     :meth:`read_into`, :meth:`iter_headers` / :meth:`iter_batches`,
-    :meth:`search_for_offset_with_size`, :meth:`truncate_to`, :meth:`flush`, :meth:`close`.
+    :meth:`search_for_offset_with_size`, :meth:`search_for_timestamp`, :meth:`truncate_to`,
+    :meth:`flush`, :meth:`close`.
     """
 
     # the descriptor: opened on first use for a file opened from a listing
@@ -559,4 +570,31 @@ class FileRecords:
             if last >= offset:
                 return LogOffsetPosition(base, pos, total)
             pos += total
+        return None
+
+    def search_for_timestamp(
+        self, timestamp: int, position: int, starting_offset: int = 0
+    ) -> Optional[TimestampAndOffset]:
+        """The first record from ``position`` (in offset order) with a timestamp >=
+        ``timestamp`` and an offset >= ``starting_offset`` (Kafka's ``searchForTimestamp``);
+        None if there is none."""
+        for _pos, batch in self.iter_batches(position):
+            if batch.max_timestamp >= timestamp:
+                for record in batch:
+                    if record.timestamp >= timestamp and record.offset >= starting_offset:
+                        epoch = batch.partition_leader_epoch
+                        return TimestampAndOffset(
+                            record.timestamp, record.offset, epoch if epoch >= 0 else None
+                        )
+        return None
+
+    def search_for_max_timestamp(self, ts: int, position: int) -> Optional[TimestampAndOffset]:
+        """The first record from ``position`` carrying ``ts``, in the first batch whose max
+        timestamp ``ts`` is; None if there is none."""
+        for _pos, batch in self.iter_batches(position):
+            if batch.max_timestamp == ts:
+                for record in batch:
+                    if record.timestamp == ts:
+                        epoch = batch.partition_leader_epoch
+                        return TimestampAndOffset(ts, record.offset, epoch if epoch >= 0 else None)
         return None

@@ -26,7 +26,7 @@ import random
 import struct
 import time
 import warnings
-from typing import Iterator, List, NamedTuple, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 from . import files as _files
 from .._format import (
@@ -38,38 +38,23 @@ from .._format import (
     RECORD_BATCH_OVERHEAD as _V2_OVERHEAD,
     RECORD_OVERHEAD_V0 as _RECORD_OVERHEAD_V0,
 )
-from ..errors import (
-    CorruptIndexError,
-    CorruptRecordError,
-    InvalidOffsetError,
-    InvalidRecordError,
-    KafkaLogError,
-    LogClosedError,
-)
+from ..errors import (CorruptIndexError, CorruptRecordError, InvalidOffsetError,
+                      InvalidRecordError, KafkaLogError, LogClosedError)
 from . import logdir as _logdir
-from .file_records import BatchHeader, FileRecords, LogOffsetPosition
+from .file_records import BatchHeader, FileRecords, LogOffsetPosition, TimestampAndOffset
 from .framing import SegmentWalk, append_in_flight, gap_is_damage, walk_segment, whole_batch_after
 from .index import OffsetIndex, TimeIndex, TimestampOffset
 from .index_check import index_headers, verify_indexes
 from .txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 from ..records import MemoryRecords
 
-__all__ = ["Segment", "TimestampAndOffset"]
+__all__ = ["Segment"]
 
 _V1_PEEK = 26  # through the v1 timestamp
 _ENTRY = ENTRY_HEADER
 _OFFSET_ENTRY = OFFSET_INDEX_ENTRY
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
-
-
-class TimestampAndOffset(NamedTuple):
-    """A ListOffsets answer: record ``timestamp``, its ``offset`` and the batch's leader epoch
-    (``None`` when unknown)."""
-
-    timestamp: int
-    offset: int
-    leader_epoch: Optional[int]
 
 
 def _now_ms() -> int:
@@ -88,22 +73,11 @@ class Segment:
     recovery_damage: List[Tuple[int, int]] = []
     recovery_tail: Optional[int] = None
 
-    def __init__(
-        self,
-        directory: str,
-        base_offset: int,
-        *,
-        index_interval_bytes: int = 4096,
-        max_index_size: int = 10 * 1024 * 1024,
-        roll_jitter_ms: int = 0,
-        file_suffix: str = "",
-        read_only: bool = False,
-        preallocate: bool = False,
-        init_file_size: int = 0,
-        clock=None,
-        fd: Optional[int] = None,
-        listed: Optional["_logdir.SegmentFiles"] = None,
-    ) -> None:
+    def __init__(self, directory: str, base_offset: int, *, index_interval_bytes: int = 4096,
+                 max_index_size: int = 10 * 1024 * 1024, roll_jitter_ms: int = 0,
+                 file_suffix: str = "", read_only: bool = False, preallocate: bool = False,
+                 init_file_size: int = 0, clock=None, fd: Optional[int] = None,
+                 listed: Optional["_logdir.SegmentFiles"] = None) -> None:
         """``listed`` (read-only only): the segment's files as the caller's listing of the
         directory found them; the index files' existence is taken from it and the ``.log`` is
         opened at its first read rather than now (a read view loads every segment but reads
@@ -193,23 +167,20 @@ class Segment:
         return listed if self._listed else os.path.exists(path)
 
     # -- indexes (opened on first use, like Kafka's LazyIndex) -------------------------------------
+    def _open_index(self, cls, path: str, existed: bool):
+        """``cls`` (OffsetIndex, TimeIndex) of this segment: in memory when the segment
+        recovers into memory or, read-only, its file is missing."""
+        if self._memory_indexes or (self.read_only and not self._index_file_exists(path,
+                                                                                   existed)):
+            return cls(path, self.base_offset, self.max_index_size, in_memory=True)
+        return cls(path, self.base_offset, self.max_index_size, writable=not self.read_only)
+
     @property
     def offset_index(self) -> OffsetIndex:
         oi = self._offset_index
         if oi is None:
-            if self._memory_indexes or (self.read_only and not self._index_file_exists(
-                    self._oi_path, self.offset_index_existed)):
-                oi = OffsetIndex(
-                    self._oi_path, self.base_offset, self.max_index_size, in_memory=True
-                )
-            else:
-                oi = OffsetIndex(
-                    self._oi_path,
-                    self.base_offset,
-                    self.max_index_size,
-                    writable=not self.read_only,
-                )
-            self._offset_index = oi
+            oi = self._offset_index = self._open_index(OffsetIndex, self._oi_path,
+                                                       self.offset_index_existed)
             if self._deferred_check:
                 self._check_deferred_indexes()
                 oi = self._offset_index
@@ -219,17 +190,8 @@ class Segment:
     def time_index(self) -> TimeIndex:
         ti = self._time_index
         if ti is None:
-            if self._memory_indexes or (self.read_only and not self._index_file_exists(
-                    self._ti_path, self.time_index_existed)):
-                ti = TimeIndex(self._ti_path, self.base_offset, self.max_index_size, in_memory=True)
-            else:
-                ti = TimeIndex(
-                    self._ti_path,
-                    self.base_offset,
-                    self.max_index_size,
-                    writable=not self.read_only,
-                )
-            self._time_index = ti
+            ti = self._time_index = self._open_index(TimeIndex, self._ti_path,
+                                                     self.time_index_existed)
             if self._deferred_check:
                 self._check_deferred_indexes()
                 ti = self._time_index
@@ -270,12 +232,9 @@ class Segment:
     def txn_index(self) -> TransactionIndex:
         txi = self._txn_index
         if txi is None:
-            txi = self._txn_index = TransactionIndex(
-                self.base_offset,
-                self._txn_path,
-                writable=not self.read_only,
-                in_memory=self._memory_indexes,
-            )
+            txi = self._txn_index = TransactionIndex(self.base_offset, self._txn_path,
+                                                     writable=not self.read_only,
+                                                     in_memory=self._memory_indexes)
         return txi
 
     def _load_max_ts(self) -> None:
@@ -284,43 +243,22 @@ class Segment:
         self._max_ts_offset = last.offset
 
     @classmethod
-    def open(
-        cls,
-        directory: str,
-        base_offset: int,
-        *,
-        index_interval_bytes: int = 4096,
-        max_index_size: int = 10 * 1024 * 1024,
-        segment_jitter_ms: int = 0,
-        segment_ms: int = 604800000,
-        file_suffix: str = "",
-        read_only: bool = False,
-        preallocate: bool = False,
-        init_file_size: int = 0,
-        clock=None,
-        fd: Optional[int] = None,
-        listed: Optional["_logdir.SegmentFiles"] = None,
-    ) -> "Segment":
+    def open(cls, directory: str, base_offset: int, *, index_interval_bytes: int = 4096,
+             max_index_size: int = 10 * 1024 * 1024, segment_jitter_ms: int = 0,
+             segment_ms: int = 604800000, file_suffix: str = "", read_only: bool = False,
+             preallocate: bool = False, init_file_size: int = 0, clock=None,
+             fd: Optional[int] = None,
+             listed: Optional["_logdir.SegmentFiles"] = None) -> "Segment":
         """Open (or, unless ``read_only``, create) the segment at ``base_offset`` in
         ``directory``; like Kafka's ``LogSegment.open`` the roll jitter is drawn at random from
         ``[0, min(segment_jitter_ms, segment_ms))``."""
         jitter = 0
         if segment_jitter_ms > 0:
             jitter = random.randrange(min(segment_jitter_ms, segment_ms))
-        return cls(
-            directory,
-            base_offset,
-            index_interval_bytes=index_interval_bytes,
-            max_index_size=max_index_size,
-            roll_jitter_ms=jitter,
-            file_suffix=file_suffix,
-            read_only=read_only,
-            preallocate=preallocate,
-            init_file_size=init_file_size,
-            clock=clock,
-            fd=fd,
-            listed=listed,
-        )
+        return cls(directory, base_offset, index_interval_bytes=index_interval_bytes,
+                   max_index_size=max_index_size, roll_jitter_ms=jitter, file_suffix=file_suffix,
+                   read_only=read_only, preallocate=preallocate, init_file_size=init_file_size,
+                   clock=clock, fd=fd, listed=listed)
 
     # -- basic facts -------------------------------------------------------------------------------
     @property
@@ -419,30 +357,18 @@ class Segment:
         return self._file_records.iter_batches(start_position, end_position)
 
     # -- append ------------------------------------------------------------------------------------
-    def append(
-        self,
-        largest_offset: int,
-        largest_timestamp: int,
-        shallow_offset_of_max_timestamp: int,
-        records,
-    ) -> None:
+    def append(self, largest_offset: int, largest_timestamp: int,
+               shallow_offset_of_max_timestamp: int, records) -> None:
         """Append ``records`` (MemoryRecords or bytes-like, offsets already assigned) whose
         largest offset and timestamp are given (Kafka's ``LogSegment.append``)."""
-        if isinstance(records, MemoryRecords):
-            data = records.buffer()
-        else:
-            data = records
-        self.append_patched(data, largest_offset, largest_timestamp, shallow_offset_of_max_timestamp)
+        data = records.buffer() if isinstance(records, MemoryRecords) else records
+        self.append_patched(data, largest_offset, largest_timestamp,
+                            shallow_offset_of_max_timestamp)
 
-    def append_patched(
-        self,
-        data,
-        largest_offset: int,
-        largest_timestamp: int,
-        shallow_offset_of_max_timestamp: int,
-        base_offset_patch: Optional[int] = None,
-        epoch_patch: Optional[int] = None,
-    ) -> None:
+    def append_patched(self, data, largest_offset: int, largest_timestamp: int,
+                       shallow_offset_of_max_timestamp: int,
+                       base_offset_patch: Optional[int] = None,
+                       epoch_patch: Optional[int] = None) -> None:
         """:meth:`append` of the bytes ``data``, writing ``base_offset_patch`` and
         ``epoch_patch`` (when given) into the batch's base offset and leader epoch fields as
         they are written (both lie before the part a v2 CRC covers)."""
@@ -455,17 +381,13 @@ class Segment:
         position = records.size
         rel = largest_offset - self.base_offset
         if rel < 0 or rel > _INT32_MAX:
-            raise InvalidOffsetError(
-                f"Detected offset overflow at offset {largest_offset} in segment {self.log_path}",
-                offset=largest_offset,
-                path=self.log_path,
-            )
+            raise InvalidOffsetError(f"Detected offset overflow at offset {largest_offset} in "
+                                     f"segment {self.log_path}", offset=largest_offset,
+                                     path=self.log_path)
         if position + n > _INT32_MAX:
-            raise InvalidRecordError(
-                f"Appending {n} bytes to segment {self.log_path} of {position} bytes would "
-                f"exceed the 2 GiB segment limit",
-                path=self.log_path,
-            )
+            raise InvalidRecordError(f"Appending {n} bytes to segment {self.log_path} of "
+                                     f"{position} bytes would exceed the 2 GiB segment limit",
+                                     path=self.log_path)
         records.append(data, n, base_offset_patch, epoch_patch)
         max_ts = self._max_ts
         if max_ts is None:
@@ -487,9 +409,8 @@ class Segment:
         else:
             self._index_batches(data, position, max_ts, base_offset_patch)  # type: ignore[arg-type]
 
-    def _index_batches(
-        self, data, position: int, max_ts: int, base_offset_patch: Optional[int]
-    ) -> None:
+    def _index_batches(self, data, position: int, max_ts: int,
+                       base_offset_patch: Optional[int]) -> None:
         """Index the batches of an append of several, one at a time (Kafka 4.x): before each
         batch, once more than ``index.interval.bytes`` were written since the last entry, an
         offset entry (that batch's last offset, its position) and a time-index attempt with the
@@ -533,19 +454,12 @@ class Segment:
         self._max_ts_offset = max_off
         self._bytes_since_last_index_entry = since
 
-    def append_if_fits(
-        self,
-        data,
-        n: int,
-        largest_offset: int,
-        largest_timestamp: int,
-        base_offset_patch: int,
-        epoch_patch: int,
-        max_segment_bytes: int,
-        max_segment_ms: int,
-    ):
-        """The log's hot path: :meth:`should_roll` and :meth:`append_patched` for one v2 batch whose
-        largest offset is also the offset of its max timestamp, in one call.  Returns True once
+    def append_if_fits(self, data, n: int, largest_offset: int, largest_timestamp: int,
+                       base_offset_patch: int, epoch_patch: int, max_segment_bytes: int,
+                       max_segment_ms: int):
+        """The log's hot path: :meth:`should_roll` and :meth:`append_patched` for one v2 batch
+        whose largest offset is also the offset of its max timestamp, in one call (the bytes go
+        to :meth:`FileRecords.append`, the index entry is written here).  Returns True once
         appended, False when the segment must roll first, None when the cheap checks cannot
         decide (the caller then takes the general route)."""
         records = self._file_records
@@ -590,18 +504,11 @@ class Segment:
     def update_txn_index(self, completed_txn, last_stable_offset: int) -> None:
         """Record an aborted transaction whose marker is in this segment."""
         if completed_txn.is_aborted:
-            self.txn_index.append(
-                AbortedTxn(
-                    completed_txn.producer_id,
-                    completed_txn.first_offset,
-                    completed_txn.last_offset,
-                    last_stable_offset,
-                )
-            )
+            self.txn_index.append(AbortedTxn(completed_txn.producer_id, completed_txn.first_offset,
+                                             completed_txn.last_offset, last_stable_offset))
 
-    def collect_aborted_txns(
-        self, fetch_offset: int, upper_bound_offset: int
-    ) -> TxnIndexSearchResult:
+    def collect_aborted_txns(self, fetch_offset: int,
+                             upper_bound_offset: int) -> TxnIndexSearchResult:
         return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
     # -- roll --------------------------------------------------------------------------------------
@@ -620,15 +527,9 @@ class Segment:
             return message_timestamp - ts
         return now_ms - self.created_ms
 
-    def should_roll(
-        self,
-        max_segment_ms: int,
-        max_segment_bytes: int,
-        max_timestamp_in_messages: int,
-        max_offset_in_messages: int,
-        messages_size: int,
-        now_ms: Optional[int] = None,
-    ) -> bool:
+    def should_roll(self, max_segment_ms: int, max_segment_bytes: int,
+                    max_timestamp_in_messages: int, max_offset_in_messages: int,
+                    messages_size: int, now_ms: Optional[int] = None) -> bool:
         """Kafka's ``shouldRoll``: size, time (producer timestamps), a full index, or an offset
         that cannot be stored relative to the base offset.  ``now_ms`` (default: the clock) is
         only needed when the segment's first batch has no timestamp."""
@@ -670,39 +571,30 @@ class Segment:
         self.time_index.resize(size)
 
     # -- read --------------------------------------------------------------------------------------
-    def translate_offset(
-        self, offset: int, starting_file_position: int = 0
-    ) -> Optional[LogOffsetPosition]:
+    def translate_offset(self, offset: int,
+                         starting_file_position: int = 0) -> Optional[LogOffsetPosition]:
         """Position and size of the first batch whose last offset is >= ``offset``: an
         offset-index lookup, then a walk over batch headers (Kafka's
         ``searchForOffsetWithSize``); None if there is none."""
         if self._closed:
             self._check_open()
         mapping = (self._offset_index or self.offset_index).lookup(offset)
-        pos = (
-            mapping.position
-            if mapping.position > starting_file_position
-            else starting_file_position
-        )
+        pos = mapping.position
+        if pos < starting_file_position:
+            pos = starting_file_position
         return self._file_records.search_for_offset_with_size(offset, pos,
-                                                         self.index_interval_bytes)
+                                                              self.index_interval_bytes)
 
-    def read(
-        self,
-        start_offset: int,
-        max_size: int,
-        max_position: Optional[int] = None,
-        min_one_message: bool = False,
-    ) -> Optional[MemoryRecords]:
+    def read(self, start_offset: int, max_size: int, max_position: Optional[int] = None,
+             min_one_message: bool = False) -> Optional[MemoryRecords]:
         """Batches from the one holding ``start_offset`` on, at most ``max_size`` bytes and no
         further than ``max_position`` (default: the segment end).  The bytes start at a batch
         boundary (the first batch may begin before ``start_offset``) and may end in a partial
         batch; ``min_one_message`` returns the whole first batch even when it is larger than
         ``max_size``.  None when no batch at or after ``start_offset`` is in this segment."""
         if max_size < 0:
-            raise ValueError(
-                f"Invalid max size {max_size} for log read from segment {self.log_path}"
-            )
+            raise ValueError(f"Invalid max size {max_size} for log read from segment "
+                             f"{self.log_path}")
         self._check_open()
         start = self.translate_offset(start_offset)
         if start is None:
@@ -746,7 +638,8 @@ class Segment:
         the bytes stop framing, look at what follows (:meth:`whole_batch_after`): whole
         entries after them make it damage (recorded, and the walk goes on there), none makes it
         the segment's tail (:func:`~kafkalog.storage.framing.walk_segment`)."""
-        return walk_segment(self._file_records, self.base_offset, position, self.whole_batch_after)
+        return walk_segment(self._file_records, self.base_offset, position,
+                            self.whole_batch_after)
 
     def whole_batch_after(self, position: int) -> Optional[int]:
         """The position of the first whole valid entry after ``position``
@@ -790,15 +683,7 @@ class Segment:
         self._check_open()
         ts_entry = self.time_index.lookup(timestamp)
         position = self.offset_index.lookup(max(ts_entry.offset, starting_offset)).position
-        for _pos, batch in self.iter_batches(position):
-            if batch.max_timestamp >= timestamp:
-                for record in batch:
-                    if record.timestamp >= timestamp and record.offset >= starting_offset:
-                        epoch = batch.partition_leader_epoch
-                        return TimestampAndOffset(
-                            record.timestamp, record.offset, epoch if epoch >= 0 else None
-                        )
-        return None
+        return self._file_records.search_for_timestamp(timestamp, position, starting_offset)
 
     def offset_of_max_timestamp(self) -> Optional[TimestampAndOffset]:
         """The first record carrying the segment's max timestamp (ListOffsets ``-3``)."""
@@ -807,16 +692,9 @@ class Segment:
         if ts < 0:
             return None
         position = self.offset_index.lookup(self._max_ts_offset).position
-        for start in (position, 0):
-            for _pos, batch in self.iter_batches(start):
-                if batch.max_timestamp == ts:
-                    for record in batch:
-                        if record.timestamp == ts:
-                            epoch = batch.partition_leader_epoch
-                            return TimestampAndOffset(
-                                ts, record.offset, epoch if epoch >= 0 else None
-                            )
-        return None
+        records = self._file_records
+        return (records.search_for_max_timestamp(ts, position)
+                or records.search_for_max_timestamp(ts, 0))
 
     # -- recovery ----------------------------------------------------------------------------------
     def _use_memory_indexes(self) -> None:
@@ -858,15 +736,12 @@ class Segment:
         oi.reset()
         ti.reset()
         txi.reset()
-        valid = 0
-        last_index_entry = 0
+        valid = last_index_entry = pos0 = 0
+        base = max_ts_off = self.base_offset
         max_ts = -1
-        max_ts_off = self.base_offset
         interval = self.index_interval_bytes
-        base = self.base_offset
         damage: List[Tuple[int, int]] = []
         tail: Optional[int] = None
-        pos0 = 0
         expected = base  # the offset after the last valid batch
         while True:
             backwards = None
@@ -890,21 +765,13 @@ class Segment:
                         break
                     if batch.magic >= 2 and batch.base_offset < base:
                         raise CorruptRecordError(
-                            f"Batch base offset {batch.base_offset} is below the segment base offset "
-                            f"{base}",
-                            pos,
-                            batch.base_offset,
-                            self.log_path,
-                        )
+                            f"Batch base offset {batch.base_offset} is below the segment base "
+                            f"offset {base}", pos, batch.base_offset, self.log_path)
                     rel = last - base
                     if rel < 0 or rel > _INT32_MAX:
                         raise CorruptRecordError(
-                            f"Batch with last offset {last} cannot be stored relative to base offset "
-                            f"{base}",
-                            pos,
-                            last,
-                            self.log_path,
-                        )
+                            f"Batch with last offset {last} cannot be stored relative to base "
+                            f"offset {base}", pos, last, self.log_path)
                     if batch.max_timestamp > max_ts:
                         max_ts = batch.max_timestamp
                         max_ts_off = last
@@ -1110,11 +977,8 @@ class Segment:
             return path + new_suffix
 
         self._file_records.rename_to(renamed(self.log_path))
-        for attr, idx in (
-            ("_oi_path", self._offset_index),
-            ("_ti_path", self._time_index),
-            ("_txn_path", self._txn_index),
-        ):
+        for attr, idx in (("_oi_path", self._offset_index), ("_ti_path", self._time_index),
+                          ("_txn_path", self._txn_index)):
             new_path = renamed(getattr(self, attr))
             if idx is not None:
                 idx.rename_to(new_path)
@@ -1127,8 +991,6 @@ class Segment:
         self.file_suffix = new_suffix
 
     def __repr__(self) -> str:
-        return (
-            f"Segment(base_offset={self.base_offset}, size={self.size}, "
-            f"path={self.log_path!r}{', closed' if self._closed else ''})"
-        )
+        return (f"Segment(base_offset={self.base_offset}, size={self.size}, "
+                f"path={self.log_path!r}{', closed' if self._closed else ''})")
 
