@@ -20,7 +20,7 @@ ALLOWED = {
     ("tools/cli.py", "os.open"): "os.devnull for a closed stdout, not a log file",
     ("_speedups.py", "open"): "the build's own _build_info.json, not a log file",
     ("storage/log.py", "os.open"): "the partition directory's own flock (Kafka's .lock), not a read",
-    ("storage/index.py", "os.open"): "fsync of the index a writer owns",
+    ("storage/txn_index.py", "os.open"): "fsync of the transaction index a writer owns",
 }
 
 
@@ -68,18 +68,18 @@ def test_the_check_sees_calls():
 
 # -- one read model (issue 27) -------------------------------------------------------------------
 # What only the storage package may do: parse the bytes of .txnindex entries and control-record
-# keys (their struct layouts, owned by storage/index.py and control.py), and compute the log's
+# keys (their struct layouts, owned by storage/txn_index.py and control.py), and compute the log's
 # read semantics (last stable offset, aborted transactions, log start/end, timestamp lookups),
 # which storage/log_view.py answers for every reader.
 READ_MODEL_MARKERS = {
-    '">hqqqq"': "the .txnindex entry layout (storage/index.py parses it)",
+    '">hqqqq"': "the .txnindex entry layout (storage/txn_index.py parses it)",
     '">hh"': "the control-record key layout (control.py parses it)",
     "first_unstable_offset(": "the last stable offset (LogView.last_stable_offset)",
     "collect_aborted_txns(": "aborted transactions (LogView.collect_aborted_transactions)",
     "all_aborted_txns(": "aborted transactions (LogView.collect_aborted_transactions)",
-    "_entries_with_position(": "the .txnindex entries (storage/index.py)",
-    "iter_txn_entries(": "the .txnindex entries (storage/index.py)",
-    "_TXN_ENTRY": "the .txnindex entry layout (storage/index.py parses it)",
+    "_entries_with_position(": "the .txnindex entries (storage/txn_index.py)",
+    "iter_txn_entries(": "the .txnindex entries (storage/txn_index.py)",
+    "_TXN_ENTRY": "the .txnindex entry layout (storage/txn_index.py parses it)",
     "find_offset_by_timestamp(": "timestamp lookups (LogView.offset_for_timestamp)",
     "translate_offset(": "offset to position (LogView.position_of)",
     "read_next_offset(": "the log end offset (LogView.log_end_offset)",
