@@ -183,12 +183,17 @@ def batch_line(h: BatchHeader) -> bytes:
     )
 
 
-def batch_obj(h: BatchHeader, path: str) -> Dict[str, Any]:
+def batch_obj(h: BatchHeader, path: str, topic: Optional[str] = None,
+              partition: Optional[int] = None) -> Dict[str, Any]:
+    """The ``--json`` object of a batch line; ``topic``/``partition``: the partition directory's
+    (None when the file is not in one)."""
     v2 = h.magic >= 2
     attrs = h.attributes
     return {
         "type": "batch",
         "file": path,
+        "topic": topic,
+        "partition": partition,
         "position": h.pos,
         "baseOffset": h.base_offset if v2 else None,
         "lastOffset": h.last_offset,

@@ -62,6 +62,23 @@ def _size_arg(text: str) -> int:
     return v
 
 
+def _count_arg(text: str) -> int:
+    v = _int_arg(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a count (1 or more)")
+    return v
+
+
+def _format_arg(text: str) -> str:
+    from ._record_format import parse_record_format
+
+    try:
+        parse_record_format(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
 def _offset_arg(text: str) -> int:
     v = _int_arg(text)
     if not 0 <= v <= 2**63 - 1:
@@ -199,6 +216,15 @@ def _add_dump(sub) -> None:
                    help="start at the first batch with a timestamp >= TIME (ms since the epoch or "
                         "ISO-8601), found through the .timeindex and .index like a broker's "
                         "offsetsForTimes")
+    x.add_argument("--count", "-c", type=_count_arg, metavar="N",
+                   help="stop after N records (kcat's -c); N batches when only batch lines are "
+                        "printed")
+    x.add_argument("--format", "-f", type=_format_arg, metavar="FMT", dest="record_format",
+                   help="print each record as FMT and nothing else (kcat's -f): %%t topic, %%p "
+                        "partition, %%o offset, %%k key, %%s value, %%K/%%S key/value length "
+                        "(-1: null), %%R value length as a 4-byte big-endian int, %%T timestamp "
+                        "(ms), %%h headers (name=value,...), %%%% a %%; \\n \\r \\t \\\\ "
+                        "\\xXX escapes. E.g. -f '%%t [%%p] %%o: %%k %%s\\n'")
     x.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="show a progress bar on stderr (default: when stderr is a terminal and "
                         "stdout is not)")
@@ -336,6 +362,7 @@ def _run_dump(args) -> int:
         make_value_decoder,
     )
     from ._inputs import expand_inputs
+    from ._record_format import RecordFormat
     from .dump import Dumper, DumpOptions
 
     if args.remote_log_metadata_decoder:
@@ -365,6 +392,12 @@ def _run_dump(args) -> int:
                                            args.key_decoder_class, args.value_decoder_class))
     print_data = (args.print_data_log or args.offsets_decoder or args.transaction_log_decoder
                   or args.cluster_metadata_decoder or explicit)
+    record_format = None
+    if args.record_format is not None:
+        if args.json:
+            raise _UsageError("--format and --json are two outputs: give one")
+        decoded = explicit or type(parser) is not DecoderMessageParser
+        record_format = RecordFormat(args.record_format, parser.parse if decoded else None)
     opts = DumpOptions(
         print_data_log=print_data,
         deep_iteration=args.deep_iteration,
@@ -383,6 +416,8 @@ def _run_dump(args) -> int:
         to_offset=args.to_offset,
         from_timestamp=args.from_timestamp,
         progress=_progress_default(args.progress, True),
+        count=args.count,
+        record_format=record_format,
     )
     expanded = expand_inputs(files)
     if opts.seeking:

@@ -62,6 +62,7 @@ from ._batch_header import (
     wrap64,
 )
 from ._index_dump import IndexDumps, Reports
+from ._record_format import RecordFormat
 from ._inputs import (
     DROP_EVERY as _DROP_EVERY,
     MappedFile,
@@ -73,6 +74,17 @@ from ._inputs import (
 )
 
 __all__ = ["DumpError", "DumpOptions", "Dumper"]
+
+
+def _topic_partition(path: str) -> Tuple[Optional[str], Optional[int]]:
+    """The topic and partition of the directory holding ``path`` (its name
+    ``<topic>-<partition>``, or a deleted/future/stray replica's), or ``(None, None)``."""
+    d = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    try:
+        tp = _files.parse_topic_partition_name(d)
+    except ValueError:
+        return None, None
+    return tp.topic, tp.partition
 
 if _IMPLEMENTATION == "cython":
     from .. import _dump as _lines  # type: ignore[attr-defined]
@@ -136,10 +148,12 @@ class DumpOptions:
         to_offset: Optional[int] = None,
         from_timestamp: Optional[int] = None,
         progress: bool = False,
+        count: Optional[int] = None,
+        record_format: Optional[RecordFormat] = None,
     ) -> None:
         self.print_data_log = print_data_log
-        # Kafka: --print-data-log (or any decoder) implies deep iteration
-        self.deep_iteration = deep_iteration or print_data_log
+        # Kafka: --print-data-log (or any decoder) implies deep iteration; so does --format
+        self.deep_iteration = deep_iteration or print_data_log or record_format is not None
         self.skip_record_metadata = skip_record_metadata
         self.verify_index_only = verify_index_only
         self.index_sanity_check = index_sanity_check
@@ -155,6 +169,10 @@ class DumpOptions:
         self.to_offset = to_offset
         self.from_timestamp = from_timestamp
         self.progress = progress
+        #: stop after this many records (batches when only batch lines are printed)
+        self.count = count
+        #: --format: records only, rendered from a kcat-style format string
+        self.record_format = record_format
 
     @property
     def seeking(self) -> bool:
@@ -217,6 +235,16 @@ class Dumper(IndexDumps):
         bin_enc = options.binary_encoding
         self._bin = _encoder(bin_enc)
         self._hdr_enc = _encoder(options.header_encoding or ("string" if not options.json_output else bin_enc))
+        self._left = options.count  # records (or batches) still to print; None: no --count
+        self._done = False  # --count reached: nothing more is read
+        # the file being dumped: its path as shown and its partition directory's topic/partition
+        self._file = ""
+        self._topic: Optional[str] = None
+        self._partition: Optional[int] = None
+        self._render: Optional[Callable[[Any], bytes]] = None
+        # --from-offset: per directory of .log files, whether a batch reached the offset and
+        # the log end offset seen (the next offset after the last batch walked)
+        self._from_state: Dict[str, List[Any]] = {}
 
     # -- output helpers ---------------------------------------------------------------------------
     def _text(self, s: str) -> None:
@@ -235,13 +263,24 @@ class Dumper(IndexDumps):
         """Dump every file (Kafka's loop); end-of-run reports last.  Raises DumpError."""
         opts = self.opts
         dumped = 0  # inputs of a kind kafka-dump-log reads
+        fmt = opts.record_format
         try:
             for arg in files:
+                if self._done:
+                    break
                 shown = java_path(arg)
                 name = os.path.basename(shown)
                 dot = name.rfind(".")
                 suffix = name[dot:] if dot >= 0 else ""
-                if not opts.json_output:
+                if fmt is not None and suffix not in (".log", ".checkpoint"):
+                    if not _logdir.exists(arg):
+                        raise DumpError(f"{shown}: no such file or directory")
+                    self._stderr(f"Ignoring {shown} (--format prints the records of .log and "
+                                 ".checkpoint files)")
+                    continue
+                if fmt is not None:
+                    pass  # records only
+                elif not opts.json_output:
                     self._text(f"Dumping {shown}")
                 elif suffix not in (".log", ".checkpoint"):
                     kind = {".index": "offset_index", ".timeindex": "time_index",
@@ -274,6 +313,8 @@ class Dumper(IndexDumps):
                 self.out.line(line.encode("utf-8") + b"\n")
             self.out.flush()
         else:
+            if fmt is not None:  # a record stream: gaps (compaction, markers) are no news
+                self.reports.non_consecutive.clear()
             text = self.reports.text()
             if text:
                 self.err.write(text)
@@ -284,6 +325,25 @@ class Dumper(IndexDumps):
                 ".txnindex, .snapshot, .checkpoint), partition directories or log directories"
                 + ("" if all(_logdir.exists(f) for f in files) else " (a path does not exist)")
             )
+        return self._check_from_offset()
+
+    def _check_from_offset(self) -> int:
+        """--from-offset past the end of a log: a line on stderr for each such log, and an
+        error (exit status 1) when it is past the end of every log dumped (nothing printed)."""
+        opts = self.opts
+        if opts.from_offset is None or not self._from_state or self._done:
+            return 0
+        short = [(d, end) for d, (reached, end) in self._from_state.items() if not reached]
+        if not short:
+            return 0
+        what = "; ".join(f"{d} ends at offset {end}" for d, end in short)
+        if len(short) == len(self._from_state):
+            raise DumpError(f"--from-offset {opts.from_offset} is past the end of the log, "
+                            f"nothing to print: {what} (the log end offset: the offset the "
+                            "next record will get)")
+        for d, end in short:
+            self._stderr(f"kafkalog dump: --from-offset {opts.from_offset} is past the end of "
+                         f"{d}: it ends at offset {end}")
         return 0
 
     # -- .log / .checkpoint --------------------------------------------------------------------------
@@ -313,7 +373,12 @@ class Dumper(IndexDumps):
                 )
             header = f"Snapshot end offset: {int(m.group(1))}, epoch: {int(m.group(2))}"
             info.update(kind="snapshot", snapshotEndOffset=int(m.group(1)), snapshotEpoch=int(m.group(2)))
-        if opts.json_output:
+        self._file = shown
+        self._topic, self._partition = _topic_partition(path)
+        fmt = opts.record_format
+        if fmt is not None:
+            self._render = fmt.for_partition(self._topic, self._partition)
+        elif opts.json_output:
             self._json(info)
         else:
             self._text(header)
@@ -388,9 +453,15 @@ class Dumper(IndexDumps):
         line = self.out.line
         entry = _ENTRY.unpack_from
         walked = 0
+        fmt = opts.record_format
+        left = self._left  # --count
+        topic, partition = self._topic, self._partition
+        reached = False  # --from-offset: a batch holding it (or past it) was walked
+        log_end = 0
         # record lines from the compiled formatter (text, metadata shown, string decoders, no
         # header values, no seeking); anything else goes through _records_text
-        fast = (not json_mode and not seeking and not opts.skip_record_metadata
+        fast = (not json_mode and not seeking and fmt is None and left is None
+                and not opts.skip_record_metadata
                 and not opts.print_headers and type(opts.parser) is DecoderMessageParser
                 and opts.parser.key_decoder.name == "string"
                 and opts.parser.value_decoder.name == "string")
@@ -439,8 +510,12 @@ class Dumper(IndexDumps):
             h = read_header(buf, pos, bsize, magic, path)
             skip = False
             if seeking:
-                if from_off is not None and h.last_offset < from_off:
-                    skip = True
+                if from_off is not None:
+                    log_end = h.last_offset + 1
+                    if h.last_offset < from_off:
+                        skip = True
+                    else:
+                        reached = True
                 if to_off is not None:
                     first = h.base_offset if h.base_offset is not None else (
                         h.last_offset if not h.attributes & 0x07 else None)
@@ -455,8 +530,8 @@ class Dumper(IndexDumps):
             deep_done = False
             if not skip:
                 if json_mode:
-                    self._json(batch_obj(h, path))
-                else:
+                    self._json(batch_obj(h, path, topic, partition))
+                elif fmt is None:
                     line(batch_line(h))
                 if deep and fast and h.magic == 2 and not h.attributes & 0x20:
                     # the compiled line formatter: a v2 data batch straight from its bytes
@@ -485,6 +560,11 @@ class Dumper(IndexDumps):
                                     break
                             else:
                                 recs = []
+                    if left is not None and recs and (
+                            fmt is None or h.magic < 2 or not h.attributes & 0x20):
+                        if len(recs) > left:
+                            recs = recs[:left]
+                        left -= len(recs)
                     if recs:
                         # Kafka 4.4: each record not at lastOffset + 1 (a Java long: MAX + 1
                         # is MIN) is reported, the first against -1.
@@ -499,8 +579,16 @@ class Dumper(IndexDumps):
                         last_offset = lo
                         if json_mode:
                             self._records_json(h, recs)
+                        elif fmt is not None:
+                            self._records_format(h, recs)
                         else:
                             self._records_text(h, recs)
+            if left is not None and not skip:
+                if not deep:
+                    left -= 1
+                if left <= 0:  # --count reached
+                    stopped = True
+                    break
             pos += bsize
             walked += bsize
             if walked >= _DROP_EVERY:
@@ -509,12 +597,22 @@ class Dumper(IndexDumps):
                 self.out.flush()
                 mf.drop_before(pos)
         progress.finish()
+        if left is not None:
+            self._left = left
+            self._done = left <= 0
+        if from_off is not None and is_log:
+            state = self._from_state.setdefault(os.path.dirname(path) or ".", [False, 0])
+            state[0] = state[0] or reached or stopped
+            state[1] = max(state[1], base_offset, log_end)
         trailing = end - pos
         if not stopped and trailing > 0 and opts.max_bytes == INT_MAX:
+            found = f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}"
             if json_mode:
                 self._json({"type": "trailing_bytes", "file": path, "bytes": trailing})
+            elif fmt is not None:  # stdout carries the records alone
+                self._stderr(found)
             else:
-                self._text(f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}")
+                self._text(found)
 
     # -- records: text -------------------------------------------------------------------------------
     def _records_text(self, h: BatchHeader, recs) -> None:
@@ -633,6 +731,15 @@ class Dumper(IndexDumps):
                   None if v is None else enc(v)] for k, v in hd]
         return json.dumps(items, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
+    # -- records: --format ------------------------------------------------------------------------
+    def _records_format(self, h: BatchHeader, recs) -> None:
+        if h.magic >= 2 and h.attributes & 0x20:
+            return  # control records (transaction markers...) are not data: kcat never sees them
+        render = self._render
+        line = self.out.line
+        for r in recs:
+            line(render(r))
+
     # -- records: JSON -------------------------------------------------------------------------------
     def _records_json(self, h: BatchHeader, recs) -> None:
         opts = self.opts
@@ -643,11 +750,15 @@ class Dumper(IndexDumps):
         bin_enc = self._bin
         hdr_enc = self._hdr_enc
         plain = type(parser) is DecoderMessageParser and not opts.explicit_decoders
+        shown, topic, partition = self._file, self._topic, self._partition
         for r in recs:
             k = r.key
             v = r.value
             o: Dict[str, Any] = {
                 "type": "record",
+                "file": shown,
+                "topic": topic,
+                "partition": partition,
                 "offset": r.offset,
                 "timestamp": r.timestamp,
                 "timestampType": h.ts_type,
