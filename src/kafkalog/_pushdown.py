@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["Pushdown", "analyze", "field_names", "Ints"]
+__all__ = ["Pushdown", "analyze", "field_names", "Ints", "row_filter"]
 
 _MIN = -(2**63)
 _MAX = 2**63 - 1
@@ -499,6 +499,62 @@ def analyze(expr: Optional[pc.Expression], timestamp_type: pa.DataType) -> Optio
     if rebuilt is not None and not rebuilt.equals(expr):
         return None
     return _walk(node, timestamp_type)
+
+
+def _evaluator(node: _Node) -> Optional[Callable[[pa.RecordBatch], Any]]:
+    """``node`` as a function of a batch computing its value with pyarrow's compute kernels
+    (None where a call's options are not rebuilt: see :func:`_rebuild`)."""
+    if isinstance(node, _Field):
+        if node.name is None:
+            return None
+        name = node.name
+        return lambda rb: rb.column(name)
+    if isinstance(node, _Literal):
+        value = node.value
+        return lambda rb: value
+    args = [_evaluator(a) for a in node.args]
+    if any(a is None for a in args):
+        return None
+    options = None
+    if node.options is not None:
+        rebuilt = _rebuild(node)
+        if rebuilt is None:
+            return None
+        o = node.options
+        options = pc.SetLookupOptions(o["value_set"].values,
+                                      skip_nulls=o["null_matching_behavior"].as_py() == 1)
+    fn = node.name
+    call = pc.call_function
+    return lambda rb: call(fn, [a(rb) for a in args], options)  # type: ignore[misc]
+
+
+def row_filter(expr: pc.Expression) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
+    """A function keeping the rows of a batch that pass ``expr`` (a null is not a pass), as
+    ``RecordBatch.filter(expr)`` does: the expression's calls are made directly with pyarrow's
+    compute kernels (the same functions, the same implicit casts), without the query plan
+    ``filter(expr)`` builds for every batch, and a batch whose rows all pass is returned as it
+    is.  Forms this module does not rebuild go to ``RecordBatch.filter``."""
+    node = _parse(expr)
+    rebuilt = None if node is None else _rebuild(node)
+    ev = None
+    if node is not None and rebuilt is not None and rebuilt.equals(expr):
+        ev = _evaluator(node)
+    if ev is None:
+        return lambda rb: rb.filter(expr)
+
+    def keep(rb: pa.RecordBatch) -> pa.RecordBatch:
+        mask = ev(rb)
+        if isinstance(mask, pa.Scalar):
+            return rb if mask.as_py() is True else rb.slice(0, 0)
+        if isinstance(mask, pa.ChunkedArray):
+            mask = mask.combine_chunks()
+        if not pa.types.is_boolean(mask.type):
+            return rb.filter(expr)  # let pyarrow say what is wrong with the filter
+        if mask.true_count == len(rb):
+            return rb
+        return rb.filter(mask)
+
+    return keep
 
 
 def to_ms(value: Union[int, _dt.datetime]) -> int:

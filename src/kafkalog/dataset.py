@@ -169,7 +169,7 @@ class KafkaLogScanner:
         never = pushed is not None and pushed.never
         wanted = self._wanted()
         min_ts = None if pushed is None else pushed.min_timestamp
-        flt = self.filter
+        flt = None if self.filter is None else _pushdown.row_filter(self.filter)
         out_schema = pa.schema([self.dataset_schema.field(n) for n in out])
         select = None if decode == out else list(range(len(out)))
         if never:
@@ -177,7 +177,7 @@ class KafkaLogScanner:
         for src in self._sources():
             for rb in reader.read(src, wanted, min_ts):
                 if flt is not None:
-                    rb = rb.filter(flt)
+                    rb = flt(rb)
                     if rb.num_rows == 0:
                         continue
                 if select is not None:
