@@ -109,10 +109,10 @@ LEGACY_MESSAGE_HEADER = struct.Struct(">IBB")
 V0_ENTRY_HEADER = struct.Struct(">qiIbbi")
 V1_ENTRY_HEADER = struct.Struct(">qiIbbqi")
 # Index entries: OffsetIndex (relative offset, position), TimeIndex (timestamp, relative
-# offset), TransactionIndex (version, producer id, first offset, last offset, last stable offset).
+# offset).  The TransactionIndex's entry is storage's alone (storage/txn_index.py): no reader
+# outside storage parses it.
 OFFSET_INDEX_ENTRY = struct.Struct(">ii")
 TIME_INDEX_ENTRY = struct.Struct(">qi")
-TXN_INDEX_ENTRY = struct.Struct(">hqqqq")
 assert ENTRY_HEADER.size == LOG_OVERHEAD
 assert V2_HEADER.size == RECORD_BATCH_OVERHEAD
 assert LEGACY_MESSAGE_HEADER.size + LOG_OVERHEAD == HEADER_SIZE_UP_TO_MAGIC + 1

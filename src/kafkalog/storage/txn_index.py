@@ -17,7 +17,6 @@ import struct
 from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 from . import fs as _fs
-from .._format import TXN_INDEX_ENTRY
 from ..errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError
 from .files import open_for_write as _open_for_write
 from .files import write_all as _write_all
@@ -30,7 +29,8 @@ __all__ = [
     "txn_index_entries",
 ]
 
-_TXN_ENTRY = TXN_INDEX_ENTRY
+# version, producer id, first offset, last offset, last stable offset (declared here only)
+_TXN_ENTRY = struct.Struct(">hqqqq")
 
 
 class AbortedTxn(NamedTuple):
