@@ -28,9 +28,12 @@ import errno
 import mmap
 import os
 import stat
-from typing import List, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Union
 
 from ..errors import KafkaStorageError
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeGuard
 
 __all__ = [
     "FILE",
@@ -329,8 +332,8 @@ class LocalFileSystem(FileSystem):
         try:
             with os.scandir(path) as it:
                 entries = list(it)
-        except OSError as e:
-            raise _storage_error(e, "listing a directory", path) from e
+        except OSError as err:
+            raise _storage_error(err, "listing a directory", path) from err
         entries.sort(key=_by_name)
         make = Entry._make
         for e in entries:
@@ -494,8 +497,8 @@ class _LocalDir(DirectoryHandle):
         try:
             with os.scandir(fd) as it:
                 entries = list(it)
-        except OSError as e:
-            raise _storage_error(e, "listing a directory", self.path) from e
+        except OSError as err:
+            raise _storage_error(err, "listing a directory", self.path) from err
         entries.sort(key=_by_name)
         make = Entry._make
         for e in entries:
@@ -601,7 +604,7 @@ def open_local_fd(path: PathLike) -> int:
 
 
 # -- paths and URIs -----------------------------------------------------------------------------
-def is_uri(location) -> bool:
+def is_uri(location: object) -> TypeGuard[str]:
     """Whether ``location`` is a ``scheme://`` URI (a one-letter scheme is a Windows drive)."""
     if not isinstance(location, str):
         return False

@@ -27,6 +27,7 @@ from .producer_state import ProducerStateManager
 from .segment import Segment
 from .store_segment import EmptySegment, StoreSegment
 from .epoch_cache import LeaderEpochCache
+from ._log_common import LogParts
 
 
 #: ``Log.open(recovery=...)``: after an unclean stop a writable open cuts only a torn tail and
@@ -98,7 +99,7 @@ class CheckpointMemo:
         return got
 
 
-class LogLoader:
+class LogLoader(LogParts):
     """The loading and recovery part of :class:`~kafkalog.storage.log.Log` (a mixin: its
     methods run on the Log being opened)."""
 
@@ -196,6 +197,7 @@ class LogLoader:
     # -- a log in an object store or HDFS (read-only) ----------------------------------------
     def _open_store_segment(self, base_offset: int) -> Segment:
         c = self.config
+        assert self._store is not None  # called for a log in a store only
         listed = {s.base_offset: s for s in self._store_view.segments}.get(base_offset)
         index_data = self._store_indexes
         return StoreSegment(

@@ -16,11 +16,12 @@ from .file_records import TimestampAndOffset
 from .segment import Segment
 from ._log_common import (
     STORAGE_ERRORS,
+    LogParts,
     update_root_checkpoint,
 )
 
 
-class LocalLog:
+class LocalLog(LogParts):
     """Reads, roll, flush and truncation, a part of :class:`~kafkalog.storage.log.Log` (a
     mixin)."""
 

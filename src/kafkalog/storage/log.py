@@ -54,7 +54,7 @@ import os
 import threading
 import time
 import uuid as _uuid
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Union
 
 from . import checkpoints as _checkpoints
 from . import files as _files
@@ -189,7 +189,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         self._recovery = recovery
         store = None
         if read_only and _fs.is_uri(directory) \
-                and directory.split("://", 1)[0].lower() != "file":  # type: ignore[union-attr]
+                and directory.split("://", 1)[0].lower() != "file":
             store, directory = _store_fs.resolve(directory, dict(storage_options or {}))
         else:
             directory = os.path.abspath(_store_fs.local_directory(directory))
@@ -251,7 +251,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         self._checkpointed: Dict[str, Any] = {}  # values last written to the root checkpoints
         self._dir_dirty = False
         self._flusher_error: Optional[BaseException] = None
-        self._offline: Optional[KafkaStorageError] = None  # the I/O error that took it offline
+        self._offline = None  # the I/O error (or refused write) that took it offline
         self.ignored_files: List[_logdir.Ignored] = []  # names the storage model does not use
         self._swap_notes: List[_logdir.Ignored] = []  # swap files left uncompleted
         self.root = os.path.dirname(directory) if self._store is None else _fs.parent(directory)
@@ -517,7 +517,7 @@ class Log(LogLoader, LocalLog, LogRetention):
             operation=getattr(first, "operation", None),
         ) from first
 
-    def _io_error(self, e: OSError, operation: str):
+    def _io_error(self, e: Union[OSError, UnsafePathError], operation: str) -> NoReturn:
         """Raise the KafkaStorageError for an OSError met while ``operation`` and take the log
         offline, as a broker takes a log dir offline: the in-memory state may no longer match
         the files, so every later call but :meth:`close` (which then only closes the files,
@@ -688,6 +688,7 @@ class Log(LogLoader, LocalLog, LogRetention):
                 # The general path (also reports every error the fast path left to it).
                 now = self._clock()
                 validator = self._validator
+                assert validator is not None  # a writable log has one
                 prepared = validator.validate_and_assign_offsets(
                     mv, self._offsets.log_end_offset, leader_epoch, origin, now
                 )
@@ -781,6 +782,7 @@ class Log(LogLoader, LocalLog, LogRetention):
             mark = None
             try:
                 now = self._clock()
+                assert self._validator is not None  # a writable log has one
                 found = self._validator.analyze_follower_append(
                     mv, self._offsets.log_end_offset, self._offsets.log_start_offset
                 )

@@ -11,11 +11,12 @@ from .segment import Segment
 from ._log_common import (
     STORAGE_ERRORS,
     LONG_MAX,
+    LogParts,
     check_int_arg,
 )
 
 
-class LogRetention:
+class LogRetention(LogParts):
     """Retention and log-start-offset moves, a part of :class:`~kafkalog.storage.log.Log`
     (a mixin)."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from ..errors import KafkaStorageError
 from .fs import (
@@ -116,7 +116,9 @@ def remote_options(storage_options: Optional[Mapping[str, Any]] = None) -> Remot
     return RemoteOptions(**got)
 
 
-def resolve(location: PathLike, storage_options: Optional[dict] = None):
+def resolve(
+    location: PathLike, storage_options: Optional[dict] = None
+) -> Tuple[FileSystem, str]:
     """``(file_system, path)`` for a local path, a ``file://`` URI or an object-store / HDFS URI
     (``s3://``, ``gs://``, ``hdfs://``, ``abfs://``, ...).  Local paths and ``file://`` give
     :data:`LOCAL` and a local path; other schemes give an :class:`ArrowFileSystem` and the URI
@@ -162,7 +164,7 @@ def _credentials_available(opts: dict) -> bool:
     return os.path.isfile(shared)
 
 
-def _missing_extra(uri: str, scheme: str, err: BaseException) -> KafkaStorageError:
+def _missing_extra(uri: str, scheme: str, err: Union[BaseException, str]) -> KafkaStorageError:
     fix = _SCHEMES_HINT.get(scheme, "install pyarrow with support for this scheme")
     e = KafkaStorageError(
         f"cannot read {uri}: the {scheme}:// scheme is not available here ({err}); {fix}",
@@ -438,7 +440,7 @@ class ArrowFileSystem(FileSystem):
             return [pattern] if self.kind(pattern) != MISSING else []
         current = [head + "://" + "/".join(fixed)]
         for part in parts[len(fixed):]:
-            nxt = []
+            nxt: List[str] = []
             for d in current:
                 if any(c in part for c in "*?["):
                     try:
@@ -605,7 +607,7 @@ class _RemoteFile(ReadableFile):
 _CACHE: dict = {}
 
 
-def for_path(path: PathLike, fs: Optional[FileSystem] = None):
+def for_path(path: PathLike, fs: Optional[FileSystem] = None) -> Tuple[FileSystem, str]:
     """``(file_system, path)``: ``fs`` when given and not the local one, else the file system a
     path or URI names, configured from the environment (``KAFKALOG_STORAGE_OPTIONS``, a JSON
     object of storage_options, besides the store's own variables; one :class:`ArrowFileSystem`
