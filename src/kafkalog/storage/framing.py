@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import Callable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Callable, Iterable, List, NamedTuple, Optional, Tuple
 
 from .. import _speedups
 from .._format import (
@@ -60,7 +60,7 @@ _RESYNC_BLOCK = 1 << 20
 
 
 def whole_batch_after(read_at, size: int, position: int, base_offset: int,
-                      hints: Iterator[int] = (), scan_end: Optional[int] = None) -> Optional[int]:
+                      hints: Iterable[int] = (), scan_end: Optional[int] = None) -> Optional[int]:
     """The position of the first whole, valid log entry (framing and CRC sound, offsets those
     of a segment at ``base_offset``) that starts after ``position`` in a file of ``size``
     bytes read with ``read_at(position, n)``; None when none does.  This is what tells a torn
@@ -183,7 +183,7 @@ RESUME_LOOKBACK = 1 << 20
 
 
 def resume_point(read_at, size: int, bad: int, head: bytes, seen: int, lo: int,
-                 hints: Iterator[int] = ()) -> Optional[int]:
+                 hints: Iterable[int] = ()) -> Optional[int]:
     """Where a read that skips damage goes on after the unreadable entry at ``bad`` (its
     first bytes ``head``) of a file or range of ``size`` bytes, after whole entries that end
     at offset ``seen`` (the read's bytes began at ``lo``): the entry after it when its size

@@ -26,7 +26,7 @@ import errno
 import mmap
 import os
 import struct
-from typing import Iterator, NamedTuple, Optional, Tuple
+from typing import Any, Iterator, NamedTuple, Optional, Tuple
 
 from . import fs as _fs
 from .._format import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
@@ -225,7 +225,9 @@ class _Index:
         self.base_offset = base_offset
         self._max_index_size = max_index_size
         self._writable = writable
-        self._buf = None  # mmap, bytearray or None (empty)
+        # mmap, bytearray, bytes (from_bytes) or None (empty); Any: read only while it holds
+        # entries, where a check for None would cost every lookup
+        self._buf: Any = None
         self._length = 0
         self._entries = 0
         self._resized = False
@@ -238,6 +240,7 @@ class _Index:
             self._buf = bytearray(size)
             self._length = size
             return
+        assert self.path is not None  # a file-backed index has a path
         if writable:
             created = not os.path.exists(self.path)
             try:
@@ -337,6 +340,7 @@ class _Index:
         """After a failed resize: map the file again at the length it has now, so the entries
         stay readable; an index that cannot be mapped again is closed."""
         self._unmap()
+        assert self.path is not None  # in-memory indexes are not mapped
         try:
             fd = _open_for_write(self.path, os.O_RDWR)  # mapped writable: no planted link out
             try:
@@ -471,6 +475,7 @@ class _Index:
             self._length = rounded
         else:
             self._unmap()
+            assert self.path is not None  # not in memory
             try:
                 fd = _open_for_write(self.path, os.O_RDWR)
                 try:

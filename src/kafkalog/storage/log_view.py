@@ -41,10 +41,12 @@ from __future__ import annotations
 
 import errno as _errno
 import os
-from typing import Any, Callable, Iterator, List, NamedTuple, NoReturn, Optional, Tuple
+from typing import Any, Callable, Iterator, List, NamedTuple, NoReturn, Optional, Tuple, Union
 
 from .._format import ENTRY_HEADER, V2_HEADER_TO_MAX_TIMESTAMP
-from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError, OffsetOutOfRangeError
+from ..errors import (
+    CorruptRecordError, KafkaLogError, KafkaStorageError, OffsetOutOfRangeError, UnsafePathError,
+)
 from .. import _speedups
 from ..records import MemoryRecords
 from .epoch_cache import LeaderEpochCache
@@ -113,7 +115,7 @@ class LogView:
         first_unstable_offset: Callable[[], Optional[int]],
         check_open: Callable[[], None],
         check_online: Callable[[], None],
-        io_error: Callable[[OSError, str], NoReturn],
+        io_error: Callable[[Union[OSError, UnsafePathError], str], NoReturn],
         close: Optional[Callable[[], None]] = None,
     ) -> None:
         """A view over ``segments`` and ``offsets`` (changed in place by their owner, under
@@ -585,6 +587,7 @@ class LogView:
                         nxt = resume[1]
                     else:
                         nxt = segs[k + 1].base_offset if k + 1 < len(segs) else leo
+                    assert damaged is not None  # not stop: damage ended the entries
                     self._damage(seg, pos + p, bytes(data[p:p + 8]), damaged, on_damage,
                                  gaps, nxt, seen)
                     if resume is not None:

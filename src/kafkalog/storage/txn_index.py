@@ -170,6 +170,7 @@ class TransactionIndex:
         if self._mem is not None:
             self._mem += data
         else:
+            assert self.path is not None  # a file-backed index (no _mem) has a path
             fd = _open_for_write(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
             try:
                 start = os.fstat(fd).st_size
@@ -227,6 +228,7 @@ class TransactionIndex:
             return
         if not self._writable:
             raise ValueError(f"transaction index {self.path} is read-only")
+        assert self.path is not None  # file_exists: it has one
         fd = _open_for_write(self.path, os.O_WRONLY)  # os.truncate(path) would follow a link
         try:
             os.ftruncate(fd, size)
@@ -274,6 +276,7 @@ class TransactionIndex:
 
     def flush(self) -> None:
         if self._dirty and self._writable and self.file_exists:
+            assert self.path is not None  # file_exists: it has one
             fd = os.open(self.path, os.O_RDONLY)
             try:
                 os.fsync(fd)
