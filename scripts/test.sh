@@ -6,15 +6,33 @@
 # get them; KAFKALOG_SKIP_PACKAGE=1 skips them).  An install is skipped when the installed build
 # is current (scripts/_install.sh).
 # Extra arguments go to pytest (e.g. scripts/test.sh -k conformance).
+#
+# scripts/test.sh --fast: the fast tier only, in both twins, and no fuzz smoke run or packaging
+# checks: no JVM (Spark, Kafka), no S3 test server, no long variants (the markers in
+# pyproject.toml; CONTRIBUTING.md says what each tier holds).  Further arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
+FAST_TIER="not slow and not spark and not kafka and not cluster and not s3"
+fast=""
+if [[ "${1:-}" == "--fast" ]]; then
+    fast=1
+    shift
+fi
 
 source scripts/_install.sh
 install_kafkalog "test,fuzz"
 
 # Run from a directory where ./src is not importable, so the installed build is what loads.
 status=0
+if [[ -n "$fast" ]]; then
+    echo "== kafkalog fast tier ($FAST_TIER): compiled twins"
+    "$PY" -m pytest -p no:cacheprovider --durations=10 -m "$FAST_TIER" "$@" || status=$?
+    echo "== kafkalog fast tier: pure-Python twins (KAFKALOG_PURE_PYTHON=1)"
+    KAFKALOG_PURE_PYTHON=1 "$PY" -m pytest -p no:cacheprovider --durations=10 -m "$FAST_TIER" "$@" \
+        || status=$?
+    exit $status
+fi
 echo "== kafkalog test suite: compiled twins"
 # (--durations: the 20 slowest tests of each pass, for whoever keeps CI within its 30 minutes)
 "$PY" -m pytest -p no:cacheprovider --durations=20 "$@" || status=$?

@@ -8,6 +8,11 @@
 * Property tests (hypothesis) run derandomized: the same examples on every run and machine, so
   CI's verdict is the one a local run gives.  ``KAFKALOG_HYPOTHESIS=explore`` draws new
   examples each run (with hypothesis's example database) to search further.
+* Markers (pyproject.toml): a test that takes the ``spark`` fixture (tests/spark) is marked
+  ``spark``, and one that takes the S3 test server (``s3_server``, also through ``s3_env`` and
+  the roots uploaded to it; tests/remote) is marked ``s3``, here, before ``-m`` selects; tests
+  that start a JVM or a broker in another way carry ``spark``/``kafka``/``cluster`` themselves.
+  The fast tier (``scripts/test.sh --fast``) deselects all of them.
 """
 from __future__ import annotations
 
@@ -36,6 +41,19 @@ def pytest_report_header(config):
         + (f" (fallback: {kafkalog.FALLBACK_REASON})" if kafkalog.FALLBACK_REASON else ""),
         f"conformance corpus: {conformance_dir() or 'absent'}",
     ]
+
+
+# fixture -> the marker every test that uses it (directly or through another fixture) carries
+_FIXTURE_MARKERS = {"spark": "spark", "s3_server": "s3"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        for fixture, marker in _FIXTURE_MARKERS.items():
+            if fixture in names:
+                item.add_marker(marker)
 
 
 def pytest_sessionstart(session):

@@ -1,7 +1,8 @@
 """Spark test set-up: one local SparkSession (``local[2]``) for the whole run.
 
 Tests that need Spark take the ``spark`` fixture; it skips them (with the reason) when pyspark
->= 4.0 or a Java runtime is missing.  The Python workers run this interpreter and import the
+>= 4.0 or a Java runtime is missing.  tests/conftest.py marks them ``spark`` (deselect them with
+``-m "not spark"``).  The Python workers run this interpreter and import the
 same kafkalog as the tests (its parent directory is put first on the workers' PYTHONPATH), with
 the same ``KAFKALOG_PURE_PYTHON`` setting.
 """
@@ -33,12 +34,6 @@ def _spark_unavailable_reason():
 
 
 SPARK_SKIP_REASON = _spark_unavailable_reason()
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.spark)  # deselect with -m "not spark"
 
 
 @pytest.fixture(scope="session")

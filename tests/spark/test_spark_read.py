@@ -360,6 +360,7 @@ print("ROWS " + json.dumps(got))
 
 
 @pytest.mark.once
+@pytest.mark.spark  # a Spark session of its own, in a subprocess
 def test_limit_leaves_no_traceback(tmp_path):
     """A `limit 3` query stops reading early: Spark closes the Python worker's socket while the
     reader still yields batches. The rows must be right and nothing may be printed about it
