@@ -18,7 +18,11 @@ def make_records(n: int = N, headers: bool = False, seed: int = 20240611):
     rnd = random.Random(seed)
     ts = 1_700_000_000_000
     out = []
-    hdrs = [("trace-id", b"0123456789abcdef"), ("content-type", b"application/json")] if headers else []
+    hdrs = (
+        [("trace-id", b"0123456789abcdef"), ("content-type", b"application/json")]
+        if headers
+        else []
+    )
     for i in range(n):
         uid = int(rnd.paretovariate(1.2)) % 10_000_000
         key = b"user-%011d" % uid

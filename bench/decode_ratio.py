@@ -9,9 +9,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import kafkalog  # noqa: E402
 from aiokafka.record.memory_records import MemoryRecords as AioMR  # noqa: E402
 from conftest import build_log, make_records  # noqa: E402
+
+import kafkalog  # noqa: E402
 
 WORKLOADS = {"v2-none": (0, 2, False), "v2-none-h2": (0, 2, True), "v2-gzip": (1, 2, False),
              "v2-snappy": (2, 2, False), "v2-lz4": (3, 2, False), "v2-zstd": (4, 2, False),

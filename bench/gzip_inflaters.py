@@ -9,9 +9,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from conftest import build_log, make_records  # noqa: E402
+
 import kafkalog  # noqa: E402
 from kafkalog import compression  # noqa: E402
-from conftest import build_log, make_records  # noqa: E402
 
 
 def main():

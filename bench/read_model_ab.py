@@ -162,7 +162,8 @@ def main() -> None:
             cells = []
             for i, tree in enumerate(trees):
                 t = min(x for x, _ in by_tree[tree])
-                cells.append(f"{tree} {t * 1e3:8.2f} ms" + ("" if i == 0 else f" ({t / base:.3f}x)"))
+                ratio = "" if i == 0 else f" ({t / base:.3f}x)"
+                cells.append(f"{tree} {t * 1e3:8.2f} ms" + ratio)
             print(f"{op:{width}s}  " + "  ".join(cells))
 
 

@@ -43,9 +43,10 @@ def main() -> int:
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
-    import s3_support as rc  # tests/remote/s3_support.py: server helpers
     import kafkalog.arrow as ka
     from kafkalog.storage import store_fs as _store_fs
+
+    import s3_support as rc  # tests/remote/s3_support.py: server helpers
 
     work = tempfile.mkdtemp(prefix="kl-remote-bench-")
     server = None

@@ -44,6 +44,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     import pyspark
+
     import kafka_support as ks
 
     env = ks.prepare()
@@ -62,7 +63,8 @@ def main(argv=None) -> int:
 
 
 def _run(args, ks, env, broker, version, jars) -> int:
-    from pyspark.sql import SparkSession, functions as F
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
 
     import kafkalog
     import kafkalog.spark as kls

@@ -38,7 +38,6 @@ from typing import Any, Iterator
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from pyspark.sql.datasource import DataSource  # noqa: E402
 
 from kafkalog.spark._source import KafkaLogDataSource, KafkaLogReader  # noqa: E402
 
@@ -128,11 +127,11 @@ def main(argv=None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["PYTHONPATH"] = HERE + os.pathsep + os.environ.get("PYTHONPATH", "")
     from pyspark.sql import SparkSession
+    from spark_bench import _best_of, implementations
+    from spark_floor import FloorSource
 
     import kafkalog
     import kafkalog.spark as ks
-    from spark_bench import _best_of, implementations
-    from spark_floor import FloorSource
 
     d = os.path.join(args.dir, f"ratio-{args.layout}-{args.codec}")
     root, parquet = os.path.join(d, "logs"), os.path.join(d, "parquet")

@@ -44,9 +44,10 @@ def main() -> int:
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
-    import s3_support as rc  # tests/remote/s3_support.py: server helpers
     import kafkalog
     import kafkalog.arrow as ka
+
+    import s3_support as rc  # tests/remote/s3_support.py: server helpers
 
     work = tempfile.mkdtemp(prefix="kl-spark-remote-bench-")
     server = spark = None
@@ -109,15 +110,29 @@ def main() -> int:
         t_pql, _ = best(lambda: pq.read_table(pq_local), args.reps)
         print(f"rows {full.num_rows}, log {log_mb:.1f} MB in 2 partitions ({args.compression}),"
               f" best of {args.reps}, Spark local[2]")
-        print(f"spark read local disk     {t_local:8.3f} s  {full.num_rows / t_local / 1e6:6.2f} M rows/s")
-        print(f"spark read s3 (moto)      {t_s3:8.3f} s  {full.num_rows / t_s3 / 1e6:6.2f} M rows/s")
-        print(f"spark parquet local disk  {t_spq:8.3f} s  {full.num_rows / t_spq / 1e6:6.2f} M rows/s")
-        print(f"parquet s3 via pyarrow    {t_pq:8.3f} s  {full.num_rows / t_pq / 1e6:6.2f} M rows/s")
-        print(f"parquet local via pyarrow {t_pql:8.3f} s  {full.num_rows / t_pql / 1e6:6.2f} M rows/s")
+        print(f"spark read local disk     {t_local:8.3f} s"
+              f"  {full.num_rows / t_local / 1e6:6.2f} M rows/s")
+        print(
+            f"spark read s3 (moto)      {t_s3:8.3f} s  {full.num_rows / t_s3 / 1e6:6.2f} M rows/s"
+        )
+        print(
+            f"spark parquet local disk  {t_spq:8.3f} s  {full.num_rows / t_spq / 1e6:6.2f} M rows/s"
+        )
+        print(
+            f"parquet s3 via pyarrow    {t_pq:8.3f} s  {full.num_rows / t_pq / 1e6:6.2f} M rows/s"
+        )
+        print(
+            f"parquet local via pyarrow {t_pql:8.3f} s  {full.num_rows / t_pql / 1e6:6.2f} M rows/s"
+        )
         print(f"ratio spark s3 / local    {t_s3 / t_local:8.2f}x")
-        print(f"ratio spark s3 / spark parquet local {t_s3 / t_spq:8.2f}x  (an upper bound of the "
-              "ratio to Spark reading the Parquet copy from S3, which also pays the store)")
-        print(f"ratio spark s3 / parquet s3 (pyarrow) {t_s3 / t_pq:8.2f}x  (Parquet read without Spark)")
+        print(
+            f"ratio spark s3 / spark parquet local {t_s3 / t_spq:8.2f}x  (an upper bound of the "
+            "ratio to Spark reading the Parquet copy from S3, which also pays the store)"
+        )
+        print(
+            f"ratio spark s3 / parquet s3 (pyarrow) {t_s3 / t_pq:8.2f}x"
+            "  (Parquet read without Spark)"
+        )
     finally:
         if spark is not None:
             spark.stop()

@@ -15,7 +15,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 
 CHILD = r'''
 import json, os, random, sys, tempfile, time, shutil

@@ -27,7 +27,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-import kafkalog.arrow as ka
+import kafkalog.arrow as ka  # noqa: E402  (after pyarrow is found)
 
 DATA_DIR = os.environ.get("KAFKALOG_PEERBENCH_DATA", "/tmp/peerbench-data")
 PEER_WORKLOADS = [

@@ -46,7 +46,11 @@ def _templates(n_batches: int = 4096, seed: int = 11):
             else:
                 uid = rnd.randrange(1_000_000)
             key = b"user-%011d" % uid
-            val = None if rnd.random() < 0.01 else (b'{"id":%10d,"u":%8d,"e":"page_view"}' % (i, uid)).ljust(100, b" ")
+            val = (
+                None
+                if rnd.random() < 0.01
+                else (b'{"id":%10d,"u":%8d,"e":"page_view"}' % (i, uid)).ljust(100, b" ")
+            )
             if not b.has_room_for(BASE_TS + i, key, val):
                 break
             b.append(BASE_TS + i, key, val)
@@ -74,7 +78,8 @@ import json, resource, sys, time
 from kafkalog.storage.log import Log
 from kafkalog.storage.cleaner import Cleaner, CleanerConfig
 d, map_mb = sys.argv[1], int(sys.argv[2])
-log = Log.open(d, {"cleanup.policy": "compact", "segment.bytes": %d, "delete.retention.ms": 86400000})
+log = Log.open(d, {"cleanup.policy": "compact", "segment.bytes": %d,
+                  "delete.retention.ms": 86400000})
 cleaner = Cleaner(CleanerConfig(dedupe_buffer_size=map_mb * 1024 * 1024))
 def vmrss_kib():
     with open("/proc/self/status") as f:
@@ -95,7 +100,8 @@ cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
 out = dict(seconds=dt, size_before=size0, size_after=log.size, bytes_read=st.bytes_read,
            map_bytes_read=st.map_bytes_read, bytes_written=st.bytes_written, passes=st.passes,
            messages_read=st.messages_read, messages_written=st.messages_written,
-           rss_before_kib=base_rss, rss_current_before_kib=rss_now, peak_rss_kib=peak, cpu_seconds=cpu, slots=cleaner.offset_map.slots)
+           rss_before_kib=base_rss, rss_current_before_kib=rss_now, peak_rss_kib=peak,
+           cpu_seconds=cpu, slots=cleaner.offset_map.slots)
 log.close()
 print(json.dumps(out))
 """ % SEGMENT_BYTES
@@ -109,7 +115,10 @@ def run(mb: int = LOG_MB, map_mb: int = MAP_MB) -> dict:
         size = write_log(d, mb)
         wrote = time.perf_counter() - t0
         p = subprocess.run(
-            [sys.executable, "-c", _CHILD, d, str(map_mb)], capture_output=True, text=True, check=True
+            [sys.executable, "-c", _CHILD, d, str(map_mb)],
+            capture_output=True,
+            text=True,
+            check=True,
         )
         res = json.loads(p.stdout.strip().splitlines()[-1])
         res["write_seconds"] = wrote

@@ -110,8 +110,15 @@ def test_cli_throughput(benchmark, segment, case):
     benchmark.pedantic(timed, rounds=ROUNDS, iterations=1, warmup_rounds=0)
     mbps = size / benchmark.stats.stats.min / 1e6
     cpu_mbps = size / min(cpu) / 1e6
-    benchmark.extra_info.update(bytes=size, mb_per_s=round(mbps, 1), mb_per_cpu_s=round(cpu_mbps, 1),
-                                implementation=kafkalog.IMPLEMENTATION)
+    benchmark.extra_info.update(
+        bytes=size,
+        mb_per_s=round(mbps, 1),
+        mb_per_cpu_s=round(cpu_mbps, 1),
+        implementation=kafkalog.IMPLEMENTATION,
+    )
     # MB per CPU-second (process time) is also printed: on a busy machine it is the steadier figure
-    print(f"\n{case} on {size / 1e6:.0f} MB ({kafkalog.IMPLEMENTATION}): {benchmark.stats.stats.min:.2f} s, "
-          f"{mbps:.0f} MB/s wall, {cpu_mbps:.0f} MB per CPU-second")
+    print(
+        f"\n{case} on {size / 1e6:.0f} MB ({kafkalog.IMPLEMENTATION}):"
+        f" {benchmark.stats.stats.min:.2f} s, "
+        f"{mbps:.0f} MB/s wall, {cpu_mbps:.0f} MB per CPU-second"
+    )

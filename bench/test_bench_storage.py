@@ -20,8 +20,8 @@ import struct
 import pytest
 
 from kafkalog._speedups import crc
-from kafkalog.storage.log import Log
 from kafkalog.records import MemoryRecordsBuilder
+from kafkalog.storage.log import Log
 from kafkalog.storage.segment import Segment
 
 BATCH_BYTES = 16 * 1024

@@ -12,9 +12,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import crc32c  # noqa: E402
+from conftest import build_log, make_records  # noqa: E402
 
 import kafkalog  # noqa: E402
-from conftest import build_log, make_records  # noqa: E402
 from kafkalog import _speedups  # noqa: E402
 
 

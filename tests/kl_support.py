@@ -2,9 +2,9 @@
 their own, so ``from conftest import ...`` would be ambiguous)."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-import json
 from typing import Dict, Optional
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 import kafkalog
+
 from kl_support import PURE
 
 
@@ -32,30 +33,36 @@ def test_implementation_value():
 def test_import_is_light():
     out = _run(
         "import sys, kafkalog; "
-        "print(sorted(m for m in ('pyarrow', 'pyspark', 'pandas', 'lz4', 'zstandard', 'snappy', 'cramjam') if m in sys.modules))"
+        "print(sorted(m for m in ('pyarrow', 'pyspark', 'pandas', 'lz4', 'zstandard', 'snappy', "
+        "'cramjam') if m in sys.modules))"
     )
     assert out == "[]"
 
 
 @pytest.mark.parametrize("value,expected", [("1", "python"), ("true", "python"), (" YES ", "python"), ("on", "python")])
 def test_env_var_forces_pure(value, expected):
-    assert _run("import kafkalog; print(kafkalog.IMPLEMENTATION)", KAFKALOG_PURE_PYTHON=value) == expected
+    assert _run("import kafkalog; print(kafkalog.IMPLEMENTATION)",
+                KAFKALOG_PURE_PYTHON=value) == expected
 
 
-@pytest.mark.skipif(sys.implementation.name != "cpython", reason="compiled twins are built for CPython only")
+@pytest.mark.skipif(sys.implementation.name != "cpython",
+                    reason="compiled twins are built for CPython only")
 @pytest.mark.parametrize("value", ["0", "", "no", "false"])
 def test_falsy_env_values_keep_compiled(value):
     # Only 1/true/yes/on force pure Python; '0' must not (a msgpack pitfall).
-    assert _run("import kafkalog; print(kafkalog.IMPLEMENTATION)", KAFKALOG_PURE_PYTHON=value) == "cython"
+    assert _run("import kafkalog; print(kafkalog.IMPLEMENTATION)",
+                KAFKALOG_PURE_PYTHON=value) == "cython"
 
 
-@pytest.mark.skipif(PURE or sys.implementation.name != "cpython", reason="checks the compiled build")
+@pytest.mark.skipif(PURE or sys.implementation.name != "cpython",
+                    reason="checks the compiled build")
 def test_compiled_modules_are_extensions():
     from kafkalog import _speedups
 
     for mod in (_speedups.batch, _speedups.varint, _speedups.crc, _speedups.legacy):
         assert not mod.__file__.endswith(".py"), mod.__file__
-        assert mod.__name__ in ("kafkalog._batch", "kafkalog._varint", "kafkalog._crc", "kafkalog._legacy")
+        assert mod.__name__ in ("kafkalog._batch", "kafkalog._varint", "kafkalog._crc",
+                                "kafkalog._legacy")
 
 
 def test_public_classes_come_from_one_twin():

@@ -4,16 +4,14 @@ OverflowError, IndexError, a raw OSError or a crash."""
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 
 from kafkalog import MemoryRecords, MemoryRecordsBuilder
-from kafkalog.errors import KafkaLogError, KafkaStorageError
-from kafkalog.storage.index import OffsetIndex, OffsetPosition, TimeIndex
-from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.errors import KafkaLogError
+from kafkalog.storage.index import OffsetIndex, TimeIndex
 from kafkalog.storage.log import Log
 from kafkalog.storage.segment import Segment
+from kafkalog.storage.txn_index import TransactionIndex
 
 BOUNDARY = [
     -(2**64),
@@ -85,7 +83,8 @@ TARGETS = [
     ("Segment.find_offset_by_timestamp", _segment, "find_offset_by_timestamp", {"timestamp": 0}),
     ("Segment.truncate_to", _segment, "truncate_to", {"offset": 1}),
     ("Segment.iter_batches", _segment, "iter_batches", {"start_position": 0, "end_position": None}),
-    ("Segment.collect_aborted_txns", _segment, "collect_aborted_txns", {"fetch_offset": 0, "upper_bound_offset": 3}),
+    ("Segment.collect_aborted_txns", _segment, "collect_aborted_txns",
+     {"fetch_offset": 0, "upper_bound_offset": 3}),
     ("Segment.resize_indexes", _segment, "resize_indexes", {"size": 4096}),
     (
         "OffsetIndex.append",
@@ -93,16 +92,20 @@ TARGETS = [
         "append",
         {"offset": 1, "position": 0},
     ),
-    ("OffsetIndex.lookup", lambda p: OffsetIndex(str(p / "0.index"), 0, 4096), "lookup", {"target_offset": 0}),
-    ("OffsetIndex.resize", lambda p: OffsetIndex(str(p / "0.index"), 0, 4096), "resize", {"new_size": 4096}),
-    ("OffsetIndex.truncate_to", lambda p: OffsetIndex(str(p / "0.index"), 0, 4096), "truncate_to", {"offset": 0}),
+    ("OffsetIndex.lookup", lambda p: OffsetIndex(str(p / "0.index"), 0, 4096), "lookup",
+     {"target_offset": 0}),
+    ("OffsetIndex.resize", lambda p: OffsetIndex(str(p / "0.index"), 0, 4096), "resize",
+     {"new_size": 4096}),
+    ("OffsetIndex.truncate_to", lambda p: OffsetIndex(str(p / "0.index"), 0, 4096), "truncate_to",
+     {"offset": 0}),
     (
         "TimeIndex.maybe_append",
         lambda p: TimeIndex(str(p / "0.timeindex"), 0, 4096),
         "maybe_append",
         {"timestamp": 5, "offset": 1},
     ),
-    ("TimeIndex.lookup", lambda p: TimeIndex(str(p / "0.timeindex"), 0, 4096), "lookup", {"target_timestamp": 0}),
+    ("TimeIndex.lookup", lambda p: TimeIndex(str(p / "0.timeindex"), 0, 4096), "lookup",
+     {"target_timestamp": 0}),
     (
         "TransactionIndex.collect_aborted_txns",
         lambda p: TransactionIndex(0, str(p / "0.txnindex")),
@@ -174,8 +177,10 @@ if _ka is not None:
     ]
 
 CONSTRUCTORS = [
-    ("OffsetIndex", lambda p, **kw: OffsetIndex(**kw), {"path": None, "base_offset": 0, "max_index_size": 4096}),
-    ("TimeIndex", lambda p, **kw: TimeIndex(**kw), {"path": None, "base_offset": 0, "max_index_size": 4096}),
+    ("OffsetIndex", lambda p, **kw: OffsetIndex(**kw),
+     {"path": None, "base_offset": 0, "max_index_size": 4096}),
+    ("TimeIndex", lambda p, **kw: TimeIndex(**kw),
+     {"path": None, "base_offset": 0, "max_index_size": 4096}),
     ("TransactionIndex", lambda p, **kw: TransactionIndex(**kw), {"start_offset": 0, "path": None}),
     (
         "MemoryRecordsBuilder",

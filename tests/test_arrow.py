@@ -21,11 +21,9 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from kl_support import CONFORMANCE_SKIP_REASON, PURE, conformance_dir
-
-import kafkalog
-import kafkalog.arrow as ka
-from kafkalog import (
+import kafkalog  # noqa: E402
+import kafkalog.arrow as ka  # noqa: E402
+from kafkalog import (  # noqa: E402
     CorruptRecordError,
     KafkaLogError,
     MemoryRecords,
@@ -33,6 +31,8 @@ from kafkalog import (
     RecordTooLargeError,
     _arrow_py,
 )
+
+from kl_support import CONFORMANCE_SKIP_REASON, PURE, conformance_dir  # noqa: E402
 
 try:
     from kafkalog import _arrow as _arrow_c
@@ -136,7 +136,8 @@ def check_against_reference(buf, **kw):
     return got
 
 
-# -- generated logs ----------------------------------------------------------------------------------
+# -- generated logs
+# ----------------------------------------------------------------------------------
 def build_log(
     magic,
     codec,
@@ -304,7 +305,8 @@ def test_producer_fields_and_metadata(twin):
     assert t.schema.field("producerEpoch").type == pa.int16()
 
 
-# -- conformance corpus --------------------------------------------------------------------------------
+# -- conformance corpus
+# --------------------------------------------------------------------------------
 _DIR = conformance_dir()
 VECTORS = []
 if _DIR is not None:
@@ -625,7 +627,8 @@ def test_invalid_utf8_header_key_is_replaced(twin):
     assert t.column(0).to_pylist() == [[{"key": "bad\ufffd\ufffdkey", "value": b"x"}]]
 
 
-# -- malformed input ----------------------------------------------------------------------------------
+# -- malformed input
+# ----------------------------------------------------------------------------------
 def _mutations(buf, seed, n):
     rnd = random.Random(seed)
     for _ in range(n):
@@ -772,7 +775,8 @@ def test_decompression_bounds(twin):
         assert ka.to_arrow(b.build(), max_decompressed_size=200_000).num_rows == 1
 
 
-# -- encoding -------------------------------------------------------------------------------------------
+# -- encoding
+# -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("codec", CODECS)
 def test_round_trip(codec):
     if not _codec_ok(codec):
@@ -977,7 +981,8 @@ def test_write_arrow_to_a_log_and_read_it_back(twin, tmp_path):
     assert set(t2.column("topic").to_pylist()) == {"restore"}
 
 
-# -- threads, import hygiene, interop ------------------------------------------------------------------
+# -- threads, import hygiene, interop
+# ------------------------------------------------------------------
 def test_two_threads_decode_in_parallel(twin):
     bufs = [
         build_log(2, c, headers=True, batches=20, seed=i) for i, c in enumerate(["none", "snappy"])

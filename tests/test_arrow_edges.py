@@ -13,13 +13,12 @@ import textwrap
 
 import pytest
 
-from kl_support import PURE
-
 import kafkalog.arrow as ka
-from kafkalog import MemoryRecords, MemoryRecordsBuilder, compression
-from kafkalog import _arrow_py
+from kafkalog import MemoryRecords, MemoryRecordsBuilder, _arrow_py, compression
 from kafkalog._crc import crc32c
 from kafkalog.errors import DecompressedSizeError
+
+from kl_support import PURE
 
 try:
     from kafkalog import _arrow as _arrow_c

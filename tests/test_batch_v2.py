@@ -7,7 +7,6 @@ import mmap
 import os
 import pickle
 import struct
-import zlib
 
 import pytest
 
@@ -83,7 +82,8 @@ SARAMA_GZIP = sarama_batch(1, "e74acea5", h("1f8b0800 00096e88 00ff 001500eaff")
 SARAMA_SNAPPY = sarama_batch(2, "15009f61", h("15 50") + SARAMA_RECORD)
 SARAMA_LZ4 = sarama_batch(3, "a94a77c5", h("04224d18 64 70 b9 15000080") + SARAMA_RECORD
                           + h("00000000 0c3bef92"))
-SARAMA_EXPECTED = [(0, 1479847795005, b"\x01\x02\x03\x04", b"\x05\x06\x07", (("\x08\t\n", b"\x0b\x0c"),))]
+SARAMA_EXPECTED = [(0, 1479847795005, b"\x01\x02\x03\x04", b"\x05\x06\x07",
+                    (("\x08\t\n", b"\x0b\x0c"),))]
 
 
 def test_76_byte_vector_built(twin):
@@ -239,7 +239,8 @@ def test_delete_horizon(twin):
 
 
 def test_control_and_transactional_flags(twin):
-    for txn, control, attrs in ((False, False, 0), (True, False, 0x10), (False, True, 0x20), (True, True, 0x30)):
+    for txn, control, attrs in ((False, False, 0), (True, False, 0x10), (False, True, 0x20),
+                                (True, True, 0x30)):
         b = twin.MemoryRecordsBuilder(producer_id=5 if txn else -1, producer_epoch=1 if txn else -1,
                                       is_transactional=txn, is_control_batch=control)
         b.append(TS, h("00000000"), h("000000000001"))
@@ -286,7 +287,8 @@ def test_compressed_round_trip(twin, codec):
     if not compression.available(CompressionType.parse(codec)):
         pytest.skip(f"{codec} library not installed")
     b = twin.MemoryRecordsBuilder(compression_type=codec)
-    recs = [(TS + i, b"key-%d" % i, b"value-%d" % i * 5, [("h", b"%d" % i)] if i % 3 else ()) for i in range(200)]
+    recs = [(TS + i, b"key-%d" % i, b"value-%d" % i * 5,
+             [("h", b"%d" % i)] if i % 3 else ()) for i in range(200)]
     for ts, k, v, hd in recs:
         b.append(ts, k, v, hd)
     raw = b.build()
@@ -350,7 +352,8 @@ def test_empty_and_short_buffers(twin):
 def test_entry_size_below_14_is_corrupt(twin, size):
     raw = bytearray(V76)
     struct.pack_into(">i", raw, 8, size)
-    with pytest.raises(CorruptRecordError, match=f"Record size {size} is smaller than the minimum record overhead \\(14\\)") as ei:
+    with pytest.raises(CorruptRecordError, match=f"Record size {size} is smaller than the minimum "
+                       f"record overhead \\(14\\)") as ei:
         list(twin.MemoryRecords(raw))
     assert ei.value.position == 0 and ei.value.offset == 0
     with pytest.raises(CorruptRecordError):
@@ -381,7 +384,8 @@ def test_magic_above_2_is_corrupt(twin, magic, shown):
 
 def test_max_batch_size(twin):
     raw = V76 + V76
-    with pytest.raises(RecordTooLargeError, match=r"Record size 64 exceeds the largest allowable message size \(63\)"):
+    with pytest.raises(RecordTooLargeError,
+                       match=r"Record size 64 exceeds the largest allowable message size \(63\)"):
         list(twin.MemoryRecords(raw, max_batch_size=63))
     assert len(list(twin.MemoryRecords(raw, max_batch_size=64))) == 2
     assert len(list(twin.MemoryRecords(raw, max_batch_size=2**80))) == 2
@@ -392,7 +396,8 @@ def test_max_batch_size(twin):
 def test_v2_entry_smaller_than_its_header(twin):
     raw = bytearray(V76)
     struct.pack_into(">i", raw, 8, 40)   # >= 14, < 49
-    with pytest.raises(CorruptRecordError, match=r"the size 52 is smaller than the minimum allowed overhead 61"):
+    with pytest.raises(CorruptRecordError,
+                       match=r"the size 52 is smaller than the minimum allowed overhead 61"):
         list(twin.MemoryRecords(raw))
 
 
@@ -401,7 +406,8 @@ def test_bad_crc(twin):
     raw[-2] ^= 0x01    # inside the value
     bt = twin.RecordBatch(raw)
     assert not bt.is_valid()
-    with pytest.raises(CorruptRecordError, match=r"Record is corrupt \(stored crc = 3680410845, computed crc = \d+\)") as ei:
+    with pytest.raises(CorruptRecordError, match=r"Record is corrupt \(stored crc = 3680410845, "
+                       r"computed crc = \d+\)") as ei:
         bt.ensure_valid()
     assert ei.value.position == 0 and ei.value.offset == 0
     with pytest.raises(CorruptRecordError, match="Record is corrupt"):
@@ -477,7 +483,9 @@ def test_leftover_bytes(twin):
 
 def test_negative_and_huge_record_count(twin):
     corrupt(twin, GOOD, -1, "Found invalid record count -1 in magic v2 batch")
-    corrupt(twin, GOOD, INT32_MAX, f"Found invalid record count {INT32_MAX} in magic v2 batch: more than the 15 bytes of records")
+    corrupt(twin, GOOD, INT32_MAX,
+            f"Found invalid record count {INT32_MAX} in magic v2 batch: more "
+            f"than the 15 bytes of records")
 
 
 def test_count_zero_ignores_the_section(twin):
@@ -489,19 +497,22 @@ def test_overlong_varints_in_records(twin):
     corrupt(twin, b"\xff" * 6 + GOOD, 1, "Found invalid record structure: varint is too long")
     # an 11-byte timestamp delta inside the record body
     body = b"\x00" + b"\xff" * 10 + b"\x01" + h("00 06 6b6579 0a 76616c7565 00")
-    corrupt(twin, bytes([len(body) * 2]) + body, 1, "Found invalid record structure: varlong is too long")
+    corrupt(twin, bytes([len(body) * 2]) + body, 1,
+            "Found invalid record structure: varlong is too long")
 
 
 def test_record_length_past_the_buffer(twin):
     corrupt(twin, h("1e") + GOOD[1:], 1,
-            "Invalid record size: expected 15 bytes in record payload, but instead the buffer has only 14 remaining bytes")
+            "Invalid record size: expected 15 bytes in record payload, but instead the buffer has "
+            "only 14 remaining bytes")
     corrupt(twin, h("feffffff0f") + GOOD[1:], 1, f"expected {INT32_MAX} bytes in record payload")
     corrupt(twin, h("03") + GOOD[1:], 1, "expected -2 bytes in record payload")
 
 
 def test_record_shorter_than_its_fields(twin):
     corrupt(twin, h("00") + GOOD[1:], 1, "Invalid record size|empty record body")
-    corrupt(twin, h("1a") + GOOD[1:-1] + b"", 1, "Found invalid record structure: varint is truncated")
+    corrupt(twin, h("1a") + GOOD[1:-1] + b"", 1,
+            "Found invalid record structure: varint is truncated")
 
 
 def test_record_longer_than_its_fields(twin):
@@ -536,7 +547,13 @@ def test_header_count_checks(twin):
     corrupt(twin, bytes([len(body) * 2]) + body, 1, "Found invalid number of record headers -1")
     body = h("00 00 00 01 01 feffffff0f 00")
     corrupt(twin, bytes([len(body) * 2]) + body, 1,
-            f"Found invalid number of record headers {INT32_MAX}: more than the 1 bytes left in the record")
+            f"Found invalid number of record headers {INT32_MAX}: more than the 1 bytes left in the "
+            f""
+            f""
+            f""
+            f""
+            f""
+            f"record")
 
 
 def test_null_header_value_and_negative_lengths_mean_null(twin):
@@ -569,7 +586,8 @@ def test_offsets_and_timestamps_wrap_like_java_longs(twin):
 def test_batch_length_near_2_31(twin):
     raw = bytearray(V76)
     struct.pack_into(">i", raw, 8, INT32_MAX - 1)
-    with pytest.raises(CorruptRecordError, match=f"Record batch is truncated: its size is {INT32_MAX + 11} bytes but only 76 remain"):
+    with pytest.raises(CorruptRecordError, match=f"Record batch is truncated: its size is "
+                       f"{INT32_MAX + 11} bytes but only 76 remain"):
         twin.RecordBatch(raw)
     mr = twin.MemoryRecords(bytes(raw))    # a partial tail, as Kafka reads it
     assert list(mr) == [] and mr.truncated_bytes == 76
@@ -578,11 +596,13 @@ def test_batch_length_near_2_31(twin):
 
 
 def test_record_batch_constructor_checks(twin):
-    with pytest.raises(CorruptRecordError, match="Record batch is truncated: 60 bytes, less than the 61-byte header"):
+    with pytest.raises(CorruptRecordError,
+                       match="Record batch is truncated: 60 bytes, less than the 61-byte header"):
         twin.RecordBatch(V76[:60])
     with pytest.raises(CorruptRecordError, match="Record batch is truncated: 0 bytes"):
         twin.RecordBatch(V76, 100)
-    with pytest.raises(CorruptRecordError, match="Record batch is truncated: its size is 76 bytes but only 75 remain"):
+    with pytest.raises(CorruptRecordError,
+                       match="Record batch is truncated: its size is 76 bytes but only 75 remain"):
         twin.RecordBatch(V76[:75])
     with pytest.raises(ValueError, match="position must be >= 0"):
         twin.RecordBatch(V76, -1)
@@ -673,7 +693,8 @@ def test_builder_offsets(twin):
     b.append_with_offset(105, TS, b"b", b"2")
     assert b.append(TS, b"c", b"3") == 106
     assert b.records_count == 3 and len(b) == 3
-    with pytest.raises(InvalidOffsetError, match=r"Illegal offset 106 following previous offset 106"):
+    with pytest.raises(InvalidOffsetError,
+                       match=r"Illegal offset 106 following previous offset 106"):
         b.append_with_offset(106, TS, None, None)
     with pytest.raises(InvalidOffsetError, match="cannot be stored relative to base offset 100"):
         b.append_with_offset(100 + 2**31, TS, None, None)
@@ -724,7 +745,8 @@ def test_builder_first_failed_append_does_not_set_base_timestamp(twin):
 
 def test_builder_inputs(twin):
     b = twin.MemoryRecordsBuilder()
-    b.append(TS, bytearray(b"ba"), memoryview(b"mv"), ((b"bytes-key", bytearray(b"x")), ("s", memoryview(b"y"))))
+    b.append(TS, bytearray(b"ba"), memoryview(b"mv"),
+             ((b"bytes-key", bytearray(b"x")), ("s", memoryview(b"y"))))
     b.append(TS, b"", b"", iter([("gen", None)]))
     b.append(TS, None, None, None)
     assert rec_tuples(twin.RecordBatch(b.build())) == [
@@ -761,7 +783,8 @@ def test_has_room_for_is_exact(twin):
 
 
 def test_record_size_helpers(twin):
-    for args in [(0, 0, None, None, ()), (5, -3, b"k", b"", [("a", None)]), (INT32_MAX, 2**62, b"x" * 300, b"y" * 70000, [("é", b"z" * 200)] * 3)]:
+    for args in [(0, 0, None, None, ()), (5, -3, b"k", b"", [("a", None)]),
+                 (INT32_MAX, 2**62, b"x" * 300, b"y" * 70000, [("é", b"z" * 200)] * 3)]:
         body = twin.encode_record_body(*args)
         assert twin.record_size(*args) == len(body)
         assert twin.record_size_upper_bound(*args[2:]) >= len(body)
@@ -776,14 +799,16 @@ def test_builder_configuration(twin):
     b = twin.MemoryRecordsBuilder(2, CompressionType.GZIP, 7, TimestampType.LOG_APPEND_TIME, 1, 2, 3, True, 4,
                                   is_control_batch=True)
     assert (b.magic, b.compression_type, b.base_offset, b.timestamp_type) == (2, CompressionType.GZIP, 7, TimestampType.LOG_APPEND_TIME)
-    assert (b.producer_id, b.producer_epoch, b.base_sequence, b.is_transactional, b.is_control_batch,
+    assert (b.producer_id, b.producer_epoch, b.base_sequence, b.is_transactional,
+            b.is_control_batch,
             b.partition_leader_epoch) == (1, 2, 3, True, True, 4)
     for kw, exc in [({"magic": 3}, ValueError), ({"compression_type": "brotli"}, ValueError),
                     ({"compression_type": 9}, ValueError), ({"timestamp_type": "nope"}, ValueError),
                     ({"producer_epoch": 2**15}, ValueError), ({"base_offset": 2**63}, ValueError),
                     ({"base_sequence": "1"}, ValueError), ({"write_limit": "10"}, TypeError),
                     ({"timestamp_type": "no_timestamp_type"}, ValueError),
-                    ({"delete_horizon_ms": 2**64}, ValueError), ({"log_append_time": 1.5}, ValueError)]:
+                    ({"delete_horizon_ms": 2**64}, ValueError),
+                    ({"log_append_time": 1.5}, ValueError)]:
         with pytest.raises(exc):
             twin.MemoryRecordsBuilder(**kw)
 
@@ -810,7 +835,13 @@ def test_builder_legacy_delegation(twin):
     b = twin.MemoryRecordsBuilder(magic=1, base_offset=5)
     assert b.append(TS, b"k", b"v") == 5
     raw = b.build()
-    assert raw == h("0000000000000005 00000018 39268c33 01 00 0000018bcfe56800 00000001 6b 00000001 76")
+    assert raw == h("0000000000000005 00000018 39268c33 01 00 0000018bcfe56800 00000001 6b 00000001 "
+                    ""
+                    ""
+                    ""
+                    ""
+                    ""
+                    "76")
     assert b.records_count == 1
     with pytest.raises(ValueError, match="need magic 2"):
         twin.MemoryRecordsBuilder(magic=1, is_transactional=True)
@@ -829,7 +860,8 @@ def test_repeated_and_similar_header_keys(twin):
     b = twin.MemoryRecordsBuilder()
     rows = []
     for i in range(30):
-        hd = [("ab", b"%d" % i), ("ac", None), ("ab", b"x"), ("k%02d" % (i % 12), b"y"), ("\udcff", b"")]
+        hd = [("ab", b"%d" % i), ("ac", None), ("ab", b"x"), ("k%02d" % (i % 12), b"y"),
+              ("\udcff", b"")]
         b.append(TS, None, None, hd)
         rows.append((i, TS, None, None, tuple(hd)))
     got = rec_tuples(twin.RecordBatch(b.build()))

@@ -15,11 +15,12 @@ import textwrap
 import zlib
 
 import pytest
-from kl_support import PURE
 
 from kafkalog import compression
 from kafkalog._crc_py import crc32c
 from kafkalog._format import CompressionType
+
+from kl_support import PURE
 
 MiB = 1 << 20
 RSS_LIMIT = 64 * MiB

@@ -41,7 +41,8 @@ def _import_compression():
 
         return compression, errors
     except Exception:  # pragma: no cover - only while src/kafkalog/__init__.py is broken
-        saved = {k: v for k, v in sys.modules.items() if k == "kafkalog" or k.startswith("kafkalog.")}
+        saved = {k: v for k,
+                 v in sys.modules.items() if k == "kafkalog" or k.startswith("kafkalog.")}
         for k in saved:
             del sys.modules[k]
         pkg = types.ModuleType("kafkalog")
@@ -241,7 +242,8 @@ def test_bad_arguments():
         compress(GZIP, b"x", magic=3)
     with pytest.raises(ValueError, match="zstd requires magic 2"):
         compress(ZSTD, b"x", magic=1)
-    for codec, bad in ((GZIP, 0), (GZIP, 10), (GZIP, -2), (LZ4, 0), (LZ4, 18), (ZSTD, 23), (ZSTD, -131073), (GZIP, True)):
+    for codec, bad in ((GZIP, 0), (GZIP, 10), (GZIP, -2), (LZ4, 0), (LZ4, 18), (ZSTD, 23),
+                       (ZSTD, -131073), (GZIP, True)):
         with pytest.raises(ValueError, match="level"):
             compress(codec, b"x", level=bad)
     with pytest.raises(TypeError):
@@ -254,7 +256,8 @@ def test_bad_arguments():
 
 @pytest.mark.parametrize(
     "codec,levels",
-    [(GZIP, (-1, 1, 5, 9)), (SNAPPY, (None, 3)), (LZ4, (1, 4, 9, 12, 17)), (ZSTD, (-5, 1, 3, 19, 22))],
+    [(GZIP, (-1, 1, 5, 9)), (SNAPPY, (None, 3)), (LZ4, (1, 4, 9, 12, 17)),
+     (ZSTD, (-5, 1, 3, 19, 22))],
     ids=lambda x: NAMES.get(x, "") if isinstance(x, int) else "",
 )
 def test_levels(codec, levels):
@@ -376,7 +379,7 @@ def test_lz4_writes_kafka_frame_layout():
         for magic, hc in ((0, 0x1A), (1, 0x82), (2, 0x82)):
             packed = compress(LZ4, data, magic=magic)
             assert packed[:7] == bytes.fromhex("04224d18 6040".replace(" ", "")) + bytes([hc])
-            pos, total, blocks = 7, 0, 0
+            pos, blocks = 7, 0
             while True:
                 (word,) = struct.unpack_from("<I", packed, pos)
                 pos += 4
@@ -422,7 +425,8 @@ def test_gzip_optional_header_fields():
 def test_gzip_trailing_bytes_like_java():
     member = compress(GZIP, HELLO)
     # GZIPInputStream ignores trailing bytes that do not parse as a gzip header
-    for tail in (b"\0", b"\0\0\0\0", b"garbage!" * 3, b"\x1f", b"\x1f\x8b", b"\x1f\x8b\x08\x00\x00", b"\x1f\x8b\x09" + bytes(20)):
+    for tail in (b"\0", b"\0\0\0\0", b"garbage!" * 3, b"\x1f", b"\x1f\x8b", b"\x1f\x8b\x08\x00\x00",
+                 b"\x1f\x8b\x09" + bytes(20)):
         assert decompress(GZIP, member + tail) == HELLO
     # ... but a parseable header starts a member whose errors are reported
     with pytest.raises(DecompressionError, match="gzip"):
@@ -560,18 +564,21 @@ def test_lz4_frames_of_other_clients():
         frame = lz4f.compress(data, block_linked=False, **kw)
         for magic in (0, 1, 2):
             assert decompress(LZ4, frame, magic=magic) == data, kw
-    sarama = lz4f.compress(data, block_linked=False, block_size=lz4f.BLOCKSIZE_MAX4MB, store_size=False, content_checksum=True)
+    sarama = lz4f.compress(data, block_linked=False, block_size=lz4f.BLOCKSIZE_MAX4MB,
+                           store_size=False, content_checksum=True)
     assert sarama[4:7] == bytes.fromhex("6470b9")
     # small inputs: python-lz4 shrinks the block size to fit, still fine
     for n in (0, 1, 100, 70000):
-        frame = lz4f.compress(PAYLOADS["compressible-1MiB"][:n], block_linked=False, store_size=True, content_checksum=True)
+        frame = lz4f.compress(PAYLOADS["compressible-1MiB"][:n], block_linked=False,
+                              store_size=True, content_checksum=True)
         assert decompress(LZ4, frame) == PAYLOADS["compressible-1MiB"][:n]
 
 
 def test_lz4_streaming_writer_4mib_blocks():
     lz4f = _lz4f()
     data = PAYLOADS["compressible-1MiB"] * 5
-    with lz4f.LZ4FrameCompressor(block_size=lz4f.BLOCKSIZE_MAX4MB, block_linked=False, content_checksum=True) as c:
+    with lz4f.LZ4FrameCompressor(block_size=lz4f.BLOCKSIZE_MAX4MB, block_linked=False,
+                                 content_checksum=True) as c:
         frame = c.begin() + c.compress(data) + c.flush()
     assert frame[5] == 0x70
     assert decompress(LZ4, frame) == data
@@ -612,7 +619,8 @@ def test_lz4_header_checks():
     with pytest.raises(DecompressionError, match="descriptor corrupted"):
         decompress(LZ4, bytes(bad))
     assert decompress(LZ4, bytes(bad), magic=0) == HELLO
-    assert decompress(LZ4, _frame(0x68, 0x40, blocks, content_size=len(HELLO), magic_hc=True), magic=0) == HELLO
+    assert decompress(LZ4, _frame(0x68, 0x40, blocks, content_size=len(HELLO), magic_hc=True),
+                      magic=0) == HELLO
     with pytest.raises(DecompressionError, match="prematurely"):
         decompress(LZ4, _frame(0x68, 0x40, blocks, content_size=1)[:12])
 
@@ -635,7 +643,8 @@ def test_lz4_block_checks():
         with pytest.raises(DecompressionError, match="prematurely"):
             decompress(LZ4, frame)
     # content checksum: read but not verified (as Kafka); missing -> premature end
-    assert decompress(LZ4, _frame(0x64, 0x40, [(len(blk), blk)], content_checksum=0xDEADBEEF)) == HELLO
+    assert decompress(LZ4,
+                      _frame(0x64, 0x40, [(len(blk), blk)], content_checksum=0xDEADBEEF)) == HELLO
     with pytest.raises(DecompressionError, match="content checksum"):
         decompress(LZ4, _frame(0x64, 0x40, [(len(blk), blk)]))
     # bytes after the end mark are ignored (as Kafka)
@@ -644,7 +653,8 @@ def test_lz4_block_checks():
     with pytest.raises(DecompressionError, match="corrupt block"):
         decompress(LZ4, _frame(0x60, 0x40, [(5, b"\xff\xff\xff\xff\xff")]))
     # an end mark with the "stored" bit is an end mark (Kafka masks the bit first)
-    assert decompress(LZ4, _frame(0x60, 0x40, [(len(blk), blk), (0x80000000, b"")], end=False)) == HELLO
+    assert decompress(LZ4,
+                      _frame(0x60, 0x40, [(len(blk), blk), (0x80000000, b"")], end=False)) == HELLO
 
 
 def test_lz4_block_checksums_verified():
@@ -759,7 +769,8 @@ def _gzip_bomb(total=GiB):
     crc = 0
     for _ in range(total // MiB):
         crc = zlib.crc32(z, crc)
-    return JAVA_GZIP_HEADER + seg * (total // MiB) + b"\x03\x00" + struct.pack("<II", crc, total & 0xFFFFFFFF)
+    return JAVA_GZIP_HEADER + seg * (total // MiB) + b"\x03\x00" + struct.pack("<II", crc,
+                                                                               total & 0xFFFFFFFF)
 
 
 def _raw_snappy_zeros(total):
@@ -784,7 +795,8 @@ def _snappy_xerial_bomb(total=GiB):
 
 def _lz4_bomb(total=GiB):
     blk = _lz4_block(bytes(64 * KiB))
-    return LZ4_HELLO_V1[:7] + (struct.pack("<I", len(blk)) + blk) * (total // (64 * KiB)) + b"\0\0\0\0"
+    return LZ4_HELLO_V1[:7] + (struct.pack("<I",
+                                           len(blk)) + blk) * (total // (64 * KiB)) + b"\0\0\0\0"
 
 
 def _zstd_bomb(total=GiB, content_size=False):
@@ -828,7 +840,8 @@ def test_bomb_builders_are_valid():
 
 @pytest.mark.parametrize(
     "name",
-    ["gzip", "gzip-members", "snappy-raw", "snappy-xerial", "lz4", "zstd", "zstd-content-size", "zstd-frames"],
+    ["gzip", "gzip-members", "snappy-raw", "snappy-xerial", "lz4", "zstd", "zstd-content-size",
+     "zstd-frames"],
 )
 def test_bomb_is_refused_quickly_in_bounded_memory(bombs, name):
     codec, bomb = bombs[name]
@@ -878,7 +891,8 @@ _RSS_CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss in KiB is Linux-specific")
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="ru_maxrss in KiB is Linux-specific")
 def test_bomb_peak_rss(bombs, tmp_path):
     """The same, measured as the process' peak RSS (catches allocations tracemalloc misses)."""
     script = tmp_path / "child.py"
@@ -1010,7 +1024,8 @@ def _block_imports(monkeypatch, *blocked):
 
 @pytest.mark.parametrize(
     "codec,blocked,extra",
-    [(SNAPPY, ("cramjam", "snappy"), "snappy"), (LZ4, ("lz4",), "lz4"), (ZSTD, ("zstandard",), "zstd")],
+    [(SNAPPY, ("cramjam", "snappy"), "snappy"), (LZ4, ("lz4",), "lz4"),
+     (ZSTD, ("zstandard",), "zstd")],
     ids=["snappy", "lz4", "zstd"],
 )
 def test_missing_library(monkeypatch, fresh_libraries, codec, blocked, extra):

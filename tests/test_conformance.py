@@ -13,9 +13,10 @@ import struct
 import pytest
 
 import kafkalog
-from kl_support import CONFORMANCE_SKIP_REASON, conformance_dir
 from kafkalog import KafkaLogError, MemoryRecords
 from kafkalog._varint_py import write_varint
+
+from kl_support import CONFORMANCE_SKIP_REASON, conformance_dir
 
 _DIR = conformance_dir()
 VECTORS = []

@@ -83,7 +83,8 @@ def test_conformance_key_value_pairs():
     for k, v, name, epoch in pairs:
         if k not in VECTORS:
             pytest.skip(CONFORMANCE_SKIP_REASON)
-        rec = parse_control_record(bytes.fromhex(VECTORS[k]["hex"]), bytes.fromhex(VECTORS[v]["hex"]))
+        rec = parse_control_record(bytes.fromhex(VECTORS[k]["hex"]),
+                                   bytes.fromhex(VECTORS[v]["hex"]))
         assert rec.type.name == name and rec.coordinator_epoch == epoch and rec.version == 0
 
 
@@ -137,7 +138,8 @@ def test_spec_commit_marker_offset_10():
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (1000, 5, -1)
     [r] = list(batch)
     rec = parse_control_record(r.key, r.value)
-    assert rec == ControlRecord(ControlRecordType.COMMIT, 0, 1, 0, coordinator_epoch=7, value=r.value)
+    assert rec == ControlRecord(ControlRecordType.COMMIT, 0, 1, 0, coordinator_epoch=7,
+                                value=r.value)
 
 
 def test_spec_commit_marker_from_a_real_broker():
@@ -193,8 +195,10 @@ def compact_str(s):
 
 def test_snapshot_header_from_spec_batch():
     raw = bytes.fromhex(
-        "0000000000000000 00000047 00000000 02 cb09f114 0020 00000000 00000180ff31c30d 00000180ff31c30d"
-        "ffffffffffffffff ffff ffffffff 00000001  2a 00 00 00 08 00000003 16 0000 0000000000002710 00 00".replace(" ", "")
+        "0000000000000000 00000047 00000000 02 cb09f114 0020 00000000 00000180ff31c30d "
+        "00000180ff31c30d"
+        "ffffffffffffffff ffff ffffffff 00000001  2a 00 00 00 08 00000003 16 0000 0000000000002710 "
+        "00 00".replace(" ", "")
     )
     [batch] = list(kafkalog.MemoryRecords(raw))
     assert batch.is_control_batch and batch.crc == 3406426388
@@ -244,7 +248,7 @@ def test_real_kraft_logs_decode():
     files = conformance_dir() / "files"
     types = set()
     for path in sorted(files.rglob("*")):
-        if not path.is_file() or not (path.suffix in (".log", ".checkpoint")):
+        if not path.is_file() or path.suffix not in (".log", ".checkpoint"):
             continue
         data = path.read_bytes()
         try:
@@ -285,8 +289,10 @@ def test_unknown_types_do_not_crash():
         (b"\xff\xff\x00\x00", b"\x00" * 6, "Invalid version found for control record: -1"),
         (None, b"\x00" * 6, "null"),
         (b"\x00\x00\x00\x01", None, "null"),
-        (b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x07", "end transaction marker. Must have at least 6"),
-        (b"\x00\x00\x00\x00", b"\xff\xfe\x00\x00\x00\x07", "Invalid version found for end transaction marker: -2"),
+        (b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x07", "end transaction marker. Must have at least "
+         "6"),
+        (b"\x00\x00\x00\x00", b"\xff\xfe\x00\x00\x00\x07", "Invalid version found for end "
+         "transaction marker: -2"),
         (b"\x00\x00\x00\x03", b"\x00\x00\x00\x00", "SNAPSHOT_HEADER"),
         (b"\x00\x00\x00\x02", b"\x00\x00\x00\x00\x00\x01\xff\xff\xff\xff\x7f", "LEADER_CHANGE"),
         (b"\x00\x00\x00\x02", b"\x00\x00\x00\x00\x00\x01\x00", "null array"),

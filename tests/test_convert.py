@@ -2,14 +2,13 @@
 byte-exact against a real broker's down-conversion), up-conversion as LogValidator does it."""
 from __future__ import annotations
 
-
 import pytest
 
 from kafkalog import MemoryRecords, MemoryRecordsBuilder
+from kafkalog._format import CompressionType, TimestampType
 from kafkalog.control import build_end_txn_marker
 from kafkalog.convert import down_convert, up_convert
 from kafkalog.errors import UnsupportedCompressionError
-from kafkalog._format import CompressionType, TimestampType
 
 from kl_support import CONFORMANCE_SKIP_REASON, conformance_vectors
 
@@ -27,7 +26,8 @@ def batches(raw):
 def v2(codec="none", base=0, n=3, ts_type="create_time", headers=(), lat=None, step=1, **kw):
     b = MemoryRecordsBuilder(2, codec, base, ts_type, log_append_time=lat, **kw)
     for i in range(n):
-        b.append_with_offset(base + i * step, 1700000000000 + i, b"k%d" % i, b"v%d" % i, list(headers))
+        b.append_with_offset(base + i * step, 1700000000000 + i, b"k%d" % i, b"v%d" % i,
+                             list(headers))
     return b.build()
 
 
@@ -56,7 +56,8 @@ def test_down_convert_each_codec(magic, codec):
     else:
         assert len(bs) == 1 and bs[0].compression_type == CompressionType.parse(codec)
         assert bs[0].last_offset == 46 and bs[0].base_offset == 40
-    want = [(40 + 2 * i, (1700000000000 + i) if magic else -1, b"k%d" % i, b"v%d" % i) for i in range(4)]
+    want = [(40 + 2 * i, (1700000000000 + i) if magic else -1, b"k%d" % i,
+             b"v%d" % i) for i in range(4)]
     assert recs(out) == want
     assert all(r.headers == () for r in MemoryRecords(out).records())
 
@@ -64,8 +65,10 @@ def test_down_convert_each_codec(magic, codec):
 def test_down_convert_drops_control_and_keeps_legacy():
     legacy = MemoryRecordsBuilder(0, "none", 0, "create_time")
     legacy.append(1, b"old", b"v0")
-    src = legacy.build() + v2(base=1, n=2) + build_end_txn_marker(True, 5, 0, 0, base_offset=3, timestamp=1)
-    src += v2("gzip", base=4, n=2, producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True)
+    src = legacy.build() + v2(base=1, n=2) + build_end_txn_marker(True, 5, 0, 0, base_offset=3,
+                                                                  timestamp=1)
+    src += v2("gzip", base=4, n=2, producer_id=5, producer_epoch=0, base_sequence=0,
+              is_transactional=True)
     out = down_convert(src, 1)
     assert [b.magic for b in batches(out)] == [0, 1, 1, 1]
     assert out.startswith(legacy.build())
@@ -81,7 +84,8 @@ def test_down_convert_log_append_time():
     assert w.timestamp_type == TimestampType.LOG_APPEND_TIME and w.max_timestamp == 99
     assert [r[1] for r in recs(out)] == [99, 99, 99]
     un = down_convert(v2("none", n=2, ts_type="log_append_time", lat=7), 1)
-    assert [(b.timestamp_type, b.max_timestamp) for b in batches(un)] == [(TimestampType.LOG_APPEND_TIME, 7)] * 2
+    assert [(b.timestamp_type,
+             b.max_timestamp) for b in batches(un)] == [(TimestampType.LOG_APPEND_TIME, 7)] * 2
 
 
 def test_down_convert_compression_override_and_zstd():
@@ -147,7 +151,8 @@ def test_up_convert_runs():
     src = b"".join(parts)
     out = up_convert(src)
     bs = batches(out)
-    assert [(b.base_offset, b.records_count, b.compression_type.name, b.timestamp_type.name) for b in bs] == [
+    assert [(b.base_offset, b.records_count, b.compression_type.name,
+             b.timestamp_type.name) for b in bs] == [
         (0, 2, "NONE", "CREATE_TIME"),
         (2, 2, "NONE", "CREATE_TIME"),
         (4, 3, "GZIP", "CREATE_TIME"),

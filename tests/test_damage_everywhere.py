@@ -71,7 +71,7 @@ pa = pytest.importorskip("pyarrow")
 import kafkalog.arrow as ka  # noqa: E402
 from kafkalog import MemoryRecordsBuilder  # noqa: E402
 from kafkalog.control import build_end_txn_marker  # noqa: E402
-from kafkalog.errors import CorruptRecordError, KafkaLogError  # noqa: E402
+from kafkalog.errors import KafkaLogError  # noqa: E402
 from kafkalog.storage.log import Log, open_view  # noqa: E402
 from kafkalog.storage.log_view import DamageGap  # noqa: E402
 from kafkalog.tools import cli  # noqa: E402

@@ -8,9 +8,10 @@ from __future__ import annotations
 import sys
 
 import pytest
-from kl_support import PURE, ROOT
 
 from kafkalog.errors import KafkaLogError
+
+from kl_support import PURE, ROOT
 
 
 def _load(name: str, filename: str):

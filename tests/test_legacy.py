@@ -66,7 +66,8 @@ def test_compiled_record_attributes_are_member_descriptors():
 # ----------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------
-def entry(offset, magic, attributes, key, value, timestamp=-1, crc=None, klen=None, vlen=None, trailing=b""):
+def entry(offset, magic, attributes, key, value, timestamp=-1, crc=None, klen=None, vlen=None,
+          trailing=b""):
     """One hand-made log entry (CRC computed unless given)."""
     body = struct.pack(">bb", magic, attributes)
     if magic:
@@ -81,7 +82,8 @@ def entry(offset, magic, attributes, key, value, timestamp=-1, crc=None, klen=No
     return struct.pack(">qi", offset, len(msg)) + msg
 
 
-def wrapper(offset, magic, codec_id, inner: bytes, timestamp=-1, attributes_extra=0, value_override=None):
+def wrapper(offset, magic, codec_id, inner: bytes, timestamp=-1, attributes_extra=0,
+            value_override=None):
     """A compressed wrapper entry around the message set ``inner`` (gzip via zlib, others via
     kafkalog.compression)."""
     from kafkalog import compression
@@ -121,9 +123,17 @@ def outcome(fn):
 # ----------------------------------------------------------------------------------------------
 # spec vectors (reference §18)
 # ----------------------------------------------------------------------------------------------
-V0_MESSAGE1 = bytes.fromhex("0000000000000000 00000016 e97538bc 00 00 ffffffff 00000008 6d65737361676531".replace(" ", ""))
-V1_ABC = bytes.fromhex("0000000000000000 00000019 eac5d7ee 01 00 00000168733b304b ffffffff 00000003 616263".replace(" ", ""))
-V1_KV = bytes.fromhex("0000000000000005 00000018 39268c33 01 00 0000018bcfe56800 00000001 6b 00000001 76".replace(" ", ""))
+V0_MESSAGE1 = bytes.fromhex("0000000000000000 00000016 e97538bc 00 00 ffffffff 00000008 "
+                            "6d65737361676531".replace(" ", ""))
+V1_ABC = bytes.fromhex("0000000000000000 00000019 eac5d7ee 01 00 00000168733b304b ffffffff 00000003 "
+                       ""
+                       ""
+                       ""
+                       ""
+                       ""
+                       "616263".replace(" ", ""))
+V1_KV = bytes.fromhex("0000000000000005 00000018 39268c33 01 00 0000018bcfe56800 00000001 6b "
+                      "00000001 76".replace(" ", ""))
 
 
 def test_spec_v0_message1(L):
@@ -239,14 +249,16 @@ def test_conformance_message_sets(L, vec):
     assert len(batches) == e["entry_count"]
     assert sum(b.size_in_bytes for b in batches) == e["valid_bytes"]
     for b, ent in zip(batches, e["entries"]):
-        assert (b.position, b.offset, b.crc, b.magic) == (ent["position"], ent["offset"], ent["crc"], ent["magic"])
+        assert (b.position, b.offset, b.crc, b.magic) == (ent["position"], ent["offset"],
+                                                          ent["crc"], ent["magic"])
         assert b.is_valid() == ent["crc_valid"]
         if "inner_count" in ent:
             assert b.records_count == ent["inner_count"]
     got = [r for b in batches for r in b]
     exp = e["records"]
     assert [(r.offset, r.timestamp, r.key, r.value) for r in got] == [
-        (x["offset"], x.get("timestamp", -1) if x.get("timestamp") is not None else -1, _val(x["key"]), _val(x["value"]))
+        (x["offset"], x.get("timestamp", -1) if x.get("timestamp") is not None else -1,
+         _val(x["key"]), _val(x["value"]))
         for x in exp
     ]
     assert [r.timestamp_type.kafka_name for r in got] == [
@@ -254,7 +266,8 @@ def test_conformance_message_sets(L, vec):
     ]
 
 
-@pytest.mark.parametrize("vec", _legacy_vectors(("records_blob", "message_set")), ids=lambda v: v["id"])
+@pytest.mark.parametrize("vec", _legacy_vectors(("records_blob", "message_set")),
+                         ids=lambda v: v["id"])
 def test_conformance_blobs_through_memory_records(vec):
     """Mixed-format blobs through the public MemoryRecords (whichever twin is loaded)."""
     raw = bytes.fromhex(vec["hex"])
@@ -316,7 +329,8 @@ def test_round_trip(L, magic, codec, ts_type, gaps):
         assert w.last_offset_delta == offsets[-1] - offsets[0]
         assert w.wrapper.key is None
         if magic == 1:
-            expected_ts = 1800000000000 if ts_type == "log_append_time" else max(t for t, _, _ in SAMPLE)
+            expected_ts = 1800000000000 if ts_type == "log_append_time" else max(t for t, _,
+                                                                                 _ in SAMPLE)
             assert w.max_timestamp == expected_ts
     recs = [r for b in batches for r in b]
     lat = ts_type == "log_append_time" and magic == 1
@@ -597,7 +611,8 @@ def test_zstd_and_unknown_codecs(L):
     from kafkalog import compression
 
     inner = entry(0, 1, 0, b"a", b"v", 1) + entry(1, 1, 0, b"b", b"w", 2)
-    z = L.LegacyRecordBatch(wrapper(1, 1, 4, inner, timestamp=2, value_override=compression.compress(4, inner)))
+    z = L.LegacyRecordBatch(wrapper(1, 1, 4, inner, timestamp=2,
+                                    value_override=compression.compress(4, inner)))
     assert [(r.offset, r.key, r.value) for r in z] == [(0, b"a", b"v"), (1, b"b", b"w")]
     for c in (5, 6, 7):
         u = L.LegacyRecordBatch(entry(3, 1, c, None, b"x", 1))
@@ -656,7 +671,8 @@ def test_bad_crc(L):
     raw[-1] ^= 0x40
     b = L.LegacyRecordBatch(bytes(raw))
     assert not b.is_valid()
-    with pytest.raises(CorruptRecordError, match=r"Record is corrupt \(stored crc = 958827571") as ei:
+    with pytest.raises(CorruptRecordError,
+                       match=r"Record is corrupt \(stored crc = 958827571") as ei:
         list(b)
     assert ei.value.offset == 5 and ei.value.position == 0
     with pytest.raises(CorruptRecordError):
@@ -671,13 +687,15 @@ def test_truncated_entry(L, cut):
 
 
 def test_size_rules(L):
-    with pytest.raises(CorruptRecordError, match="Record size 13 is smaller than the minimum record overhead"):
+    with pytest.raises(CorruptRecordError,
+                       match="Record size 13 is smaller than the minimum record overhead"):
         L.LegacyRecordBatch(struct.pack(">qi", 1, 13) + b"\x00" * 13)
     v1_short = struct.pack(">qiIbb", 1, 20, 0, 1, 0) + b"\x00" * 14
     with pytest.raises(CorruptRecordError, match="minimum v1 record overhead"):
         L.LegacyRecordBatch(v1_short)
     with pytest.raises(CorruptRecordError, match="truncated") as ei:
-        L.LegacyRecordBatch(V0_MESSAGE1 + struct.pack(">qi", 77, 0x7FFFFFFF) + b"\x00" * 40, len(V0_MESSAGE1))
+        L.LegacyRecordBatch(V0_MESSAGE1 + struct.pack(">qi", 77, 0x7FFFFFFF) + b"\x00" * 40,
+                            len(V0_MESSAGE1))
     assert ei.value.position == len(V0_MESSAGE1) and ei.value.offset == 77
     for magic in (2, 3, -1):
         raw = struct.pack(">qiIbb", 0, 14, 0, magic, 0) + b"\xff" * 8
@@ -757,8 +775,10 @@ def test_gzip_bomb_default_limit(L):
 def _seeds():
     pieces = [V0_MESSAGE1, V1_ABC, V1_KV]
     pieces.append(wrapper(12, 1, 1, b"".join(entry(i, 1, 0, b"k%d" % i, b"v" * i, 5 + i) for i in range(3)), timestamp=7))
-    pieces.append(wrapper(2, 0, 2, b"".join(entry(i, 0, 0, b"k%d" % i, b"v" * i) for i in range(3))))
-    pieces.append(wrapper(3, 1, 3, b"".join(entry(i, 1, 0, None, b"x" * 20, i) for i in range(4)), timestamp=3))
+    pieces.append(wrapper(2, 0, 2,
+                          b"".join(entry(i, 0, 0, b"k%d" % i, b"v" * i) for i in range(3))))
+    pieces.append(wrapper(3, 1, 3, b"".join(entry(i, 1, 0, None, b"x" * 20, i) for i in range(4)),
+                          timestamp=3))
     pieces.append(wrapper(3, 0, 3, b"".join(entry(i, 0, 0, None, b"x" * 20) for i in range(4))))
     return pieces
 
@@ -857,7 +877,8 @@ aiokafka_legacy = pytest.importorskip("aiokafka.record.legacy_records")
 kp_legacy = pytest.importorskip("kafka.record.legacy_records")
 
 AIO_CODEC = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}
-PEER_RECORDS = [(1700000000000 + i, (b"key%d" % i) if i % 3 else None, b"value-%d" % i * (i % 4 + 1)) for i in range(25)]
+PEER_RECORDS = [(1700000000000 + i, (b"key%d" % i) if i % 3 else None,
+                 b"value-%d" % i * (i % 4 + 1)) for i in range(25)]
 
 
 def _peer_iter(batch):
@@ -871,13 +892,15 @@ AIO_COMBOS = [(m, c) for m in (0, 1) for c in CODECS if not (m == 0 and c == "lz
 
 @pytest.mark.parametrize("magic,codec", AIO_COMBOS)
 def test_aiokafka_builds_we_read(L, magic, codec):
-    for Builder in (aiokafka_legacy.LegacyRecordBatchBuilder, aiokafka_legacy._LegacyRecordBatchBuilderPy):
+    for Builder in (aiokafka_legacy.LegacyRecordBatchBuilder,
+                    aiokafka_legacy._LegacyRecordBatchBuilderPy):
         bld = Builder(magic=magic, compression_type=AIO_CODEC[codec], batch_size=1 << 20)
         for i, (ts, k, v) in enumerate(PEER_RECORDS):
             bld.append(i, timestamp=ts, key=k, value=v)
         raw = bytes(bld.build())
         got = [r for b in walk(L, raw) for r in b]
-        assert fields(got) == [(i, ts if magic else -1, k, v) for i, (ts, k, v) in enumerate(PEER_RECORDS)]
+        assert fields(got) == [(i, ts if magic else -1, k, v) for i,
+                               (ts, k, v) in enumerate(PEER_RECORDS)]
         if codec == "none":
             ours = L.LegacyRecordsBuilder(magic, "none", 0, "create_time")
             for ts, k, v in PEER_RECORDS:
@@ -899,7 +922,8 @@ def test_aiokafka_reads_what_we_build(L, magic, codec):
         batch = mr.next_batch()
         assert batch.validate_crc()
         got.extend(_peer_iter(batch))
-    assert got == [(500 + i, ts if magic else -1, k, v) for i, (ts, k, v) in enumerate(PEER_RECORDS)]
+    assert got == [(500 + i, ts if magic else -1, k, v) for i,
+                   (ts, k, v) in enumerate(PEER_RECORDS)]
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -915,7 +939,8 @@ def test_kafka_python_round_trips(L, magic, codec):
         bld.append(i, ts, k, v)
     raw = bytes(bld.build())
     got = [r for b in walk(L, raw) for r in b]
-    assert fields(got) == [(i, ts if magic else -1, k, v) for i, (ts, k, v) in enumerate(PEER_RECORDS)]
+    assert fields(got) == [(i, ts if magic else -1, k, v) for i,
+                           (ts, k, v) in enumerate(PEER_RECORDS)]
     # we build -> kafka-python reads
     ours = L.LegacyRecordsBuilder(magic, codec, 300, "create_time")
     for ts, k, v in PEER_RECORDS:
@@ -934,7 +959,8 @@ def test_kafka_python_round_trips(L, magic, codec):
         batch = mr.next_batch()
         assert batch.validate_crc()
         seen.extend(_peer_iter(batch))
-    assert seen == [(300 + i, ts if magic else -1, k, v) for i, (ts, k, v) in enumerate(PEER_RECORDS)]
+    assert seen == [(300 + i, ts if magic else -1, k, v) for i,
+                    (ts, k, v) in enumerate(PEER_RECORDS)]
 
 
 def test_aiokafka_reads_log_append_time_wrapper(L):
@@ -1025,6 +1051,7 @@ def test_next_offset_after_long_max_wraps_like_java(magic):
     b = MemoryRecordsBuilder(magic, "none", 0)
     b.append_with_offset(2**63 - 1, 0, None, None)
     for append in (b.append, b.try_append):
-        with pytest.raises(InvalidOffsetError, match=r"^Illegal offset -9223372036854775808 following "
+        with pytest.raises(InvalidOffsetError,
+                           match=r"^Illegal offset -9223372036854775808 following "
                                                       r"previous offset 9223372036854775807"):
             append(0, None, None)

@@ -13,7 +13,8 @@ from kafkalog.errors import KafkaLogError
 
 PURE = os.environ.get("KAFKALOG_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes", "on")
 if PURE:
-    pytest.skip("the compiled decoders are compared in the default (compiled) run", allow_module_level=True)
+    pytest.skip("the compiled decoders are compared in the default (compiled) run",
+                allow_module_level=True)
 _arrow = importlib.import_module("kafkalog._arrow")  # an ImportError fails the module
 lz4_frame = pytest.importorskip("lz4.frame")
 SNAPPY, LZ4 = 2, 3
@@ -72,7 +73,8 @@ def test_same_bytes_or_declines(codec):
     for i in range(600):
         body = _body(rnd) * rnd.choice((1, 1, 30))
         data = _damage(rnd, _frame(rnd, codec, body))
-        limit = rnd.choice((compression.DEFAULT_MAX_DECOMPRESSED_SIZE, len(body), max(len(body) - 1, 0)))
+        limit = rnd.choice((compression.DEFAULT_MAX_DECOMPRESSED_SIZE, len(body),
+                            max(len(body) - 1, 0)))
         pad = rnd.randrange(5)
         src = bytes(pad) + data + bytes(3)
         got = _arrow.decompress_section(codec, src, pad, pad + len(data), limit)
@@ -112,7 +114,8 @@ def test_objects_compiled_equal_pure(codec):
     for i in range(150):
         b = kafkalog.MemoryRecordsBuilder(2, codec, 1000 * i)
         for j in range(rnd.randrange(1, 50)):
-            b.append(1700000000000 + j, b"k%d" % rnd.randrange(9), _body(rnd)[: rnd.randrange(1, 400)],
+            b.append(1700000000000 + j, b"k%d" % rnd.randrange(9),
+                     _body(rnd)[: rnd.randrange(1, 400)],
                      [("h", b"v" * rnd.randrange(4))] if rnd.random() < 0.3 else [])
         raw = bytearray(b.build())
         if rnd.random() < 0.5:  # damage the compressed records section (CRCs are not checked)
@@ -237,6 +240,7 @@ def test_negative_limit_is_the_same_error_with_a_warm_pool():
     answers = []
     for mod in (_batch, _batch_py):
         with pytest.raises(ValueError) as info:
-            [r for b in mod.MemoryRecords(raw, check_crcs=False, max_decompressed_size=-1) for r in b]
+            [r for b in mod.MemoryRecords(raw, check_crcs=False,
+                                          max_decompressed_size=-1) for r in b]
         answers.append(str(info.value))
     assert answers[0] == answers[1]

@@ -38,12 +38,14 @@ def _run(site, code, **env):
 def test_build_without_twins_reports_the_recorded_reason(tmp_path):
     why = "the C build failed (CompileError: command '/bin/false' failed with exit code 1)"
     site = _pure_copy(tmp_path, {"compiled": False, "reason": why, "source_hash": "x"})
-    out = _run(site, "import kafkalog; print(kafkalog.__file__); print(kafkalog.IMPLEMENTATION); print(kafkalog.FALLBACK_REASON)")
+    out = _run(site, "import kafkalog; print(kafkalog.__file__); print(kafkalog.IMPLEMENTATION); "
+               "print(kafkalog.FALLBACK_REASON)")
     path, impl, reason = out.splitlines()
     assert path.startswith(str(site)), path
     assert impl == "python"
     assert reason == f"built without the compiled twins: {why}"
-    version = _run(site, "import sys; sys.argv=['kafkalog', '--version']; from kafkalog.tools.cli import main; main()")
+    version = _run(site, "import sys; sys.argv=['kafkalog', '--version']; from kafkalog.tools.cli "
+                   "import main; main()")
     # argparse may wrap the line
     assert " ".join(version.split()) == f"kafkalog {_run(site, 'import kafkalog; print(kafkalog.__version__)').strip()} (implementation: python; built without the compiled twins: {why})"
 
@@ -58,8 +60,10 @@ def test_missing_twins_without_build_record_name_the_missing_module(tmp_path):
 
 
 def test_pure_request_is_not_a_fallback(tmp_path):
-    site = _pure_copy(tmp_path, {"compiled": False, "reason": "KAFKALOG_PURE_PYTHON was set at build time", "source_hash": "x"})
-    out = _run(site, "import kafkalog; print(kafkalog.IMPLEMENTATION, kafkalog.FALLBACK_REASON)", KAFKALOG_PURE_PYTHON="1")
+    site = _pure_copy(tmp_path, {"compiled": False, "reason": "KAFKALOG_PURE_PYTHON was set at "
+                                 "build time", "source_hash": "x"})
+    out = _run(site, "import kafkalog; print(kafkalog.IMPLEMENTATION, kafkalog.FALLBACK_REASON)",
+               KAFKALOG_PURE_PYTHON="1")
     assert out.split() == ["python", "None"]
 
 
@@ -71,7 +75,8 @@ def test_source_hash_is_stable_and_sees_a_source_change(tmp_path):
     shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__", "build", "dist", ".git", "tests", "bench", "fuzz", "docs"))
     first = h(copy)
     assert len(first) == 64 and first == h(copy)
-    (copy / "src" / "kafkalog" / "_csrc" / "crc32c.h").write_text("/* changed */\n", encoding="utf-8")
+    (copy / "src" / "kafkalog" / "_csrc" / "crc32c.h").write_text("/* changed */\n",
+                                                                  encoding="utf-8")
     assert h(copy) != first
 
 
@@ -85,7 +90,9 @@ def test_metadata():
     assert "pandas>=2.0,<3" in project["optional-dependencies"]["spark"]
     assert project["dynamic"] == ["version"]  # the version lives in kafkalog/_version.py only
     low = project["requires-python"].removeprefix(">=")
-    pythons = {c.rsplit(" :: ", 1)[1] for c in project["classifiers"] if c.startswith("Programming Language :: Python :: 3.")}
+    pythons = {c.rsplit(" :: ", 1)[1] for c in project["classifiers"] if c.startswith("Programming "
+                                                                                      "Language :: "
+                                                                                      "Python :: 3.")}
     built = {f"3.{b[3:]}" for b in meta["tool"]["cibuildwheel"]["build"].replace("-*", "").split()}
     assert pythons == built and min(pythons, key=lambda v: int(v.split(".")[1])) == low
     assert {"Homepage", "Source", "Changelog"} <= set(project["urls"])

@@ -212,8 +212,9 @@ def test_spliced_garbage(specs, data):
 @given(logs, st.data())
 def test_record_bytes_rewritten_with_valid_crc(specs, data):
     # Damage inside the records section, with the CRC fixed up: the record parser must cope.
-    from kafkalog._crc_py import crc32c
     import struct
+
+    from kafkalog._crc_py import crc32c
 
     raw = bytearray(build_log(P, specs[:1])[0])
     assume(len(raw) > 61 and raw[22] & 0x07 == 0)
@@ -234,7 +235,8 @@ def test_random_garbage(junk, check_crcs):
 
 
 @FUZZ
-@given(st.binary(min_size=0, max_size=200), st.sampled_from([b"", b"\x00" * 8 + b"\x00\x00\x00\x31"]))
+@given(st.binary(min_size=0, max_size=200),
+       st.sampled_from([b"", b"\x00" * 8 + b"\x00\x00\x00\x31"]))
 def test_garbage_behind_a_v2_header(junk, prefix):
     # A header that says "v2" in front of random bytes: the batch and record parsers see it all.
     import struct
@@ -302,7 +304,8 @@ op = st.tuples(
 
 
 @FUZZ
-@given(st.lists(op, max_size=25), st.none() | st.integers(0, 3000), st.sampled_from(["none", "gzip"]),
+@given(st.lists(op, max_size=25), st.none() | st.integers(0, 3000),
+       st.sampled_from(["none", "gzip"]),
        st.none() | st.integers(0, 2**40))
 def test_builder_parity(ops, write_limit, codec, horizon):
     bp = P.MemoryRecordsBuilder(compression_type=codec, base_offset=10, write_limit=write_limit,
@@ -328,20 +331,24 @@ def test_builder_parity(ops, write_limit, codec, horizon):
 
 
 @FUZZ
-@given(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1), st.none() | st.binary(max_size=40),
+@given(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1),
+       st.none() | st.binary(max_size=40),
        st.none() | st.binary(max_size=40), st.lists(header, max_size=4))
 def test_record_helpers_parity(off, ts, key, value, headers):
     for name, args in (("encode_record_body", (off, ts, key, value, headers)),
                        ("record_size", (off, ts, key, value, headers)),
                        ("record_size_upper_bound", (key, value, headers))):
         assert getattr(P, name)(*args) == getattr(C, name)(*args), name
-    assert C.record_size(off, ts, key, value, headers) == len(C.encode_record_body(off, ts, key, value, headers))
+    assert C.record_size(off, ts, key, value,
+                         headers) == len(C.encode_record_body(off, ts, key, value, headers))
 
 
-# -- peers: aiokafka and kafka-python ----------------------------------------------------------------
+# -- peers: aiokafka and kafka-python
+# ----------------------------------------------------------------
 peer_header = st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=16))
 peer_records = st.lists(
-    st.tuples(st.integers(0, 10**6), st.none() | st.binary(max_size=30), st.none() | st.binary(max_size=60),
+    st.tuples(st.integers(0, 10**6), st.none() | st.binary(max_size=30),
+              st.none() | st.binary(max_size=60),
               st.lists(peer_header, max_size=3)),
     min_size=1, max_size=25,
 )
@@ -370,7 +377,8 @@ def peer_decode(name, raw):
             if bt is None:
                 break
             out.extend(bt)
-    return [(r.offset, r.timestamp, r.key, r.value, tuple(tuple(h) for h in r.headers)) for r in out]
+    return [(r.offset, r.timestamp, r.key, r.value,
+             tuple(tuple(h) for h in r.headers)) for r in out]
 
 
 @pytest.mark.parametrize("peer", ["aiokafka", "kafka-python"])
@@ -511,7 +519,8 @@ def test_pure_memory_records_legacy_entries_equal_the_constructor(magic, codec, 
     if outcome[0] == "err" and outcome[3] is not None:
         pos = outcome[3]
         if pos not in seen and pos + 17 <= len(raw) and raw[pos + 16] in (0, 1):
-            assert attempt(lambda: LP.LegacyRecordBatch(raw, pos, check_crc=check))[:3] == outcome[:3]
+            assert attempt(lambda: LP.LegacyRecordBatch(raw, pos,
+                                                        check_crc=check))[:3] == outcome[:3]
 
 
 @given(st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.integers(0, 7), st.integers(-3, 3)),

@@ -19,7 +19,8 @@ MODEL = {"storage/fs.py", "storage/logdir.py", "storage/files.py"}
 ALLOWED = {
     ("tools/cli.py", "os.open"): "os.devnull for a closed stdout, not a log file",
     ("_speedups.py", "open"): "the build's own _build_info.json, not a log file",
-    ("storage/log.py", "os.open"): "the partition directory's own flock (Kafka's .lock), not a read",
+    ("storage/log.py",
+     "os.open"): "the partition directory's own flock (Kafka's .lock), not a read",
     ("storage/txn_index.py", "os.open"): "fsync of the transaction index a writer owns",
 }
 

@@ -108,7 +108,8 @@ def test_tenth_byte_only_low_bit_survives(varint):
     "raw", [bytes.fromhex("ffffffffff01"), b"\x80" * 5, b"\x80" * 5 + b"\x00", b"\xff" * 20]
 )
 def test_six_byte_varint_rejected(varint, raw):
-    with pytest.raises(CorruptRecordError, match="varint is too long: the most significant bit of byte 5 is set") as ei:
+    with pytest.raises(CorruptRecordError,
+                       match="varint is too long: the most significant bit of byte 5 is set") as ei:
         varint.read_varint(raw)
     assert ei.value.position == 0
     with pytest.raises(CorruptRecordError, match="too long"):
@@ -117,13 +118,15 @@ def test_six_byte_varint_rejected(varint, raw):
 
 @pytest.mark.parametrize("raw", [b"\xff" * 10 + b"\x01", b"\x80" * 10, b"\xff" * 11])
 def test_eleven_byte_varlong_rejected(varint, raw):
-    with pytest.raises(CorruptRecordError, match="varlong is too long: the most significant bit of byte 10 is set"):
+    with pytest.raises(CorruptRecordError,
+                       match="varlong is too long: the most significant bit of byte 10 is set"):
         varint.read_varlong(raw)
 
 
 @pytest.mark.parametrize("raw", [b"", b"\x80", b"\xff\xff\xff\xff", b"\x81\x80"])
 def test_truncated(varint, raw):
-    with pytest.raises(CorruptRecordError, match="varint is truncated: the buffer ends inside it") as ei:
+    with pytest.raises(CorruptRecordError,
+                       match="varint is truncated: the buffer ends inside it") as ei:
         varint.read_varint(raw)
     assert ei.value.position == 0
     with pytest.raises(CorruptRecordError, match="varlong is truncated"):
@@ -161,7 +164,8 @@ def test_write_out_of_range(varint, fn, value):
         getattr(varint, fn)(value)
 
 
-@pytest.mark.parametrize("fn", ["write_varint", "write_varlong", "size_of_varint", "size_of_varlong",
+@pytest.mark.parametrize("fn",
+                         ["write_varint", "write_varlong", "size_of_varint", "size_of_varlong",
                                 "write_unsigned_varint", "size_of_unsigned_varint"])
 @pytest.mark.parametrize("value", [1.0, "1", None, b"\x01"])
 def test_write_wrong_type(varint, fn, value):

@@ -83,9 +83,11 @@ def run_child(args: Sequence[str], **kw) -> subprocess.CompletedProcess:
 def v2_batch(records, *, base_offset: int = 0, compression: str = "none", producer_id: int = -1,
              producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False,
              leader_epoch: int = 0, timestamp_type: str = "create_time",
-             log_append_time: Optional[int] = None, delete_horizon_ms: Optional[int] = None) -> bytes:
+             log_append_time: Optional[int] = None,
+             delete_horizon_ms: Optional[int] = None) -> bytes:
     """``records``: (timestamp, key, value[, headers]) tuples."""
-    b = MemoryRecordsBuilder(2, compression, base_offset, timestamp_type, producer_id, producer_epoch,
+    b = MemoryRecordsBuilder(2, compression, base_offset, timestamp_type, producer_id,
+                             producer_epoch,
                              base_sequence, transactional, leader_epoch,
                              log_append_time=log_append_time, delete_horizon_ms=delete_horizon_ms)
     for r in records:
@@ -94,7 +96,8 @@ def v2_batch(records, *, base_offset: int = 0, compression: str = "none", produc
 
 
 def legacy_batch(magic: int, records, *, base_offset: int = 0, compression: str = "none") -> bytes:
-    b = MemoryRecordsBuilder(magic, compression, base_offset, "create_time" if magic else "no_timestamp_type")
+    b = MemoryRecordsBuilder(magic, compression, base_offset,
+                             "create_time" if magic else "no_timestamp_type")
     for ts, k, v in records:
         b.append(ts, k, v)
     return b.build()
@@ -112,7 +115,8 @@ def make_log_dir(directory: Path, batches: Sequence[bytes], index_interval: int 
     indexes and checkpoints, closed cleanly."""
     from kafkalog.storage.log import Log
 
-    log = Log.open(str(directory), {"index.interval.bytes": index_interval, "segment.bytes": segment_bytes,
+    log = Log.open(str(directory),
+                   {"index.interval.bytes": index_interval, "segment.bytes": segment_bytes,
                                      "max.message.bytes": 1 << 30})
     try:
         for b in batches:

@@ -78,7 +78,8 @@ def _text(b: Optional[bytes]) -> str:
     return b.decode("utf-8", "replace")
 
 
-def dump_lines(data: bytes, base_offset: int, deep: bool, print_data: bool, name: str = "") -> List[str]:
+def dump_lines(data: bytes, base_offset: int, deep: bool, print_data: bool,
+               name: str = "") -> List[str]:
     """Expected stdout (after the ``Dumping`` line) of ``--files X.log`` with the options."""
     out = [f"Log starting offset: {base_offset}"]
     pos = 0
@@ -92,7 +93,8 @@ def dump_lines(data: bytes, base_offset: int, deep: bool, print_data: bool, name
         size = length + 12
         magic = data[pos + 16]
         if magic == 2:
-            (base, _l, ple, _m, crc, attrs, lod, base_ts, max_ts, pid, epoch, bseq, count) = V2.unpack_from(data, pos)
+            (base, _l, ple, _m, crc, attrs, lod, base_ts, max_ts, pid, epoch, bseq,
+             count) = V2.unpack_from(data, pos)
             assert attrs & 0x07 == 0, "the oracle models uncompressed batches only"
             last = base + lod
             lseq = -1 if bseq == -1 else bseq + lod
@@ -103,7 +105,8 @@ def dump_lines(data: bytes, base_offset: int, deep: bool, print_data: bool, name
                 f"baseOffset: {base} lastOffset: {last} count: {count} baseSequence: {bseq} "
                 f"lastSequence: {lseq} producerId: {pid} producerEpoch: {epoch} "
                 f"partitionLeaderEpoch: {ple} isTransactional: {str(bool(attrs & 0x10)).lower()} "
-                f"isControl: {str(bool(attrs & 0x20)).lower()} deleteHorizonMs: {dh} position: {pos} "
+                f"isControl: {str(bool(attrs & 0x20)).lower()} deleteHorizonMs: {dh} position: "
+                f"{pos} "
                 f"{tstype}: {max_ts} size: {size} magic: 2 compresscodec: none crc: {crc} "
                 f"isvalid: {str(valid).lower()}"
             )
@@ -132,7 +135,8 @@ def dump_lines(data: bytes, base_offset: int, deep: bool, print_data: bool, name
                     assert p == end
                     ts = max_ts if attrs & 0x08 else base_ts + tsd
                     seq = -1 if bseq < 0 else bseq + od
-                    line = (f"| offset: {base + od} {tstype}: {ts} keySize: {klen if klen >= 0 else -1} "
+                    line = (f"| offset: {base + od} {tstype}: {ts} keySize: "
+                            f"{klen if klen >= 0 else -1} "
                             f"valueSize: {vlen if vlen >= 0 else -1} sequence: {seq} "
                             f"headerKeys: [{','.join(hkeys)}]")
                     if attrs & 0x20:
@@ -153,7 +157,8 @@ def dump_lines(data: bytes, base_offset: int, deep: bool, print_data: bool, name
                 p = pos + 26
             else:
                 ts, tstype, p = -1, "NoTimestampType", pos + 18
-            out.append(f"offset: {offset} position: {pos} {tstype}: {ts} size: {size} magic: {magic} "
+            out.append(f"offset: {offset} position: {pos} {tstype}: {ts} size: {size} magic: "
+                       f"{magic} "
                        f"compresscodec: none crc: {crc} isvalid: {str(valid).lower()}")
             if deep:
                 klen = struct.unpack_from(">i", data, p)[0]
@@ -162,7 +167,13 @@ def dump_lines(data: bytes, base_offset: int, deep: bool, print_data: bool, name
                 vlen = struct.unpack_from(">i", data, p)[0]
                 val = None if vlen < 0 else data[p + 4 : p + 4 + vlen]
                 line = (f"| offset: {offset} {tstype}: {ts} keySize: {klen if klen >= 0 else -1} "
-                        f"valueSize: {vlen if vlen >= 0 else -1} isValid: {str(valid).lower()} crc: {crc}}}")
+                        f"valueSize: {vlen if vlen >= 0 else -1} isValid: {str(valid).lower()} crc: "
+                        f""
+                        f""
+                        f""
+                        f""
+                        f""
+                        f"{crc}}}")
                 if print_data:
                     if key is not None:
                         line += " key: " + _text(key)

@@ -21,7 +21,8 @@ def test_version():
     r = run_cli("--version")
     assert r.rc == 0
     assert r.text.strip() == f"kafkalog {kafkalog.__version__} (implementation: {kafkalog.IMPLEMENTATION})" or (
-        r.text.startswith(f"kafkalog {kafkalog.__version__} (implementation: {kafkalog.IMPLEMENTATION};"))
+        r.text.startswith(f"kafkalog {kafkalog.__version__} (implementation: "
+                          f"{kafkalog.IMPLEMENTATION};"))
 
 
 @pytest.mark.parametrize("cmd,flags", [
@@ -86,7 +87,8 @@ def _many_records(path, n=3000):
 
 def test_broken_pipe_is_quiet(tmp_path):
     _many_records(tmp_path / LOG)
-    p = subprocess.Popen([sys.executable, "-m", "kafkalog", "dump", "--print-data-log", str(tmp_path / LOG)],
+    p = subprocess.Popen([sys.executable, "-m", "kafkalog", "dump", "--print-data-log",
+                          str(tmp_path / LOG)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
     first = p.stdout.readline()
     p.stdout.close()  # like `| head -1`
@@ -106,8 +108,8 @@ def test_python_dash_m_and_exit_codes(tmp_path):
 
 
 def test_progress_bar_draws_on_a_terminal_only():
-    from kafkalog.tools.cli import _progress_default
     from kafkalog.tools._inputs import Progress
+    from kafkalog.tools.cli import _progress_default
 
     s = io.StringIO()
     p = Progress(100 << 20, "x.log", enabled=True, stream=s)
@@ -157,7 +159,8 @@ def _peak_rss_kb(args):
     return int(rc), int(kb)
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="peak RSS via getrusage in KiB and madvise: Linux")
+@pytest.mark.skipif(sys.platform != "linux",
+                    reason="peak RSS via getrusage in KiB and madvise: Linux")
 def test_memory_stays_flat_on_a_large_segment(tmp_path):
     small = tmp_path / "small" / LOG
     big = tmp_path / "big" / LOG

@@ -9,7 +9,6 @@ import uuid
 
 import pytest
 
-from .conftest import GOLDEN
 from kafkalog.tools.decoders import (
     ClusterMetadataMessageParser,
     DecodeError,
@@ -23,6 +22,8 @@ from kafkalog.tools.decoders import (
     make_value_decoder,
     read_metadata_record,
 )
+
+from .conftest import GOLDEN
 
 
 class Rec:
@@ -54,7 +55,8 @@ def test_jackson_escapes_and_numbers():
         '{"a":"q\\"\\\\\\n\\t\\u0001\x7f\u00e9","b":[1,null,true],"c":{}}'
     assert [java_double_to_string(x) for x in (1.0, 1e7, 0.001, 1e-4, 123.25, 2.5e-7, 1e21)] == \
         ["1.0", "1.0E7", "0.001", "1.0E-4", "123.25", "2.5E-7", "1.0E21"]
-    assert jackson_dumps({"v": JavaDouble(1024.0), "n": JavaDouble(float("nan"))}) == '{"v":1024.0,"n":"NaN"}'
+    assert jackson_dumps({"v": JavaDouble(1024.0),
+                          "n": JavaDouble(float("nan"))}) == '{"v":1024.0,"n":"NaN"}'
 
 
 def test_metadata_record_tagged_fields():
@@ -66,7 +68,8 @@ def test_metadata_record_tagged_fields():
     value = uv(1) + uv(5) + uv(0) + struct.pack(">i", 3) + topic + tags
     name, version, data = read_metadata_record(value)
     assert (name, version) == ("PARTITION_CHANGE_RECORD", 0)
-    assert data == {"partitionId": 3, "topicId": base64.urlsafe_b64encode(topic).decode().rstrip("="),
+    assert data == {"partitionId": 3,
+                    "topicId": base64.urlsafe_b64encode(topic).decode().rstrip("="),
                     "isr": [1, 2], "leader": 2}
     # a Leader tag equal to its default (-2) is omitted, as Kafka's converter does
     tags = uv(1) + uv(1) + uv(4) + struct.pack(">i", -2)
@@ -101,7 +104,8 @@ def test_offsets_decoder_record_types():
     gid = struct.pack(">h", 5) + b"group"
     mid = struct.pack(">h", 1) + b"m"
     # v5 ConsumerGroupMemberMetadata: flexible value with a null ClassicMemberMetadata (tag absent)
-    v5 = (struct.pack(">h", 0) + b"\x00" + b"\x00" + cstr("client") + cstr("/1.2.3.4") + uv(2) + cstr("t")
+    v5 = (struct.pack(">h",
+                      0) + b"\x00" + b"\x00" + cstr("client") + cstr("/1.2.3.4") + uv(2) + cstr("t")
           + b"\x00" + struct.pack(">i", 5000) + cstr("uniform") + b"\x00")
     k, v = p.parse(Rec(struct.pack(">h", 5) + gid + mid, v5))
     assert k == '{"type":"5","data":{"groupId":"group","memberId":"m"}}'
@@ -116,7 +120,8 @@ def test_offsets_decoder_record_types():
                  '[{"topicId":"AAAAAAAAAAAAAAAAAAAAAg","partitions":[0,1]}],"partitionsPendingRevocation":[]}}')
     # a value that does not parse
     k, v = p.parse(Rec(struct.pack(">h", 3) + gid, struct.pack(">h", 0)))
-    assert v is None and k.startswith("Error at offset 0, skipping. Could not read record with version 0 from "
+    assert v is None and k.startswith("Error at offset 0, skipping. Could not read record with "
+                                      "version 0 from "
                                       "value's buffer due to: ")
     # GroupMetadata with an unparsable consumer subscription keeps its base64 bytes
     member = (struct.pack(">h", 1) + b"m" + struct.pack(">h", 1) + b"c" + struct.pack(">h", 1) + b"h"
@@ -224,7 +229,8 @@ def test_java_utf8_matches_java_on_generated_byte_strings():
     assert not wrong, f"{len(wrong)} differ, e.g. {wrong[:3]}"
     # on a tenth of them (ED followed by A0-BF: a surrogate's lead) Python's own replacement differs
     differs = [raw for raw, want in pairs
-               if bytes.fromhex(raw).decode("utf-8", "replace").encode("utf-8") != bytes.fromhex(want)]
+               if bytes.fromhex(raw).decode("utf-8",
+                                            "replace").encode("utf-8") != bytes.fromhex(want)]
     assert len(differs) >= 200
 
 
@@ -264,7 +270,8 @@ def test_register_broker_v4_and_registration_change_v3_cordoned_log_dirs():
 
 
 def test_unregister_controller_record():
-    assert ClusterMetadataMessageParser().parse(Rec(None, uv(1) + uv(29) + uv(0) + struct.pack(">i", 3000)
+    assert ClusterMetadataMessageParser().parse(Rec(None,
+                                                    uv(1) + uv(29) + uv(0) + struct.pack(">i", 3000)
                                                     + b"\x00")) == \
         (None, '{"type":"UNREGISTER_CONTROLLER_RECORD","version":0,"data":{"controllerId":3000}}')
 
@@ -280,8 +287,10 @@ def test_metadata_versions_past_the_valid_ones():
     minus_one = b"\xff\xff\xff\xff\x0f"   # the varint of the Java int -1
     assert p.parse(Rec(None, uv(1) + uv(20) + minus_one + b"\x00", 2)) == \
         (None, '{"type":"NO_OP_RECORD","version":-1,"data":{}}')
-    quota = uv(2) + cstr("user") + b"\x00" + b"\x00" + cstr("k") + struct.pack(">d", 1.0) + b"\x00\x00"
-    assert p.parse(Rec(None, uv(1) + uv(14) + uv(0) + quota, 3))[1].startswith('{"type":"CLIENT_QUOTA_RECORD"')
+    quota = uv(2) + cstr("user") + b"\x00" + b"\x00" + cstr("k") + struct.pack(">d",
+                                                                               1.0) + b"\x00\x00"
+    assert p.parse(Rec(None, uv(1) + uv(14) + uv(0) + quota,
+                       3))[1].startswith('{"type":"CLIENT_QUOTA_RECORD"')
     assert p.parse(Rec(None, uv(1) + uv(14) + uv(1) + quota, 3)) == \
         (None, "Error at 3, skipping. Failed to deserialize record with type 14")
 
@@ -324,7 +333,8 @@ def test_transaction_log_decoder_prints_json():
     p = TransactionLogMessageParser()
     key = struct.pack(">hh", 0, 6) + b"txn-tA"
     parts = uv(2) + cstr("txn") + uv(2) + struct.pack(">i", 0) + b"\x00"
-    v1 = (struct.pack(">hqhib", 1, 5, 0, 600000, 1) + parts + struct.pack(">qq", 1795764030807, 1795764030807)
+    v1 = (struct.pack(">hqhib", 1, 5, 0, 600000, 1) + parts + struct.pack(">qq", 1795764030807,
+                                                                          1795764030807)
           + uv(2) + uv(0) + uv(8) + struct.pack(">q", 5) + uv(2) + uv(2) + struct.pack(">h", 2))
     assert p.parse(Rec(key, v1)) == (
         '{"type":"0","data":{"transactionalId":"txn-tA"}}',
@@ -340,7 +350,8 @@ def test_transaction_log_decoder_prints_json():
         "Unknown record type 1 at offset 4, skipping.", None)
     assert p.parse(Rec(key, struct.pack(">h", 2) + v0[2:], 5)) == (
         "Error at offset 5, skipping. Found an unknown record version 2 for 0 type", None)
-    with pytest.raises(DecodeError, match="at offset 3 using the specified decoder .message had a missing key"):
+    with pytest.raises(DecodeError,
+                       match="at offset 3 using the specified decoder .message had a missing key"):
         p.parse(Rec(None, v0, 3))
 
 
@@ -353,10 +364,12 @@ def test_coordinator_reader_errors_are_kafkas():
         "Error at offset 1, skipping. Could not read record with version 0 from value's buffer "
         "due to: null.")
     assert p.parse(Rec(struct.pack(">hh", 3, 5) + b"g", None, 2))[0] == (
-        "Error at offset 2, skipping. Could not read record with version 3 from key's buffer due to: "
+        "Error at offset 2, skipping. Could not read record with version 3 from key's buffer due "
+        "to: "
         "Error reading byte array of 5 byte(s): only 1 byte(s) available.")
     assert p.parse(Rec(key, struct.pack(">hi", 0, 1) + uv(9), 3))[0] == (
-        "Error at offset 3, skipping. Could not read record with version 0 from value's buffer due to: "
+        "Error at offset 3, skipping. Could not read record with version 0 from value's buffer due "
+        "to: "
         "Tried to read 9 tagged fields, but there are only 0 bytes remaining..")
 
 

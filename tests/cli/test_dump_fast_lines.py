@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog import MemoryRecordsBuilder, compression
-from kafkalog.tools import dump
 from kafkalog._format import CompressionType
+from kafkalog.tools import dump
 
 from .conftest import BASE_TS, run_cli
 
@@ -25,7 +25,8 @@ if not PURE:
 CODECS = ["none"] + [c for c in ("gzip", "snappy", "lz4", "zstd")
                      if compression.available(CompressionType.parse(c))]
 SETTINGS = settings(max_examples=int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", 150)), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+                    suppress_health_check=[HealthCheck.too_slow,
+                                           HealthCheck.function_scoped_fixture])
 
 text = st.none() | st.binary(max_size=12) | st.sampled_from(
     [b"plain", "gr\u00fc\u00df".encode(), b"\xff\xfe bad", b"\xed\xa0\x80", "\u20ac".encode()[:2]])
@@ -78,7 +79,8 @@ def test_fast_record_lines_equal_the_general_path(tmp_path_factory, monkeypatch,
 
 
 @SETTINGS
-@given(specs=st.lists(batch, min_size=1, max_size=3), cut=st.integers(0, 40), last=st.integers(-1, 50))
+@given(specs=st.lists(batch, min_size=1, max_size=3), cut=st.integers(0, 40),
+       last=st.integers(-1, 50))
 def test_formatter_twins_agree(specs, cut, last):
     raw = build(specs)
     spec = specs[0]

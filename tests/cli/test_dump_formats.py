@@ -24,14 +24,19 @@ from .conftest import BASE_TS, legacy_batch, make_log_dir, run_cli, v2_batch, wr
 
 LOG = "00000000000000000000.log"
 V2_LINE = re.compile(
-    r"^baseOffset: (-?\d+) lastOffset: (-?\d+) count: (\d+) baseSequence: (-?\d+) lastSequence: (-?\d+) "
-    r"producerId: (-?\d+) producerEpoch: (-?\d+) partitionLeaderEpoch: (-?\d+) isTransactional: (true|false) "
-    r"isControl: (true|false) deleteHorizonMs: (OptionalLong\.empty|OptionalLong\[-?\d+\]) position: (\d+) "
-    r"(CreateTime|LogAppendTime): (-?\d+) size: (\d+) magic: 2 compresscodec: (none|gzip|snappy|lz4|zstd) "
+    r"^baseOffset: (-?\d+) lastOffset: (-?\d+) count: (\d+) baseSequence: (-?\d+) lastSequence: "
+    r"(-?\d+) "
+    r"producerId: (-?\d+) producerEpoch: (-?\d+) partitionLeaderEpoch: (-?\d+) isTransactional: "
+    r"(true|false) "
+    r"isControl: (true|false) deleteHorizonMs: (OptionalLong\.empty|OptionalLong\[-?\d+\]) "
+    r"position: (\d+) "
+    r"(CreateTime|LogAppendTime): (-?\d+) size: (\d+) magic: 2 compresscodec: "
+    r"(none|gzip|snappy|lz4|zstd) "
     r"crc: (\d+) isvalid: (true|false)$"
 )
 LEGACY_LINE = re.compile(
-    r"^offset: (-?\d+) position: (\d+) (CreateTime|LogAppendTime|NoTimestampType): (-?\d+) size: (\d+) "
+    r"^offset: (-?\d+) position: (\d+) (CreateTime|LogAppendTime|NoTimestampType): (-?\d+) size: "
+    r"(\d+) "
     r"magic: ([01]) compresscodec: (none|gzip|snappy|lz4) crc: (\d+) isvalid: (true|false)$"
 )
 
@@ -54,7 +59,8 @@ def test_v2_every_codec(chdir_tmp, codec):
     m = V2_LINE.match(lines[2])
     assert m, lines[2]
     g = m.groups()
-    assert g[:12] == ("0", "4", "5", "7", "11", "42", "3", "9", "false", "false", "OptionalLong.empty", "0")
+    assert g[:12] == ("0", "4", "5", "7", "11", "42", "3", "9", "false", "false",
+                      "OptionalLong.empty", "0")
     assert g[12:16] == ("CreateTime", str(BASE_TS + 4), str(len(b1)), codec)
     assert int(g[16]) == struct.unpack_from(">I", b1, 17)[0] == crc32c.crc32c(b1[21:])
     assert g[17] == "true"
@@ -71,7 +77,8 @@ def test_v2_every_codec(chdir_tmp, codec):
     assert r.err == ""
 
 
-@pytest.mark.parametrize("magic,codec", [(m, c) for m in (0, 1) for c in ("none", "gzip", "snappy", "lz4")])
+@pytest.mark.parametrize("magic,codec",
+                         [(m, c) for m in (0, 1) for c in ("none", "gzip", "snappy", "lz4")])
 def test_legacy_every_codec(chdir_tmp, magic, codec):
     data = legacy_batch(magic, recs(4), compression=codec)
     write(chdir_tmp / LOG, data)
@@ -85,7 +92,8 @@ def test_legacy_every_codec(chdir_tmp, magic, codec):
     for ln, e in zip(batch_lines, entries):
         g = LEGACY_LINE.match(ln).groups()
         ts = -1 if magic == 0 else e.max_timestamp
-        assert g == (str(e.last_offset), str(pos), tstype, str(ts), str(e.size_in_bytes), str(magic), codec,
+        assert g == (str(e.last_offset), str(pos), tstype, str(ts), str(e.size_in_bytes),
+                     str(magic), codec,
                      str(e.crc), "true")
         assert e.crc == zlib.crc32(data[pos + 16 : pos + e.size_in_bytes])
         pos += e.size_in_bytes
@@ -96,6 +104,12 @@ def test_legacy_every_codec(chdir_tmp, magic, codec):
         ts = -1 if magic == 0 else BASE_TS + i
         v = recs(4)[i][2]
         assert ln == (f"| offset: {i} {tstype}: {ts} keySize: {len(b'k%d' % i)} valueSize: {len(v)} "
+                      f""
+                      f""
+                      f""
+                      f""
+                      f""
+                      f""
                       f"isValid: true crc: {rec.crc} key: k{i} payload: {v.decode()}")
 
 
@@ -107,19 +121,23 @@ def test_log_append_time_delete_horizon_headers_and_nulls(chdir_tmp):
     r = run_cli("dump", "--print-data-log", "--files", LOG)
     lines = r.lines
     assert " LogAppendTime: %d size: " % (BASE_TS + 500) in lines[2]
-    assert lines[3] == (f"| offset: 0 LogAppendTime: {BASE_TS + 500} keySize: -1 valueSize: 1 sequence: -1 "
+    assert lines[3] == (f"| offset: 0 LogAppendTime: {BASE_TS + 500} keySize: -1 valueSize: 1 "
+                        f"sequence: -1 "
                         "headerKeys: [h1,h,2] payload: a")
-    assert lines[4] == (f"| offset: 1 LogAppendTime: {BASE_TS + 500} keySize: 1 valueSize: -1 sequence: -1 "
+    assert lines[4] == (f"| offset: 1 LogAppendTime: {BASE_TS + 500} keySize: 1 valueSize: -1 "
+                        f"sequence: -1 "
                         "headerKeys: [] key: k")
     assert f"deleteHorizonMs: OptionalLong[{BASE_TS + 86_400_000}] position: {len(b1)} " in lines[5]
     # header values (kafkalog extension)
     r = run_cli("dump", "--print-data-log", "--print-headers", "--files", LOG)
-    assert r.lines[3] == (f"| offset: 0 LogAppendTime: {BASE_TS + 500} keySize: -1 valueSize: 1 sequence: -1 "
+    assert r.lines[3] == (f"| offset: 0 LogAppendTime: {BASE_TS + 500} keySize: -1 valueSize: 1 "
+                          f"sequence: -1 "
                           'headerKeys: [h1,h,2] headers: [["h1","x"],["h,2",null]] payload: a')
 
 
 def test_transactional_producer_fields_and_sequence_wrap(chdir_tmp):
-    b = v2_batch(recs(3), producer_id=7, producer_epoch=1, base_sequence=2**31 - 2, transactional=True)
+    b = v2_batch(recs(3), producer_id=7, producer_epoch=1, base_sequence=2**31 - 2,
+                 transactional=True)
     write(chdir_tmp / LOG, b)
     r = run_cli("dump", "--deep-iteration", "--files", LOG)
     g = V2_LINE.match(r.lines[2]).groups()
@@ -143,7 +161,8 @@ def test_malformed_utf8_has_javas_replacements(chdir_tmp, flags):
     is made: the compiled run of plain batches, the general path (without metadata), a decoder
     class; a header key too."""
     bad = b"t\xed\xb6\r"
-    write(chdir_tmp / LOG, v2_batch([(BASE_TS, bad, b"a" + bad, [(bad.decode("utf-8", "surrogateescape"), b"x")]),
+    write(chdir_tmp / LOG,
+          v2_batch([(BASE_TS, bad, b"a" + bad, [(bad.decode("utf-8", "surrogateescape"), b"x")]),
                                      (BASE_TS + 1, None, bad + b"\xed\xa0\x80z")]))
     r = run_cli("dump", "--print-data-log", *flags, "--files", LOG)
     assert r.rc == 0, r
@@ -157,7 +176,8 @@ def test_malformed_utf8_has_javas_replacements(chdir_tmp, flags):
 def test_skip_record_metadata_record_without_key(chdir_tmp):
     """Kafka 4.4: a record printed without metadata starts with '| ' whether it has a key or
     not ('| payload: ...'; the Scala tool of Kafka 4.2 and older printed ' payload: ...')."""
-    write(chdir_tmp / LOG, v2_batch([(BASE_TS, None, b"v0"), (BASE_TS, b"k", b"v1"), (BASE_TS, b"k", None)]))
+    write(chdir_tmp / LOG,
+          v2_batch([(BASE_TS, None, b"v0"), (BASE_TS, b"k", b"v1"), (BASE_TS, b"k", None)]))
     r = run_cli("dump", "--print-data-log", "--skip-record-metadata", "--files", LOG)
     assert r.rc == 0, r
     assert r.lines[3:] == ["| payload: v0", "| key: k payload: v1", "| key: k"]
@@ -204,13 +224,16 @@ def test_unknown_files_are_ignored(chdir_tmp):
     write(chdir_tmp / "notes.txt", b"x")
     write(chdir_tmp / "leader-epoch-checkpoint", b"0\n0\n")
     write(chdir_tmp / "00000000000000000000.log.deleted", b"")
-    r = run_cli("dump", "--files", "notes.txt,leader-epoch-checkpoint,00000000000000000000.log.deleted")
+    r = run_cli("dump", "--files",
+                "notes.txt,leader-epoch-checkpoint,00000000000000000000.log.deleted")
     assert r.rc == 1  # nothing could be dumped (kafka-dump-log exits 0 here)
     assert r.lines == ["Dumping notes.txt", "Dumping leader-epoch-checkpoint",
                        "Dumping 00000000000000000000.log.deleted"]
-    assert r.err_lines[:3] == ["Ignoring unknown file notes.txt", "Ignoring unknown file leader-epoch-checkpoint",
+    assert r.err_lines[:3] == ["Ignoring unknown file notes.txt",
+                               "Ignoring unknown file leader-epoch-checkpoint",
                                "Ignoring unknown file 00000000000000000000.log.deleted"]
-    assert len(r.err_lines) == 4 and r.err_lines[3].startswith("kafkalog dump: error: nothing to dump")
+    assert len(r.err_lines) == 4 and r.err_lines[3].startswith("kafkalog dump: error: nothing to "
+                                                               "dump")
 
 
 def test_several_files_in_order(chdir_tmp):
@@ -231,7 +254,8 @@ def test_kafka_style_invocation_without_subcommand(chdir_tmp):
     assert c.out == b.out
 
 
-# -- indexes ----------------------------------------------------------------------------------------
+# -- indexes
+# ----------------------------------------------------------------------------------------
 def _partition(tmp, n_batches=12):
     batches = [v2_batch(recs(3, 3 * i), base_offset=3 * i) for i in range(n_batches)]
     d = make_log_dir(tmp / "t-0", batches, index_interval=100)
@@ -268,7 +292,8 @@ def test_offset_index_mismatch_report(tmp_path):
     assert r.rc == 0
     assert r.lines == [f"Dumping {idx}"]
     # Kafka 4.4 keeps the mismatches in a map sorted by index offset, descending
-    assert r.err_lines == [f"Mismatches in :{idx}", f"  Index offset: {rel1 + 1}, log offset: {rel1}",
+    assert r.err_lines == [f"Mismatches in :{idx}",
+                           f"  Index offset: {rel1 + 1}, log offset: {rel1}",
                            f"  Index offset: {rel0 - 1}, log offset: {rel0}"]
     r = run_cli("dump", "--files", str(idx))
     assert len(r.lines) == 1 + n  # the zero tail is not printed
@@ -281,7 +306,8 @@ def test_index_sanity_check_failures(tmp_path):
     idx.write_bytes(raw + b"\x01\x02\x03")
     r = run_cli("dump", "--index-sanity-check", "--files", str(idx))
     assert r.rc == 1
-    assert r.err_lines == [f"kafkalog dump: error: Index file {idx} is corrupt, found {len(raw) + 3} bytes which "
+    assert r.err_lines == [f"kafkalog dump: error: Index file {idx} is corrupt, found "
+                           f"{len(raw) + 3} bytes which "
                            "is neither positive nor a multiple of 8"]
     idx.write_bytes(raw[:-8] + struct.pack(">ii", -5, 0))
     r = run_cli("dump", "--index-sanity-check", "--files", str(idx))
@@ -305,7 +331,8 @@ def test_time_index_entries_and_reports(tmp_path):
     struct.pack_into(">q", bad, 12, ts1 + 1000)           # entry 1: wrong timestamp
     ts2, rel2 = struct.unpack_from(">qi", raw, 24)
     struct.pack_into(">qi", bad, 24, ts1 - 5, rel2)       # entry 2: goes back in time
-    struct.pack_into(">i", bad, 8, 1)                     # entry 0: offset 1 is not a batch's last offset
+    struct.pack_into(">i", bad, 8,
+                     1)                     # entry 0: offset 1 is not a batch's last offset
     tidx.write_bytes(bytes(bad))
     r = run_cli("dump", "--verify-index-only", "--files", str(tidx))
     assert r.lines == [f"Dumping {tidx}"]
@@ -324,7 +351,8 @@ def test_txn_index_and_producer_snapshot_vectors(chdir_tmp):
     # §18.2: txn index entry v0 pid 1000 first 10 last 20 lso 10
     write(chdir_tmp / "00000000000000000000.txnindex", bytes.fromhex(
         "0000" "00000000000003e8" "000000000000000a" "0000000000000014" "000000000000000a"))
-    # §18.2: producer snapshot, one entry (pid 1000, epoch 5, lastSeq 9, lastOffset 19, offsetDelta 9,
+    # §18.2: producer snapshot, one entry (pid 1000, epoch 5, lastSeq 9, lastOffset 19, offsetDelta
+    # 9,
     # ts 1700000000000, coordEpoch 7, txnFirst -1) and an empty snapshot
     write(chdir_tmp / "00000000000000000020.snapshot", bytes.fromhex(
         "0001 e5b5d6bf 00000001 00000000000003e8 0005 00000009 0000000000000013 00000009 "
@@ -337,8 +365,10 @@ def test_txn_index_and_producer_snapshot_vectors(chdir_tmp):
         "Dumping 00000000000000000000.txnindex",
         "version: 0 producerId: 1000 firstOffset: 10 lastOffset: 20 lastStableOffset: 10",
         "Dumping 00000000000000000020.snapshot",
-        "producerId: 1000 producerEpoch: 5 coordinatorEpoch: 7 currentTxnFirstOffset: OptionalLong.empty "
-        "lastTimestamp: 1700000000000 firstSequence: 0 lastSequence: 9 lastOffset: 19 offsetDelta: 9 "
+        "producerId: 1000 producerEpoch: 5 coordinatorEpoch: 7 currentTxnFirstOffset: "
+        "OptionalLong.empty "
+        "lastTimestamp: 1700000000000 firstSequence: 0 lastSequence: 9 lastOffset: 19 offsetDelta: "
+        "9 "
         "timestamp: 1700000000000",
         "Dumping 00000000000000000000.snapshot",
     ]
@@ -348,11 +378,13 @@ def test_txn_index_and_producer_snapshot_vectors(chdir_tmp):
         "0000018bcfe56800 00000007 ffffffffffffffff".replace(" ", "")))
     r = run_cli("dump", "--files", "00000000000000000020.snapshot")
     assert r.rc == 0
-    assert r.err_lines == [f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {0xe5b5d6be}. "
+    assert r.err_lines == [f"Snapshot is corrupt (CRC is no longer valid). Stored crc: "
+                           f"{0xe5b5d6be}. "
                            f"Computed crc: {0xe5b5d6bf}"]
 
 
-# -- decoders and control records ---------------------------------------------------------------------
+# -- decoders and control records
+# ---------------------------------------------------------------------
 def _control(type_id, value, base_offset=0):
     from kafkalog import MemoryRecordsBuilder
 
@@ -375,9 +407,11 @@ def test_kraft_control_records(chdir_tmp):
     assert r.rc == 0, r
     rec = [ln.split(" headerKeys: [] ", 1)[1] for ln in r.lines if ln.startswith("| ")]
     assert rec == [
-        'LeaderChange: {"version":0,"leaderId":1,"voters":[{"voterId":1}],"grantingVoters":[{"voterId":1}]}',
+        'LeaderChange: '
+        '{"version":0,"leaderId":1,"voters":[{"voterId":1}],"grantingVoters":[{"voterId":1}]}',
         'KRaftVersion {"version":0,"kRaftVersion":1}',
-        'KRaftVoters {"version":0,"voters":[{"voterId":1,"voterDirectoryId":"tpx8pd1IQDqJwMfGzXj6GA",'
+        'KRaftVoters '
+        '{"version":0,"voters":[{"voterId":1,"voterDirectoryId":"tpx8pd1IQDqJwMfGzXj6GA",'
         '"endpoints":[{"name":"CONTROLLER","host":"localhost","port":9093}],'
         '"kRaftVersionFeature":{"minSupportedVersion":0,"maxSupportedVersion":1}}]}',
         "controlType: UNKNOWN(9)",
@@ -392,7 +426,8 @@ def test_offsets_decoder_spec_examples(chdir_tmp):
     key1 = struct.pack(">hh", 1, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 4)
     val1 = struct.pack(">hqi", 3, 100, 7) + struct.pack(">h", 2) + b"md" + struct.pack(">q", BASE_TS)
     key99 = struct.pack(">h", 99)
-    b = v2_batch([(BASE_TS, key3, val3), (BASE_TS, key1, val1), (BASE_TS, key1, None), (BASE_TS, key99, b"x")])
+    b = v2_batch([(BASE_TS, key3, val3), (BASE_TS, key1, val1), (BASE_TS, key1, None),
+                  (BASE_TS, key99, b"x")])
     write(chdir_tmp / LOG, b)
     r = run_cli("dump", "--offsets-decoder", "--files", LOG)
     rec = [ln.split(" headerKeys: [] ", 1)[1] for ln in r.lines if ln.startswith("| ")]
@@ -422,15 +457,20 @@ def test_transaction_log_decoder_prints_json(chdir_tmp):
     rec = [ln for ln in r.lines if ln.startswith("| ")]
     k = 'key: {"type":"0","data":{"transactionalId":"kafka-txn-0"}}'
     assert rec == [
-        "| offset: 0 CreateTime: 1680383478420 keySize: 15 valueSize: 37 sequence: -1 headerKeys: [] "
-        + k + ' payload: {"version":"0","data":{"producerId":0,"producerEpoch":0,"transactionTimeoutMs":60000,'
+        "| offset: 0 CreateTime: 1680383478420 keySize: 15 valueSize: 37 sequence: -1 headerKeys: "
+        "[] "
+        + k + ' payload: '
+        '{"version":"0","data":{"producerId":0,"producerEpoch":0,"transactionTimeoutMs":60000,'
         '"transactionStatus":"Empty","transactionPartitions":[],"transactionLastUpdateTimestampMs":1680383478418,'
         '"transactionStartTimestampMs":-1}}',
-        "| offset: 1 CreateTime: 1680383478421 keySize: 15 valueSize: 52 sequence: -1 headerKeys: [] "
-        + k + ' payload: {"version":"0","data":{"producerId":5,"producerEpoch":1,"transactionTimeoutMs":60000,'
+        "| offset: 1 CreateTime: 1680383478421 keySize: 15 valueSize: 52 sequence: -1 headerKeys: "
+        "[] "
+        + k + ' payload: '
+        '{"version":"0","data":{"producerId":5,"producerEpoch":1,"transactionTimeoutMs":60000,'
         '"transactionStatus":"Ongoing","transactionPartitions":[{"topic":"t","partitionIds":[0,3]}],'
         '"transactionLastUpdateTimestampMs":1680383478500,"transactionStartTimestampMs":1680383478400}}',
-        "| offset: 2 CreateTime: 1680383478422 keySize: 15 valueSize: -1 sequence: -1 headerKeys: [] "
+        "| offset: 2 CreateTime: 1680383478422 keySize: 15 valueSize: -1 sequence: -1 headerKeys: "
+        "[] "
         + k + " payload: <DELETE>",
     ]
 
@@ -441,9 +481,16 @@ def test_cluster_metadata_decoder_errors(chdir_tmp):
     write(chdir_tmp / LOG, b)
     r = run_cli("dump", "--cluster-metadata-decoder", "--files", LOG)
     payloads = [ln.split(" payload: ", 1)[1] for ln in r.lines if ln.startswith("| ")]
-    assert payloads[0].startswith("Error at 0, skipping. Could not deserialize metadata record with frame version 0.")
+    assert payloads[0].startswith("Error at 0, skipping. Could not deserialize metadata record with "
+                                  ""
+                                  ""
+                                  ""
+                                  ""
+                                  ""
+                                  "frame version 0.")
     # Kafka 4.4 prints the exception it wraps (checked against its kafka-dump-log)
-    assert payloads[1] == ("Error at 1, skipping. org.apache.kafka.common.errors.UnsupportedVersionException: "
+    assert payloads[1] == ("Error at 1, skipping. "
+                           "org.apache.kafka.common.errors.UnsupportedVersionException: "
                            "Unknown metadata id 99")
     assert payloads[2] == "Error at 2, skipping. Found 1 byte(s) of garbage after 20"
 
@@ -456,7 +503,8 @@ def test_cluster_metadata_decoder_errors(chdir_tmp):
 def test_key_value_decoders(chdir_tmp, decoder, expected):
     write(chdir_tmp / LOG, v2_batch([(BASE_TS, struct.pack(">q", 255), b"hi\n")]))
     if decoder == "long":
-        r = run_cli("dump", "--key-decoder-class", "org.apache.kafka.tools.api.LongDecoder", "--files", LOG)
+        r = run_cli("dump", "--key-decoder-class", "org.apache.kafka.tools.api.LongDecoder",
+                    "--files", LOG)
         assert r.rc == 0, r
         assert r.text.split(" headerKeys: [] ", 1)[1] == "key: 255 payload: hi\n\n"
         return
@@ -470,7 +518,8 @@ def test_unsupported_decoder_class_is_an_error(chdir_tmp):
     assert r.rc == 1 and len(r.err_lines) == 1 and "unsupported decoder 'com.example.AvroDecoder'" in r.err
 
 
-# -- JSON -----------------------------------------------------------------------------------------------
+# -- JSON
+# -----------------------------------------------------------------------------------------------
 def test_json_output(chdir_tmp):
     b1 = v2_batch([(BASE_TS, b"k", b"\x00\x01", [("h", b"v")]), (BASE_TS + 1, None, None)],
                   producer_id=3, producer_epoch=0, base_sequence=0)
@@ -482,12 +531,17 @@ def test_json_output(chdir_tmp):
     b = objs[1]
     assert b["baseOffset"] == 0 and b["lastOffset"] == 1 and b["count"] == 2 and b["producerId"] == 3
     assert b["compression"] == "none" and b["isValid"] is True and b["deleteHorizonMs"] is None
-    assert b["crc"] == struct.unpack_from(">I", b1, 17)[0] and b["size"] == len(b1) and b["position"] == 0
-    assert objs[2] == {"type": "record", "offset": 0, "timestamp": BASE_TS, "timestampType": "CreateTime",
+    assert b["crc"] == struct.unpack_from(">I", b1,
+                                          17)[0] and b["size"] == len(b1) and b["position"] == 0
+    # a file not in a <topic>-<partition> directory: topic and partition are null
+    assert objs[2] == {"type": "record", "file": LOG, "topic": None, "partition": None,
+                       "offset": 0, "timestamp": BASE_TS,
+                       "timestampType": "CreateTime",
                        "keySize": 1, "valueSize": 2, "sequence": 0,
                        "headers": [{"key": "h", "value": "dg=="}], "key": "aw==", "value": "AAE="}
     assert objs[3]["key"] is None and objs[3]["value"] is None
-    assert objs[5]["control"] == {"controlType": "COMMIT", "controlTypeId": 1, "coordinatorEpoch": 4,
+    assert objs[5]["control"] == {"controlType": "COMMIT", "controlTypeId": 1,
+                                  "coordinatorEpoch": 4,
                                   "markerVersion": 0}
     assert "key" not in objs[5]
     r = run_cli("dump", "--json", "--print-data-log", "--binary-encoding", "hex", "--files", LOG)
@@ -503,7 +557,8 @@ def test_json_with_decoders(chdir_tmp):
     rec = json.loads(r.lines[2])
     assert rec["key"] == {"type": "3", "data": {"groupId": "group"}}
     assert rec["value"] == {"version": "0", "data": {"epoch": 10}}
-    write(chdir_tmp / LOG, v2_batch([(BASE_TS, b"1", b'{"a": [1, 2]}'), (BASE_TS, b"2", b"not json")]))
+    write(chdir_tmp / LOG,
+          v2_batch([(BASE_TS, b"1", b'{"a": [1, 2]}'), (BASE_TS, b"2", b"not json")]))
     r = run_cli("dump", "--json", "--value-decoder", "json", "--key-decoder", "string", "--files", LOG)
     recs = [json.loads(ln) for ln in r.lines if '"type":"record"' in ln]
     assert recs[0]["key"] == "1" and recs[0]["value"] == {"a": [1, 2]} and recs[1]["value"] == "not json"
@@ -514,13 +569,15 @@ def test_json_reports(chdir_tmp):
     r = run_cli("dump", "--json", "--deep-iteration", "--files", LOG)
     objs = [json.loads(ln) for ln in r.lines]
     assert objs[-2] == {"type": "trailing_bytes", "file": LOG, "bytes": 3}
-    assert objs[-1] == {"type": "non_consecutive_offsets", "file": str(chdir_tmp / LOG), "offset": 0,
+    assert objs[-1] == {"type": "non_consecutive_offsets", "file": str(chdir_tmp / LOG),
+                        "offset": 0,
                         "nextOffset": 5}
     assert r.err == ""
 
 
 # -- Kafka 4.4's non-consecutive offsets report ---------------------------------------------------
-@pytest.mark.parametrize("codec", ["none", "gzip"])   # the compiled run of plain batches; the general path
+@pytest.mark.parametrize("codec",
+                         ["none", "gzip"])   # the compiled run of plain batches; the general path
 def test_non_consecutive_offsets_start_from_minus_one(chdir_tmp, codec):
     """Kafka 4.4 checks a file's first record against -1 (a segment not starting at 0 reports
     '-1 is followed by <base>') and lists the pairs in ascending order."""
@@ -530,7 +587,8 @@ def test_non_consecutive_offsets_start_from_minus_one(chdir_tmp, codec):
           v2_batch(recs(1, 52), base_offset=52, compression=codec))
     r = run_cli("dump", "--deep-iteration", "--files", name)
     assert r.rc == 0, r
-    assert r.err_lines == [f"Non-consecutive offsets in {chdir_tmp / name}", "  -1 is followed by 38",
+    assert r.err_lines == [f"Non-consecutive offsets in {chdir_tmp / name}",
+                           "  -1 is followed by 38",
                            "  40 is followed by 45", "  46 is followed by 52"]
     write(chdir_tmp / LOG, v2_batch(recs(2), compression=codec), v2_batch(recs(1, 3), base_offset=3,
                                                                            compression=codec))
@@ -540,10 +598,12 @@ def test_non_consecutive_offsets_start_from_minus_one(chdir_tmp, codec):
 
 def test_non_consecutive_offsets_java_long_wrap(chdir_tmp):
     """Offsets are Java longs: Long.MAX followed by Long.MIN is consecutive (MAX + 1 wraps)."""
-    write(chdir_tmp / LOG, v2_batch(recs(1), base_offset=2**63 - 1), v2_batch(recs(1), base_offset=-2**63))
+    write(chdir_tmp / LOG, v2_batch(recs(1), base_offset=2**63 - 1),
+          v2_batch(recs(1), base_offset=-2**63))
     r = run_cli("dump", "--deep-iteration", "--files", LOG)
     assert r.rc == 0, r
-    assert r.err_lines == [f"Non-consecutive offsets in {chdir_tmp / LOG}", f"  -1 is followed by {2**63 - 1}"]
+    assert r.err_lines == [f"Non-consecutive offsets in {chdir_tmp / LOG}",
+                           f"  -1 is followed by {2**63 - 1}"]
 
 
 def test_producer_snapshot_entry_without_batch_metadata(chdir_tmp):

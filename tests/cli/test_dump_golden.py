@@ -26,14 +26,16 @@ SNAPSHOT_HEADER = hexbytes("""
 0000000000000000 00000047 00000000 02 cb09f114 0020 00000000 00000180ff31c30d 00000180ff31c30d
 ffffffffffffffff ffff ffffffff 00000001  2a 00 00 00 08 00000003 16 0000 0000000000002710 00 00""")
 # §18.1: v1 message, offset 0, ts 1548121485387, key null, value "abc" (37 bytes)
-V1_ABC = hexbytes("0000000000000000 00000019 eac5d7ee 01 00 00000168733b304b ffffffff 00000003 616263")
+V1_ABC = hexbytes("0000000000000000 00000019 eac5d7ee 01 00 00000168733b304b ffffffff 00000003 "
+                  "616263")
 # §18.1 (a): v0 message, key null, value "message1" (34 bytes, crc 3916773564)
 V0_MESSAGE1 = hexbytes("0000000000000000 00000016 e97538bc 00 00 ffffffff 00000008 6d65737361676531")
 # §18.2: v2, key "key" value "value", ts 1700000000000 (76 bytes, crc 3680410845)
 V2_KEY_VALUE = hexbytes("""
 0000000000000000 00000040 00000000 02 db5e9cdd 0000 00000000 0000018bcfe56800 0000018bcfe56800
 ffffffffffffffff ffff ffffffff 00000001  1c 00 00 00 06 6b6579 0a 76616c7565 00""")
-# §18.2: COMMIT marker at offset 10, pid 1000, epoch 5, coordinatorEpoch 7, leaderEpoch 3 (crc 1087706345)
+# §18.2: COMMIT marker at offset 10, pid 1000, epoch 5, coordinatorEpoch 7, leaderEpoch 3 (crc
+# 1087706345)
 COMMIT_10 = hexbytes("""
 000000000000000a 00000042 00000003 02 40d514e9 0030 00000000 0000018bcfe56800 0000018bcfe56800
 00000000000003e8 0005 ffffffff 00000001  20 00 00 00 08 00000001 0c 0000 00000007 00""")
@@ -87,7 +89,8 @@ def test_v2_vectors_and_non_consecutive_report(chdir_tmp):
 def test_v2_vectors_skip_record_metadata(chdir_tmp):
     """--skip-record-metadata: '| key: ... payload: ...'; a control record leaves an empty line."""
     write(chdir_tmp / "00000000000000000000.log", V2_KEY_VALUE, COMMIT_10)
-    r = run_cli("dump", "--print-data-log", "--skip-record-metadata", "--files", "00000000000000000000.log")
+    r = run_cli("dump", "--print-data-log", "--skip-record-metadata", "--files",
+                "00000000000000000000.log")
     assert r.rc == 0, r
     assert r.text == golden("v2_vectors_skip_metadata.txt")
 
@@ -241,8 +244,15 @@ def test_corpus_producer_snapshots(corpus):
     r = run_cli("dump", "--files", rel, cwd=files_dir)
     assert r.lines == [
         f"Dumping {rel}",
-        "producerId: 0 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty "
+        "producerId: 0 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: "
+        "OptionalLong.empty "
         "lastTimestamp: 1726045973899 firstSequence: 0 lastSequence: 0 lastOffset: 0 offsetDelta: 0 "
+        ""
+        ""
+        ""
+        ""
+        ""
+        ""
         "timestamp: 1726045973899",
     ]
     rel = "LDI-POC@8030792/__consumer_offsets-6/00000000000000000013.snapshot"

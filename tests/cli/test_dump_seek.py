@@ -18,7 +18,8 @@ def _log(tmp, n=20, per=4, start=0, name="t-0", segment_bytes=1 << 30):
     batches = [v2_batch([(BASE_TS + 10 * (start + per * i + j), b"k", b"v%d" % (start + per * i + j))
                          for j in range(per)], base_offset=start + per * i)
                for i in range(n)]
-    return make_log_dir(tmp / name, batches, index_interval=150, segment_bytes=segment_bytes), batches
+    return make_log_dir(tmp / name, batches, index_interval=150,
+                        segment_bytes=segment_bytes), batches
 
 
 def _break_first_batch(path):
@@ -48,7 +49,8 @@ def test_from_offset_seeks_with_the_offset_index(tmp_path):
 
 def test_to_offset_stops_early(tmp_path):
     d, _ = _log(tmp_path)
-    r = run_cli("dump", "--deep-iteration", "--from-offset", "10", "--to-offset", "21", str(d / LOG))
+    r = run_cli("dump", "--deep-iteration", "--from-offset", "10", "--to-offset", "21",
+                str(d / LOG))
     assert _offsets(r.lines) == list(range(10, 22))
     assert _batch_bases(r.lines) == [8, 12, 16, 20]
     assert "invalid bytes" not in r.text
@@ -57,7 +59,8 @@ def test_to_offset_stops_early(tmp_path):
 def test_from_timestamp_uses_the_time_index(tmp_path):
     d, _ = _log(tmp_path)
     _break_first_batch(d / LOG)
-    r = run_cli("dump", "--print-data-log", "--from-timestamp", str(BASE_TS + 10 * 61 + 3), str(d / LOG))
+    r = run_cli("dump", "--print-data-log", "--from-timestamp", str(BASE_TS + 10 * 61 + 3),
+                str(d / LOG))
     assert r.rc == 0, r
     offs = _offsets(r.lines)
     assert offs[0] == 62 and offs[-1] == 79  # the first record with timestamp >= target, then the rest
@@ -79,7 +82,8 @@ def test_directory_seek_skips_whole_segments(tmp_path):
     assert _offsets(r.lines) == list(range(100, 120))
     dumped = [ln for ln in r.lines if ln.startswith("Dumping ")]
     assert all(logs[0] not in ln for ln in dumped)
-    r = run_cli("dump", "--deep-iteration", "--to-offset", "5", str(tmp_path / "t-0"), "--no-progress")
+    r = run_cli("dump", "--deep-iteration", "--to-offset", "5", str(tmp_path / "t-0"),
+                "--no-progress")
     assert r.rc == 1  # the first (garbage) segment is needed for offsets <= 5
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage import files
 from kafkalog.control import build_end_txn_marker
+from kafkalog.storage import files
 from kafkalog.storage.log import Log
 
 from .conftest import BASE_TS, run_cli, v2_batch
@@ -34,7 +34,8 @@ def _build(root: Path) -> Path:
     ts = BASE_TS
     seq = 0
     for i in range(12):
-        recs = [(ts + 3 * i + j, b"k%d" % j, b"value-%d-%d" % (i, j), [("h", b"x")]) for j in range(3)]
+        recs = [(ts + 3 * i + j, b"k%d" % j, b"value-%d-%d" % (i, j),
+                 [("h", b"x")]) for j in range(3)]
         log.append(v2_batch(recs, producer_id=1, producer_epoch=0, base_sequence=seq))
         seq += 3
         if i in (4, 8):  # one aborted and one committed transaction
@@ -80,7 +81,8 @@ def _snapshot(root: Path):
                 continue  # each directory is listed once, by its parent
             st = os.lstat(p)
             if os.path.isdir(p):
-                out[os.path.relpath(p, root)] = ("dir", st.st_mtime_ns, tuple(sorted(os.listdir(p))))
+                out[os.path.relpath(p, root)] = ("dir", st.st_mtime_ns,
+                                                 tuple(sorted(os.listdir(p))))
             else:
                 with open(p, "rb") as f:
                     digest = hashlib.sha256(f.read()).hexdigest()

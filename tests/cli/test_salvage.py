@@ -61,11 +61,14 @@ def test_salvage_skips_damage_and_reports_it(tmp_path):
                 for (o, k, v) in ((r.offset, r.key, r.value) for r in next(iter(MemoryRecords(b))))]
     assert got == expected
     lost = [ln for ln in r.lines if ln.startswith("lost: ")]
-    assert lost[0] == (f"lost: {log} bytes [{starts[2]}, {starts[3]}) ({len(batches[2])} bytes): CRC mismatch; "
+    assert lost[0] == (f"lost: {log} bytes [{starts[2]}, {starts[3]}) ({len(batches[2])} bytes): "
+                       f"CRC mismatch; "
                        "offsets 8-11")
-    assert lost[1].startswith(f"lost: {log} bytes [{starts[5]}, {starts[6]}) ({len(batches[5])} bytes): ")
+    assert lost[1].startswith(f"lost: {log} bytes [{starts[5]}, {starts[6]}) ({len(batches[5])} "
+                              f"bytes): ")
     assert lost[1].endswith("offsets 20-23")
-    assert lost[2] == (f"lost: {log} bytes [{len(raw) - 300}, {len(raw)}) (300 bytes): zero-filled bytes "
+    assert lost[2] == (f"lost: {log} bytes [{len(raw) - 300}, {len(raw)}) (300 bytes): zero-filled "
+                       f"bytes "
                        "(preallocated space or a torn write); no records (every byte is zero)")
     assert r.lines[-1].startswith("salvaged 8 batches") and "3 damaged region(s)" in r.lines[-1]
     # the result is a valid log directory with fresh indexes
@@ -77,7 +80,8 @@ def test_salvage_skips_damage_and_reports_it(tmp_path):
 def test_salvage_keeps_base_offset_segments_and_codecs(tmp_path):
     batches = [v2_batch([(BASE_TS, b"k", b"v" * 50)], base_offset=100 + i, compression=c)
                for i, c in enumerate(["gzip", "snappy", "lz4", "zstd", "none"])]
-    legacy = legacy_batch(1, [(BASE_TS, b"a", b"b"), (BASE_TS, b"c", b"d")], base_offset=105, compression="gzip")
+    legacy = legacy_batch(1, [(BASE_TS, b"a", b"b"), (BASE_TS, b"c", b"d")], base_offset=105,
+                          compression="gzip")
     write(tmp_path / "in" / "00000000000000000100.log", *batches, legacy)
     dst = tmp_path / "out" / "t-3"
     r = run_cli("salvage", "--deep", "--json", str(tmp_path / "in" / "00000000000000000100.log"), str(dst))

@@ -10,7 +10,8 @@ from .conftest import BASE_TS, legacy_batch, make_log_dir, run_cli, v2_batch, wr
 
 
 def _marker(offset, commit=True, pid=7):
-    b = MemoryRecordsBuilder(2, "none", offset, producer_id=pid, producer_epoch=0, is_transactional=True,
+    b = MemoryRecordsBuilder(2, "none", offset, producer_id=pid, producer_epoch=0,
+                             is_transactional=True,
                              is_control_batch=True)
     b.append(BASE_TS + 99, struct.pack(">hh", 0, 1 if commit else 0), struct.pack(">hi", 0, 0))
     return b.build()
@@ -19,10 +20,12 @@ def _marker(offset, commit=True, pid=7):
 def test_stats_figures(tmp_path):
     vals = [b"a" * 200] * 10
     batches = [
-        v2_batch([(BASE_TS + i, b"k%d" % (i % 4), v) for i, v in enumerate(vals)], compression="gzip",
+        v2_batch([(BASE_TS + i, b"k%d" % (i % 4), v) for i, v in enumerate(vals)],
+                 compression="gzip",
                  producer_id=7, producer_epoch=0, base_sequence=0, transactional=True),
         _marker(10),
-        v2_batch([(BASE_TS + 50, None, b"x"), (BASE_TS + 51, b"k9", None)], base_offset=11, producer_id=8,
+        v2_batch([(BASE_TS + 50, None, b"x"), (BASE_TS + 51, b"k9", None)], base_offset=11,
+                 producer_id=8,
                  producer_epoch=0, base_sequence=0),
         _marker(13, commit=False, pid=8),
     ]
@@ -56,9 +59,11 @@ def test_stats_figures(tmp_path):
 
 
 def test_stats_legacy_and_key_estimate(tmp_path):
-    legacy = legacy_batch(1, [(BASE_TS, b"a", b"1"), (BASE_TS + 1, b"b", b"2")], compression="snappy") + \
+    legacy = legacy_batch(1, [(BASE_TS, b"a", b"1"), (BASE_TS + 1, b"b", b"2")],
+                          compression="snappy") + \
         legacy_batch(0, [(0, b"a", b"3")], base_offset=2)
-    keys = [v2_batch([(BASE_TS, b"key-%d" % (i * 500 + j), b"v") for j in range(500)], base_offset=3 + i * 500)
+    keys = [v2_batch([(BASE_TS, b"key-%d" % (i * 500 + j), b"v") for j in range(500)],
+                     base_offset=3 + i * 500)
             for i in range(20)]
     write(tmp_path / "t-0" / "00000000000000000000.log", legacy, *keys)
     part = json.loads(run_cli("stats", "--json", "--no-segments", str(tmp_path / "t-0")).lines[-1])
@@ -72,7 +77,8 @@ def test_stats_corpus(corpus):
     files_dir = corpus / "files"
     r = run_cli("stats", "--json", str(files_dir / "LDI-POC@8030792"))
     assert r.rc == 0
-    parts = {o["name"].rsplit("/", 1)[-1]: o for o in map(json.loads, r.lines) if o["type"] == "partition"}
+    parts = {o["name"].rsplit("/", 1)[-1]: o for o in map(json.loads,
+                                                          r.lines) if o["type"] == "partition"}
     assert parts["__cluster_metadata-0"]["batches"] == 4814
     assert parts["__consumer_offsets-6"]["batches"] == 13
     assert parts["__consumer_offsets-6"]["distinctKeys"] == 5

@@ -27,7 +27,8 @@ if not PURE:
 CODECS = ["none"] + [c for c in ("gzip", "snappy", "lz4", "zstd")
                      if compression.available(CompressionType.parse(c))]
 SETTINGS = settings(max_examples=int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", 100)), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+                    suppress_health_check=[HealthCheck.too_slow,
+                                           HealthCheck.function_scoped_fixture])
 
 text = st.none() | st.binary(max_size=8)
 batch = st.fixed_dictionaries({

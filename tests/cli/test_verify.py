@@ -12,7 +12,8 @@ LOG = "00000000000000000000.log"
 
 
 def _dir(tmp, n=12, name="t-0", **kw):
-    batches = [v2_batch([(BASE_TS + 3 * i + j, b"k%d" % j, b"v" * 20) for j in range(3)], base_offset=3 * i)
+    batches = [v2_batch([(BASE_TS + 3 * i + j, b"k%d" % j, b"v" * 20) for j in range(3)],
+                        base_offset=3 * i)
                for i in range(n)]
     return make_log_dir(tmp / name, batches, index_interval=100, **kw), batches
 
@@ -26,7 +27,8 @@ def test_clean_log_passes(tmp_path):
     r = run_cli("verify", str(d))
     assert r.rc == 0, r
     assert _problems(r) == []
-    assert re.match(r"^OK: 1 partition\(s\), 1 segment\(s\), 12 batches, \d+ bytes in [\d.]+ s \(\d+ MB/s\): "
+    assert re.match(r"^OK: 1 partition\(s\), 1 segment\(s\), 12 batches, \d+ bytes in [\d.]+ s "
+                    r"\(\d+ MB/s\): "
                     r"0 error\(s\), 0 warning\(s\)$", r.lines[-1])
     assert run_cli("verify", "--deep", str(d)).rc == 0
 
@@ -52,7 +54,8 @@ def test_crc_mismatch_located(tmp_path):
     stored = struct.unpack_from(">I", raw, pos + 17)[0]
     probs = _problems(r)
     assert len(probs) == 1
-    assert probs[0].startswith(f"{log}:{pos}: error: offset 6: CRC mismatch: stored {stored}, computed ")
+    assert probs[0].startswith(f"{log}:{pos}: error: offset 6: CRC mismatch: stored {stored}, "
+                               f"computed ")
     assert r.lines[-1].startswith("FAILED:") and "1 error(s)" in r.lines[-1]
 
 
@@ -73,7 +76,8 @@ def test_truncated_tail_and_garbage(tmp_path):
 def test_offsets_must_increase(tmp_path):
     a = v2_batch([(BASE_TS, None, b"a")], base_offset=5)
     b = v2_batch([(BASE_TS, None, b"b")], base_offset=5)  # same offset again
-    c = v2_batch([(BASE_TS, None, b"c")], base_offset=2)  # below the segment's base offset 4... and earlier
+    c = v2_batch([(BASE_TS, None, b"c")],
+                 base_offset=2)  # below the segment's base offset 4... and earlier
     write(tmp_path / "t-0" / "00000000000000000004.log", a, b, c)
     r = run_cli("verify", str(tmp_path / "t-0"))
     probs = _problems(r)
@@ -97,7 +101,8 @@ def test_offset_index_problems(tmp_path):
     r = run_cli("verify", str(d))
     probs = _problems(r)
     assert f"{idx}: error: length {len(raw) + 3} is not a multiple of 8 (a torn entry)" in probs
-    assert any(p.startswith(f"{idx}:0: error: offset {rel - 3}: Index offset: {rel - 3}, log offset: {rel}")
+    assert any(p.startswith(f"{idx}:0: error: offset {rel - 3}: Index offset: {rel - 3}, log "
+                            f"offset: {rel}")
                for p in probs)
     struct.pack_into(">ii", raw, 0, rel, pos + 1)  # entry 0 points inside a batch
     idx.write_bytes(bytes(raw))
@@ -132,7 +137,8 @@ def test_time_index_problems(tmp_path):
     struct.pack_into(">q", raw, 12, ts0)  # not increasing
     tidx.write_bytes(bytes(raw))
     r = run_cli("verify", str(d))
-    assert any(p.startswith(f"{tidx}:12: error: offset {rel1}: entry 1: timestamp {ts0} is not larger")
+    assert any(p.startswith(f"{tidx}:12: error: offset {rel1}: entry 1: timestamp {ts0} is not "
+                            f"larger")
                for p in _problems(r))
     struct.pack_into(">q", raw, 12, ts1 + 7)  # increasing, but not the batch's max timestamp
     tidx.write_bytes(bytes(raw))
@@ -162,17 +168,20 @@ def test_checkpoints_snapshots_and_txn_index(tmp_path):
     raw = bytearray(snap[0].read_bytes())
     raw[3] ^= 1
     snap[0].write_bytes(bytes(raw))
-    (d / "00000000000000000000.txnindex").write_bytes(struct.pack(">hqqqq", 0, 1, 3, 2, 0) + b"\x00")
+    (d / "00000000000000000000.txnindex").write_bytes(struct.pack(">hqqqq", 0, 1, 3, 2,
+                                                                  0) + b"\x00")
     (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 999\n")
     (tmp_path / "log-start-offset-checkpoint").write_text("0\n3\nt 0 0\n")
     r = run_cli("verify", str(tmp_path))
     probs = _problems(r)
-    assert any(p.startswith(f"{d / 'leader-epoch-checkpoint'}: error: offset 10: entry 1: epoch 3 at offset 10")
+    assert any(p.startswith(f"{d / 'leader-epoch-checkpoint'}: error: offset 10: entry 1: epoch 3 "
+                            f"at offset 10")
                for p in probs)
     assert any(p.startswith(f"{snap[0]}: error: Snapshot is corrupt") for p in probs)
     txn = d / "00000000000000000000.txnindex"
     assert f"{txn}: error: length 35 is not a multiple of 34 (a torn entry)" in probs
-    assert any(p.startswith(f"{txn}:0: error: offset 3: entry 0: first offset 3 is after last offset 2") for p in probs)
+    assert any(p.startswith(f"{txn}:0: error: offset 3: entry 0: first offset 3 is after last "
+                            f"offset 2") for p in probs)
     rp = tmp_path / "recovery-point-offset-checkpoint"
     assert any(p.startswith(f"{rp}: warning: offset 999: recovery point 999 of t-0 is past") for p in probs)
     assert any(p.startswith(f"{tmp_path / 'log-start-offset-checkpoint'}: error: Expected 3 entries") for p in probs)

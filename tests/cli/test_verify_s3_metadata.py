@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import uuid
 
+from .conftest import BASE_TS, run_cli, v2_batch
 from remote.conftest import s3_env, s3_server  # noqa: F401  (the session's S3 test server)
 from remote.s3_support import BUCKET, upload_tree
-
-from .conftest import BASE_TS, run_cli, v2_batch
 
 
 def _broker_root(root):

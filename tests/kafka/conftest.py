@@ -26,8 +26,17 @@ import time
 import pytest
 
 import kafka_support as ks
-from kafka_matrix import Matrix, crash, read_back, checkpoint_entry, compacted_round, \
-    first_segment_base, produce_spec, wait_for, PARTITIONS
+from kafka_matrix import (
+    PARTITIONS,
+    Matrix,
+    checkpoint_entry,
+    compacted_round,
+    crash,
+    first_segment_base,
+    produce_spec,
+    read_back,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="session")

@@ -39,12 +39,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-import kafka_support as ks
 from kafkalog import MemoryRecordsBuilder
 from kafkalog.control import build_end_txn_marker
 from kafkalog.storage import checkpoints as kcheckpoints
 from kafkalog.storage import files as kfiles
 from kafkalog.storage.log import Log
+
+import kafka_support as ks
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 # the broker's topic configs and the same settings for kafkalog's Log
@@ -56,12 +57,14 @@ COMPACT_TOPIC_CONFIGS = {**TOPIC_CONFIGS, "cleanup.policy": "compact",
 COMPACT_LOG_CONFIG = {**LOG_CONFIG, "cleanup.policy": "compact", "delete.retention.ms": 1000,
                       "min.compaction.lag.ms": 0}
 ROOT_CHECKPOINTS = (kfiles.RECOVERY_POINT_CHECKPOINT_FILE, kfiles.LOG_START_OFFSET_CHECKPOINT_FILE,
-                    kfiles.REPLICATION_OFFSET_CHECKPOINT_FILE, kfiles.CLEANER_OFFSET_CHECKPOINT_FILE)
+                    kfiles.REPLICATION_OFFSET_CHECKPOINT_FILE,
+                    kfiles.CLEANER_OFFSET_CHECKPOINT_FILE)
 # what kafkalog keeps for itself in a partition directory (a broker keeps it in the root)
 KAFKALOG_ONLY = (kfiles.CLEAN_SHUTDOWN_FILE,)
 
 
-# -- hand-off ---------------------------------------------------------------------------------------
+# -- hand-off
+# ---------------------------------------------------------------------------------------
 def topic_id(partition_dir: Path) -> uuid.UUID:
     path = partition_dir / kfiles.PARTITION_METADATA_FILE
     return kcheckpoints.read_partition_metadata(path).topic_id
@@ -128,7 +131,8 @@ class Gen:
         if large:
             value = rnd.randbytes(6000)
         headers = [[], [("h", b"v%d" % n)], [("a", None), ("b", b"")],
-                   [("", b"x"), ("dup", b"1"), ("dup", b"2"), ("\u00e9t\u00e9", rnd.randbytes(5))]][n % 4]
+                   [("", b"x"), ("dup", b"1"), ("dup", b"2"),
+                    ("\u00e9t\u00e9", rnd.randbytes(5))]][n % 4]
         ts = self.base_ts + n * 7
         if n % 10 == 9:
             ts -= 5000
@@ -164,7 +168,8 @@ class Written(NamedTuple):
     committed: Optional[List[Tuple]]
 
 
-# -- the writers ------------------------------------------------------------------------------------
+# -- the writers
+# ------------------------------------------------------------------------------------
 # Producer ids (7_000_00x) lie far from those the controller hands out (blocks of 1000 from 0):
 # a broker-assigned id equal to one kafkalog wrote meets that producer's recorded sequence
 # (OutOfOrderSequenceException).  Leader epochs stay at or below 1, the broker's epoch after
@@ -203,7 +208,8 @@ def write_leader(path: Path, tid: uuid.UUID, base_ts: int) -> Written:
             add(gen.records(1), "none")
             add(gen.records(2), CODECS[(rnd + 3) % 5], pid=7_000_002, txn=True)
             log.append(marker(True, 7_000_002, 0, base_ts + 90_000 + rnd), origin="coordinator")
-            log.append(marker(rnd % 2 != 0, 7_000_003, 0, base_ts + 90_500 + rnd), origin="coordinator")
+            log.append(marker(rnd % 2 != 0, 7_000_003, 0, base_ts + 90_500 + rnd),
+                       origin="coordinator")
             if rnd == 5:
                 log.roll()
         # truncate inside the last segment but one (as a follower told to by a new leader)
@@ -323,6 +329,7 @@ def write_arrow_log(path: Path, tid: uuid.UUID, base_ts: int) -> Written:
     """``kafkalog.arrow.write_arrow``: one table per codec, some with their own (gapped)
     offsets, some with the log's next ones, LogAppendTime rows among them."""
     import pyarrow as pa
+
     import kafkalog.arrow as ka
 
     gen = Gen(7, base_ts)
@@ -543,9 +550,11 @@ def dump_steps(stage: Path, cases: List[Case], mode: str) -> List[Dict[str, Any]
         indexes += sorted(str(f) for f in d.glob("*.index")) + sorted(str(f) for f in d.glob("*.timeindex"))
         snapshots += sorted(str(f) for f in d.glob("*.snapshot"))
     cls = "org.apache.kafka.tools.DumpLogSegments"
-    return [{"op": "dump_log", "class": cls, "args": ["--verify-index-only", "--files", ",".join(indexes)],
+    return [{"op": "dump_log", "class": cls,
+             "args": ["--verify-index-only", "--files", ",".join(indexes)],
              "tag": f"{mode}/verify", "files": indexes},
-            {"op": "dump_log", "class": cls, "args": ["--index-sanity-check", "--files", ",".join(indexes)],
+            {"op": "dump_log", "class": cls,
+             "args": ["--index-sanity-check", "--files", ",".join(indexes)],
              "tag": f"{mode}/sanity", "files": indexes},
             {"op": "dump_log", "class": cls, "args": ["--files", ",".join(snapshots)],
              "tag": f"{mode}/snapshot", "files": snapshots}]
@@ -559,7 +568,8 @@ def serve_phase(env, broker: ks.Broker, stage: Path, cases: List[Case], staged, 
     for c in cases:
         topics.setdefault(c.topic, []).append(c.partition)
     dumps = dump_steps(stage, cases, mode)
-    steps: List[Dict[str, Any]] = [{k: v for k, v in d.items() if k not in ("tag", "files")} for d in dumps]
+    steps: List[Dict[str, Any]] = [{k: v for k,
+                                    v in d.items() if k not in ("tag", "files")} for d in dumps]
     for topic, parts in topics.items():
         for iso in ISOLATIONS:
             steps.append({"op": "consume", "topic": topic, "partitions": parts, "isolation": iso})
@@ -628,7 +638,8 @@ def create_topics(env, broker: ks.Broker, topics: List[Dict[str, Any]]) -> None:
         time.sleep(0.2)
 
 
-# -- the checks (each test of a served partition calls one) --------------------------------------------
+# -- the checks (each test of a served partition calls one)
+# --------------------------------------------
 def check_consumer_reads(s: Served, case: Case, isolation: str) -> None:
     """Kafka's consumer reads, from the start, exactly kafkalog's records; its beginning and
     end offsets are kafkalog's log start and log end (read_committed: last stable) offsets."""
@@ -695,7 +706,8 @@ def check_dump_log(s: Served, mode: str, producers: bool = True) -> None:
     out = base64.b64decode(verify["stdout"]).decode()
     err = base64.b64decode(verify["stderr"]).decode()
     assert verify["error"] is None, verify["error"]
-    assert not re.search(r"mismatch|out of order|corrupt|non-consecutive", out + err, re.I), out[-3000:]
+    assert not re.search(r"mismatch|out of order|corrupt|non-consecutive", out + err,
+                         re.I), out[-3000:]
     assert out.count("Dumping") == len(verify["files"]), out[-2000:]
     sanity = s.dumps[f"{mode}/sanity"]
     out = base64.b64decode(sanity["stdout"]).decode()

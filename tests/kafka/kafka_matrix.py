@@ -137,7 +137,8 @@ def produce_spec(base_ts: int) -> List[Dict[str, Any]]:
         steps.append(producer(codec, **cfg))
     for chunk in range(10):
         for i, codec in enumerate(CODECS):
-            steps.append(send(codec, "codecs", i, gen.records(14, large_at=3 if chunk == 4 else -1)))
+            steps.append(send(codec, "codecs", i,
+                              gen.records(14, large_at=3 if chunk == 4 else -1)))
         for codec in CODECS:
             steps.append(send(codec, "codecs", 5, gen.records(3)))
     steps.append(producer("append", **{"compression.type": "lz4"}))
@@ -188,7 +189,8 @@ def compacted_round(rnd: int, base_ts: int) -> List[Dict[str, Any]]:
     sentinel_ts = int(time.time() * 1000) + 60_000 * (rnd + 1)
     steps: List[Dict[str, Any]] = [
         producer("cK", **{"compression.type": "zstd"}),
-        producer("tK", **{"transactional.id": "txn-compacted", "transaction.timeout.ms": TXN_TIMEOUT})]
+        producer("tK",
+                 **{"transactional.id": "txn-compacted", "transaction.timeout.ms": TXN_TIMEOUT})]
     for chunk in range(3):
         recs = [keyed(f"k{(chunk * 10 + i) % 30}", b"r%d-c%d-%d" % (rnd, chunk, i) * 20, ts + i)
                 for i in range(10)]
@@ -196,7 +198,8 @@ def compacted_round(rnd: int, base_ts: int) -> List[Dict[str, Any]]:
     tomb = range(0, 5) if rnd == 0 else range(10, 13)
     steps.append(send("cK", "compacted", 0, [keyed(f"k{k}", None, ts + 50) for k in tomb]))
     steps += [{"op": "begin", "producer": "tK"},
-              send("tK", "compacted", 0, [keyed(f"k{k}", b"committed", ts + 60) for k in (5, 6, 7)]),
+              send("tK", "compacted", 0,
+                   [keyed(f"k{k}", b"committed", ts + 60) for k in (5, 6, 7)]),
               {"op": "commit", "producer": "tK"},
               {"op": "begin", "producer": "tK"},
               send("tK", "compacted", 0, [keyed(f"k{k}", b"aborted", ts + 70) for k in (8, 9)]),
@@ -269,7 +272,8 @@ def read_back(env, broker: ks.Broker, m: Matrix) -> None:
             steps.append({"op": "consume", "topic": topic, "partitions": parts, "isolation": iso})
     for line in ks.run_tool(env, {"bootstrap": broker.bootstrap, "steps": steps}):
         if line["op"] == "record":
-            m.records.setdefault((line["topic"], line["partition"], line["isolation"]), []).append(line)
+            m.records.setdefault((line["topic"], line["partition"], line["isolation"]),
+                                 []).append(line)
         elif line["op"] == "consumed":
             for p, start in line["beginning"].items():
                 key = (line["topic"], int(p), line["isolation"])

@@ -190,7 +190,8 @@ def parse_lines(text: str) -> List[Dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-def run_tool(env: Dict[str, Path], spec: Dict[str, Any], timeout: float = 180) -> List[Dict[str, Any]]:
+def run_tool(env: Dict[str, Path], spec: Dict[str, Any],
+             timeout: float = 180) -> List[Dict[str, Any]]:
     """Run KafkaTool on ``spec``; its JSON lines (a non-zero exit raises with its stderr)."""
     proc = subprocess.run(tool_command(env), input=json.dumps(spec), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=timeout)
@@ -252,7 +253,8 @@ class Broker:
 
     started_line = "Kafka Server started"  # the broker's log line that ends its start-up
 
-    def __init__(self, env: Dict[str, Path], work: Path, overrides: Optional[Dict[str, Any]] = None):
+    def __init__(self, env: Dict[str, Path], work: Path,
+                 overrides: Optional[Dict[str, Any]] = None):
         self.env = env
         self.work = Path(work)
         self.log_dir = self.work / "data"
@@ -308,7 +310,8 @@ class Broker:
         self.cluster_id = base64_uuid()
         proc = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                                          "-c", str(cfg)),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=120)
         if proc.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed:\n{proc.stdout[-4000:]}")
 
@@ -463,7 +466,8 @@ def fetch_spark_connector(pyspark_version: str) -> Tuple[str, List[Path]]:
         tmp = base / f"libs.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         proc = subprocess.run(
-            [mvn, "-B", "-q", "-f", str(SPARK_CONNECTOR_POM), f"-Dspark.connector.version={version}",
+            [mvn, "-B", "-q", "-f", str(SPARK_CONNECTOR_POM),
+             f"-Dspark.connector.version={version}",
              f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime",
              f"-DexcludeGroupIds={SPARK_PROVIDED_GROUPS}", f"-DoutputDirectory={tmp}"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

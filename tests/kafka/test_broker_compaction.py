@@ -46,11 +46,12 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import pytest
 
+from kafkalog.storage.cleaner import Cleaner, CleanerConfig
+from kafkalog.storage.log import Log
+
 import kafka_support as ks
 from handoff import ROOT_CHECKPOINTS
 from kafka_matrix import checkpoint_entry, wait_for
-from kafkalog.storage.cleaner import Cleaner, CleanerConfig
-from kafkalog.storage.log import Log
 
 pytestmark = pytest.mark.kafka
 
@@ -73,7 +74,8 @@ CHECKPOINT = "cleaner-offset-checkpoint"
 RECOVERY_POINT = "recovery-point-offset-checkpoint"
 
 
-# -- the input --------------------------------------------------------------------------------------
+# -- the input
+# --------------------------------------------------------------------------------------
 def b64(b: Optional[bytes]) -> Optional[str]:
     return None if b is None else base64.b64encode(b).decode()
 
@@ -135,7 +137,8 @@ def round_steps(rnd: int, g: Rounds) -> List[Dict[str, Any]]:
         steps.append(send("z", g.versions("r1z", ["k3", "k4", "k5", "k6"], 12)))
         steps += txn("t", [g.rec("c0", "committed-c0", [("txn", b"1")]), g.rec("c1", "committed-c1")], True)
         steps += txn("t", [g.rec("k7", "aborted-k7"), g.rec("k8", "aborted-k8", [("a", b"")])], False)
-        steps += txn("t", [g.rec("d0", "committed-d0"), g.rec("d1", "committed-d1")], True)  # superseded below
+        steps += txn("t", [g.rec("d0", "committed-d0"), g.rec("d1", "committed-d1")],
+                     True)  # superseded below
         steps.append(send("p", g.versions("r1q", KEYS[2:], 16)))
         steps.append(send("p", [g.rec("c0", "plain-c0"), g.rec("d0", "plain-d0"), g.rec("d1", "plain-d1")]))
         steps += txn("t", [g.rec("c2", "committed-c2")], True)
@@ -216,14 +219,16 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-# -- the comparison ---------------------------------------------------------------------------------
+# -- the comparison
+# ---------------------------------------------------------------------------------
 def describe(row: Dict[str, Any]) -> str:
     kind = "control" if row["control"] else "data"
     return (f"{kind} batch [{row['base']}, {row['last']}] pid {row['pid']} "
             f"({len(row['records'])} records, horizon {row['horizon']})")
 
 
-def assert_same_clean(ours: Layout, kafka: Layout, pass_no: int, started: int, seen_done: int) -> None:
+def assert_same_clean(ours: Layout, kafka: Layout, pass_no: int, started: int,
+                      seen_done: int) -> None:
     """kafkalog's result of a pass (it cleaned at ``started``) against Kafka's (whose pass began
     after ``started`` and had ended by ``seen_done``)."""
     what = f"pass {pass_no}"
@@ -268,13 +273,17 @@ def control_offsets(rows: List[Dict[str, Any]]) -> List[int]:
     return [r["base"] for r in rows if r["control"]]
 
 
-# -- the test ---------------------------------------------------------------------------------------
+# -- the test
+# ---------------------------------------------------------------------------------------
 def test_kafka_cleaner_and_kafkalog_cleaner_agree(kafka_env, tmp_path):
     work = tmp_path / "broker"
     broker = ks.Broker(kafka_env, work, {"log.flush.offset.checkpoint.interval.ms": 200})
     broker.format()
     broker.start()
-    tool = lambda steps: ks.run_tool(kafka_env, {"bootstrap": broker.bootstrap, "steps": steps})
+
+    def tool(steps):
+        return ks.run_tool(kafka_env, {"bootstrap": broker.bootstrap, "steps": steps})
+
     stable = {"op": "await_stable", "topic": TOPIC, "partition": 0}
     g = Rounds(now_ms() - 3600_000)
     results: List[Tuple[Layout, Layout]] = []  # (kafkalog's, Kafka's) per pass
@@ -308,7 +317,8 @@ def test_kafka_cleaner_and_kafkalog_cleaner_agree(kafka_env, tmp_path):
                      lambda: kafka_checkpoint(broker) == upper, broker)
             seen_done = now_ms()
             with Log.open(copy, LOG_CONFIG) as log:
-                stats = log.compact(Cleaner(CleanerConfig(dedupe_buffer_size=DEDUPE_BUFFER)), now=started)
+                stats = log.compact(Cleaner(CleanerConfig(dedupe_buffer_size=DEDUPE_BUFFER)),
+                                    now=started)
                 assert stats.passes == 1, f"pass {rnd}: kafkalog cleaned in {stats.passes} rounds"
                 assert log.cleaner_checkpoint() == upper
             results.append((layout(copy), None))  # Kafka's side is read from the next copy

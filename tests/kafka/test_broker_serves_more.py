@@ -52,12 +52,13 @@ from typing import Dict, List, NamedTuple, Tuple
 
 import pytest
 
-import handoff as ho
-import kafka_support as ks
-import produce_raw as raw
 from kafkalog import MemoryRecords, MemoryRecordsBuilder
 from kafkalog.convert import down_convert, up_convert
 from kafkalog.storage.log import Log
+
+import handoff as ho
+import kafka_support as ks
+import produce_raw as raw
 
 pytestmark = pytest.mark.kafka
 

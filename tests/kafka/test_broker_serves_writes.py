@@ -45,7 +45,8 @@ CASES = ([Case("clean", w, ho.TOPIC, i) for i, w in enumerate(ORDER)]
          + [Case("recover", "compacted", ho.COMPACT_TOPIC, 1)])
 
 
-def _write_all(cases: List[ho.Case], stage: Path, work: Path, tids: Dict[str, Any], base_ts: int, s: ho.Served):
+def _write_all(cases: List[ho.Case], stage: Path, work: Path, tids: Dict[str, Any], base_ts: int,
+               s: ho.Served):
     for c in cases:
         w = ho.WRITERS[c.writer]
         path = stage / c.name
@@ -106,7 +107,8 @@ def case_id(c: Case) -> str:
     return f"{c.mode}-{c.writer}"
 
 
-# -- the tests -----------------------------------------------------------------------------------------
+# -- the tests
+# -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_kafkalog_wrote_what_was_asked(served, case):
     """The staged directory holds what the writer meant (where it can say), in several

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import List, Tuple
 
 import pytest
+from test_broker_reads import assert_same, consumer_rows, log_rows
+
+from kafkalog.storage.log import Log
 
 from kafka_matrix import INTERNAL, PARTITIONS
-from kafkalog.storage.log import Log
-from test_broker_reads import assert_same, consumer_rows, log_rows
 
 pytestmark = pytest.mark.kafka
 

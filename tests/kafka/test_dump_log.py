@@ -19,6 +19,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 import kafkalog
+
 import kafka_support as ks
 from kafka_matrix import PARTITIONS
 
@@ -75,7 +76,8 @@ def cases(root: Path) -> Dict[str, List[str]]:
 
 
 CASES = ["batches", "deep_iteration", "print_data_log", "print_data_log_text_only",
-         "skip_record_metadata", "max_bytes", "string_decoder_classes", "offset_index", "time_index",
+         "skip_record_metadata", "max_bytes", "string_decoder_classes", "offset_index",
+         "time_index",
          "verify_index_only", "index_sanity_check", "index_sanity_check_metadata",
          "transaction_index", "producer_snapshot", "offsets_decoder", "transaction_log_decoder",
          "cluster_metadata_decoder"]

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
+from test_broker_reads import arrow_rows, assert_same, consumer_rows, log_rows
 
 import kafka_support as ks
 import zk_broker as zk
 from kafka_matrix import Gen, producer, send
-from test_broker_reads import arrow_rows, assert_same, consumer_rows, log_rows
 
 pa = pytest.importorskip("pyarrow")
 import kafkalog.arrow as ka  # noqa: E402

@@ -41,8 +41,18 @@ import pytest
 
 import handoff as ho
 import kafka_support as ks
-from kafka_matrix import CODECS, SMALL_SEGMENTS, TXN_TIMEOUT, Gen, compacted_round, \
-    checkpoint_entry, first_segment_base, producer, send, wait_for
+from kafka_matrix import (
+    CODECS,
+    SMALL_SEGMENTS,
+    TXN_TIMEOUT,
+    Gen,
+    checkpoint_entry,
+    compacted_round,
+    first_segment_base,
+    producer,
+    send,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -84,7 +94,8 @@ def produce_steps(base_ts: int) -> List[Dict[str, Any]]:
         steps.append(producer(codec, **cfg))
     for chunk in range(4):
         for i, codec in enumerate(CODECS):
-            steps.append(send(codec, "codecs", i, gen.records(12, large_at=2 if chunk == 1 else -1)))
+            steps.append(send(codec, "codecs", i,
+                              gen.records(12, large_at=2 if chunk == 1 else -1)))
     steps.append(producer("append", **{"compression.type": "lz4"}))
     for chunk in range(2):
         steps.append(send("append", "appendtime", 0, gen.records(10)))
@@ -117,7 +128,8 @@ def produce_steps(base_ts: int) -> List[Dict[str, Any]]:
     return steps
 
 
-# -- rows ---------------------------------------------------------------------------------------------
+# -- rows
+# ---------------------------------------------------------------------------------------------
 def _bytes(b) -> Optional[bytes]:
     return None if b is None else bytes(b)
 
@@ -171,7 +183,8 @@ def collect(reader: Callable[[], Any]) -> Answer:
         return Answer(error=text, seconds=time.monotonic() - t0)
 
 
-# -- the option matrix ------------------------------------------------------------------------------
+# -- the option matrix
+# ------------------------------------------------------------------------------
 @dataclass
 class Facts:
     """What the full read of every topic showed: (offset, timestamp ms) per partition."""
@@ -293,7 +306,8 @@ STREAMS: Dict[str, Dict[str, str]] = {
 }
 
 
-# -- the session ------------------------------------------------------------------------------------
+# -- the session
+# ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def connector(request, kafka_env):
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
@@ -352,7 +366,8 @@ def session(connector):
             os.environ[k] = v
 
 
-# -- the broker and the connector's answers ----------------------------------------------------------
+# -- the broker and the connector's answers
+# ----------------------------------------------------------
 @dataclass
 class Compared:
     log_dir: Path
@@ -446,7 +461,8 @@ def test_connector_version_choice():
         ks.pick_connector_version("5.0.0", served)
 
 
-# -- the comparisons ----------------------------------------------------------------------------------
+# -- the comparisons
+# ----------------------------------------------------------------------------------
 def _describe(answer: Answer) -> str:
     return answer.error if answer.error else f"{len(answer.rows)} rows"
 
@@ -459,7 +475,8 @@ def _first_difference(want: List[Tuple], got: List[Tuple], names: List[str]) -> 
     differ = [k for k in sorted(set(wk) & set(gk)) if wk[k] != gk[k]]
     out = [f"connector {len(want)} rows, kafkalog {len(got)}"]
     if missing:
-        out.append(f"only the connector has {len(missing)} (topic, partition, offset): {missing[:8]}")
+        out.append(f"only the connector has {len(missing)} (topic, partition, offset): "
+                   f"{missing[:8]}")
     if extra:
         out.append(f"only kafkalog has {len(extra)}: {extra[:8]}")
     if differ:
@@ -544,7 +561,8 @@ def test_same_stream(compared, session, tmp_path, stream):
     assert list(got.values()) == list(want.values()), f"{what}: rows of each micro-batch"
 
 
-# == the writer (issue 28 "the same for the writer"; issue 29 "the Spark writer") ======================
+# == the writer (issue 28 "the same for the writer"; issue 29 "the Spark writer")
+# ======================
 # One DataFrame pair is written twice over: with ``format("kafka")`` to the topic ``sink`` of a
 # live broker (the first then the second DataFrame), and with ``format("kafkalog")`` into a
 # local root: ``ap`` (the first, then the second in mode append) and ``ow`` (the first, then
@@ -619,7 +637,8 @@ def rows_df(spark, rows: List[Dict[str, Any]]):
         T.StructField("headers", T.ArrayType(T.StructType([
             T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())]))),
         T.StructField("partition", T.IntegerType()), T.StructField("timestamp", T.TimestampType())])
-    data = [(r["key"], r["value"], None if r["headers"] is None else [list(h) for h in r["headers"]],
+    data = [(r["key"], r["value"],
+             None if r["headers"] is None else [list(h) for h in r["headers"]],
              r["partition"],
              None if r["timestamp"] is None else datetime.fromtimestamp(r["timestamp"] / 1000, timezone.utc))
             for r in rows]
@@ -685,14 +704,16 @@ def writes(kafka_env, session, tmp_path_factory) -> Writes:
         lap("broker start")
         for w, df in frames.items():
             t0 = _ms()
-            df.coalesce(1).write.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap) \
+            df.coalesce(1).write.format("kafka").option("kafka.bootstrap.servers",
+                                                        broker.bootstrap) \
                 .option("kafka.batch.size", W_OPTIONS["batchBytes"]).option("topic", "sink").save()
             windows[("sink", w)] = (t0, _ms())
             answers[f"kafka/sink-{w}"] = read("kafka", "sink")
         # a partition the topic does not have: the producer refuses it (without waiting
         # max.block.ms's default minute for the partition to appear)
         try:
-            spark.createDataFrame([(b"k", b"v", W_PARTITIONS)], "key binary, value binary, partition int") \
+            spark.createDataFrame([(b"k", b"v", W_PARTITIONS)],
+                                  "key binary, value binary, partition int") \
                 .write.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap) \
                 .option("kafka.max.block.ms", "3000").option("topic", "sink").save()
             refused = None
@@ -772,7 +793,8 @@ def _ms_of(ts) -> int:
     return round(ts.timestamp() * 1000)
 
 
-@pytest.mark.parametrize("pair", [("kafka/sink-2", "kafkalog/sink"), ("kafka/ow,ap", "kafkalog/ow,ap")],
+@pytest.mark.parametrize("pair",
+                         [("kafka/sink-2", "kafkalog/sink"), ("kafka/ow,ap", "kafkalog/ow,ap")],
                          ids=["connector-written", "kafkalog-written"])
 def test_writer_output_reads_the_same_both_ways(writes, pair):
     """What each writer wrote reads the same with ``format("kafka")`` from the live broker and
@@ -805,8 +827,10 @@ def test_writer_same_records_as_the_connector(writes, topic):
         want = [ident(r["key"], r["value"], r["headers"]) for r in sink[p] if not _sticky(r)]
         got = [ident(r["key"], r["value"], r["headers"]) for r in ours[p] if not _sticky(r)]
         assert len(want) > 50
-        first = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
-        assert got == want, (f"{topic}-{p}: kafkalog {len(got)} placed rows, the connector {len(want)}; "
+        first = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b),
+                     min(len(want), len(got)))
+        assert got == want, (f"{topic}-{p}: kafkalog {len(got)} placed rows, the connector "
+                             f"{len(want)}; "
                              f"first difference at #{first}")
     sticky = lambda placed: sorted((r["write"], r["i"])  # noqa: E731
                                    for rows in placed.values() for r in rows if _sticky(r))
@@ -872,7 +896,8 @@ def test_writer_refuses_a_partition_the_topic_lacks(writes, session, tmp_path):
     assert not list((tmp_path / "out").glob("t-*")), str(e.value)[:500]
 
 
-# -- issue 29: the broker serves the Spark writer's partitions unchanged --------------------------------
+# -- issue 29: the broker serves the Spark writer's partitions unchanged
+# --------------------------------
 def _w_id(c: ho.Case) -> str:
     return f"{c.mode}-{c.writer}-{c.partition}"
 

@@ -7,8 +7,16 @@ import os
 
 import pytest
 
-from .s3_support import (BUCKET, KEY_ID, PREFIX, SECRET, start_server, stop_server, upload_tree,
-                         write_partition)
+from .s3_support import (
+    BUCKET,
+    KEY_ID,
+    PREFIX,
+    SECRET,
+    start_server,
+    stop_server,
+    upload_tree,
+    write_partition,
+)
 
 
 @pytest.fixture(scope="session")

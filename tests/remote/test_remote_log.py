@@ -414,8 +414,7 @@ def test_store_index_count_equals_local_count(tmp_path, entry_size):
     the FileSystem interface (here the local one, whose reads are exact ranges)."""
     hypothesis = pytest.importorskip("hypothesis")
     st = hypothesis.strategies
-    from kafkalog.storage.index import OffsetIndex, TimeIndex
-    from kafkalog.storage.index import read_store_index
+    from kafkalog.storage.index import OffsetIndex, TimeIndex, read_store_index
 
     cls = OffsetIndex if entry_size == 8 else TimeIndex
     path = str(tmp_path / ("00000000000000000000" + (".index" if entry_size == 8
@@ -452,8 +451,7 @@ def test_preallocated_index_fetches_its_entries(s3_env, tmp_path):
     """The active segment of a copy taken from a running broker: its indexes preallocated
     with zeros.  The remote open answers as the local one and fetches the entries, not the
     zero tail."""
-    from kafkalog.storage.index import OffsetIndex
-    from kafkalog.storage.index import read_store_index
+    from kafkalog.storage.index import OffsetIndex, read_store_index
 
     root = tmp_path / "live"
     d = str(root / "live-0")

@@ -98,9 +98,10 @@ def test_log_open_file_uri_and_remote_refused(log_root, tmp_path, monkeypatch):
 def test_crc_bad_batch_past_range_same_as_local(s3_env, tmp_path):
     """Issue 27 (9): a CRC-bad batch just past the requested range: the same rows locally and
     from S3 (and the same error for a read that holds it)."""
+    from storage.test_read_model import crc_bad_past_range
+
     from kafkalog.errors import CorruptRecordError
 
-    from storage.test_read_model import crc_bad_past_range
     from .s3_support import BUCKET, upload_tree
 
     d = crc_bad_past_range(tmp_path)

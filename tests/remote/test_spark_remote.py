@@ -8,8 +8,15 @@ import pytest
 
 pytest.importorskip("pyspark.sql.datasource", reason="pyspark >= 4.0 is not installed")
 
-from kafkalog.spark import _errors, _options, _planning, _schema, _store, _tasks  # noqa: E402
-from kafkalog.spark import _remote  # noqa: E402
+from kafkalog.spark import (  # noqa: E402
+    _errors,
+    _options,
+    _planning,
+    _remote,  # noqa: E402
+    _schema,
+    _store,
+    _tasks,
+)
 
 
 def _rows(opts, splits, read=_tasks.read_split, sort=True):
@@ -46,7 +53,8 @@ CASES = [
      '{"orders": {"0": 600, "1": -1}}'},
     {"subscribe": "orders", "startingOffsets": "earliest", "endingOffsets": "latest"},
     {"subscribePattern": "ord.*", "startingTimestamp": "1700000004000"},
-    {"assign": "{\"orders\": [0]}", "startingOffsetsByTimestamp": '{"orders": {"0": 1700000002000}}',
+    {"assign": "{\"orders\": [0]}",
+     "startingOffsetsByTimestamp": '{"orders": {"0": 1700000002000}}',
      "endingOffsetsByTimestamp": '{"orders": {"0": 1700000006000}}'},
     {"includeBatchMetadata": "true", "includeSegmentMetadata": "true"},
     {"kafka.isolation.level": "read_committed", "endingOffsets": "latest",
@@ -55,7 +63,8 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("extra", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "plain")
+@pytest.mark.parametrize("extra", CASES,
+                         ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "plain")
 def test_remote_read_equals_local_read(s3_root, log_root, extra):
     """The same planning and decoding over the store: every option gives the local rows."""
     local = _options.ReadOptions.parse({"path": log_root, **extra})
@@ -169,7 +178,8 @@ def _batch(topic, partition, offsets):
     import pyarrow as pa
 
     return pa.RecordBatch.from_pydict({
-        "topic": pa.array([topic] * len(offsets)), "partition": pa.array([partition] * len(offsets), pa.int32()),
+        "topic": pa.array([topic] * len(offsets)),
+        "partition": pa.array([partition] * len(offsets), pa.int32()),
         "offset": pa.array(offsets, pa.int64()),
         "value": pa.array([b"v%d" % o for o in offsets], pa.binary())})
 
@@ -247,7 +257,8 @@ def test_stream_over_the_store_follows_new_segments(s3_env, tmp_path):
         T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
         T.StructField("offset", T.LongType()), T.StructField("timestamp", T.TimestampType()),
         T.StructField("timestampType", T.IntegerType())])
-    r = KafkaLogStreamReader({"path": f"s3://{BUCKET}/{prefix}", "subscribe": "s", "startingOffsets": "earliest",
+    r = KafkaLogStreamReader({"path": f"s3://{BUCKET}/{prefix}", "subscribe": "s",
+                              "startingOffsets": "earliest",
                               "maxOffsetsPerTrigger": "70"}, schema)
     start = r.initialOffset()
     seen = []

@@ -188,7 +188,7 @@ def test_spark_reads_damage_never_silently_short(spark, tmp_path, case):
                 if e is not None else f"{len(o)} rows {tde._ranges(o)}"))
         for name, g in lib.items():
             lines.append(f"  {name}: {g.show()}")
-        lines.append(f"  in-process failOnDataLoss=false: "
+        lines.append("  in-process failOnDataLoss=false: "
                      + (f"raised {local_err!r}" if local_err is not None else
                         f"{len(local_offs)} rows {tde._ranges(local_offs)}")
                      + (f"; warned: {[w[:200] for w in local_warned]}" if local_warned else ""))

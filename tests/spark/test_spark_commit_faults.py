@@ -24,12 +24,13 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from kafkalog.storage import checkpoints, files  # noqa: E402
+from storage._faults import ENOSPC, ERROR, PARTIAL, FaultInjector, scratch_dir  # noqa: E402
+
 from kafkalog.errors import KafkaStorageError  # noqa: E402
-from kafkalog.storage.log import Log  # noqa: E402
 from kafkalog.records import MemoryRecordsBuilder  # noqa: E402
 from kafkalog.spark import _write as w  # noqa: E402
-from storage._faults import ENOSPC, ERROR, PARTIAL, FaultInjector, scratch_dir  # noqa: E402
+from kafkalog.storage import checkpoints, files  # noqa: E402
+from kafkalog.storage.log import Log  # noqa: E402
 
 TOPIC = "t"
 CKPTS = (

@@ -21,8 +21,8 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 from kafkalog.spark import _discovery, _errors, _options, _planning, _tasks  # noqa: E402
-from kafkalog.storage import logdir as _logdir  # noqa: E402
 from kafkalog.spark import _write as w  # noqa: E402
+from kafkalog.storage import logdir as _logdir  # noqa: E402
 
 TOPIC = "t"
 PARTS = (0, 1)
@@ -201,8 +201,8 @@ def test_segment_deleted_after_planning_is_data_loss(tmp_path, isolation, how):
     """Retention deletes the oldest segment between planning and reading (a broker renames it
     to ``.deleted`` first): failOnDataLoss=true fails naming the segment and its offsets;
     false warns and reads every record that is still there."""
-    from kafkalog.storage.log import Log
     from kafkalog.records import MemoryRecordsBuilder
+    from kafkalog.storage.log import Log
 
     d = tmp_path / "logs" / "r-0"
     with Log.open(d, {"segment.bytes": 1024}) as log:
@@ -244,8 +244,8 @@ def test_segment_deleted_after_planning_is_data_loss(tmp_path, isolation, how):
 def test_a_split_of_many_segments_holds_few_files_open(tmp_path):
     """A split over more segments than are opened at once reads them all, later ones opened
     as it goes, with a bounded number of open files."""
-    from kafkalog.storage.log import Log
     from kafkalog.records import MemoryRecordsBuilder
+    from kafkalog.storage.log import Log
 
     d = tmp_path / "logs" / "many-0"
     with Log.open(d, {"segment.bytes": 1024}) as log:

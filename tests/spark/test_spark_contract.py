@@ -113,7 +113,8 @@ def test_start_and_end_json_over_different_partitions(sample_root):
             startingOffsets='{"orders":{"0":1}}',
             endingOffsets='{"orders":{"0":5,"1":5}}',
         )
-    with pytest.raises(_errors.OptionError, match=r"orders-0 \(9\) is after its endingOffsets \(5\)"):
+    with pytest.raises(_errors.OptionError,
+                       match=r"orders-0 \(9\) is after its endingOffsets \(5\)"):
         _parse(
             sample_root, startingOffsets='{"orders":{"0":9}}', endingOffsets='{"orders":{"0":5}}'
         )
@@ -233,9 +234,8 @@ def test_planning_without_register_is_as_parallel(tmp_path, monkeypatch):
     parallelism: it plans for the cores of the planning process, cutting a big partition at
     ``.index`` positions, as a registered source planned for that parallelism does."""
     pytest.importorskip("pyspark")
-    import pyspark_kafkalog
-
     import kafkalog.spark as ks
+    import pyspark_kafkalog
 
     root = str(tmp_path / "logs")
     _big_partition(root, 24)

@@ -106,9 +106,11 @@ def test_topic_selection(sample_root, tmp_path):
     shutil.copytree(sample_root, root)
     os.makedirs(root / "__consumer_offsets-0")
     os.makedirs(root / "orders-0.0123456789abcdef0123456789abcdef-delete")
-    names = lambda o: [
-        tp.name for tp in _discovery.discover(_options.ReadOptions.parse({"path": str(root), **o}))
-    ]  # noqa: E731
+
+    def names(o):
+        opts = _options.ReadOptions.parse({"path": str(root), **o})
+        return [tp.name for tp in _discovery.discover(opts)]
+
     assert "__consumer_offsets-0" not in names({})
     assert not any("delete" in n for n in names({}))
     assert "__consumer_offsets-0" in names({"includeInternalTopics": "true"})
@@ -179,7 +181,8 @@ def test_bad_options(sample_root, options, match):
 def test_streaming_rejects_ending_options(sample_root):
     with pytest.raises(_errors.OptionError, match="streaming"):
         _options.ReadOptions.parse({"path": sample_root, "endingOffsets": "latest"}, streaming=True)
-    o = _options.ReadOptions.parse({"path": sample_root, "startingOffsets": "latest"}, streaming=True)
+    o = _options.ReadOptions.parse({"path": sample_root, "startingOffsets": "latest"},
+                                   streaming=True)
     assert o.starting == "latest"
 
 
@@ -410,7 +413,8 @@ def test_a_path_without_any_kafka_log_is_an_error(sample_root, tmp_path, streami
     (root / "recovery-point-offset-checkpoint").write_text("0\n0\n")
     (root / "t-0" / "leader-epoch-checkpoint").write_text("0\n0\n")
     for path in (root, root / "t-0"):
-        tps = _discovery.discover(_options.ReadOptions.parse({"path": str(path)}, streaming=streaming))
+        tps = _discovery.discover(_options.ReadOptions.parse({"path": str(path)},
+                                                             streaming=streaming))
         assert [(tp.name, tp.segments) for tp in tps] == [("t-0", [])]
 
 

@@ -15,12 +15,13 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 from kafkalog.control import build_end_txn_marker  # noqa: E402
-from kafkalog.storage.log import Log  # noqa: E402
 from kafkalog.records import MemoryRecordsBuilder  # noqa: E402
 from kafkalog.spark import _discovery, _errors, _options, _planning, _tasks  # noqa: E402
+from kafkalog.storage.log import Log  # noqa: E402
 
 # Recent timestamps: a producer whose last batch is older than producer.id.expiration.ms (a day)
 # is forgotten when a reopened log loads its snapshot, as Kafka does; a fixed old timestamp
@@ -138,7 +139,8 @@ def test_batch_read_committed_ends_at_the_last_stable_offset(tmp_path):
     assert t.log.last_stable_offset == 5
     got = _offsets(tmp_path)
     assert [o for o, _ in got] == [0, 1, 2, 3]
-    with pytest.raises(_errors.OptionError, match=r"endingOffsets asks for offsets up to 9 but the last stable offset \(read_committed\) is 5\."):
+    with pytest.raises(_errors.OptionError, match=r"endingOffsets asks for offsets up to 9 but the "
+                       r"last stable offset \(read_committed\) is 5\."):
         _offsets(tmp_path, endingOffsets='{"t":{"0":9}}')
     got = _offsets(tmp_path, endingOffsets='{"t":{"0":9}}', failOnDataLoss="false")
     assert [o for o, _ in got] == [0, 1, 2, 3]

@@ -21,6 +21,7 @@ from kafkalog.errors import CorruptRecordError  # noqa: E402
 from kafkalog.spark import _options, _planning, _schema, _tasks  # noqa: E402
 from kafkalog.storage import files as _files  # noqa: E402
 from kafkalog.storage.log import Log  # noqa: E402
+
 from kl_support import entry_positions  # noqa: E402
 
 PLANS = ({"defaultParallelism": "1", "minPartitions": "1"}, {}, {"minPartitions": "5"})

@@ -19,7 +19,8 @@ from kafkalog.storage import files as _files  # noqa: E402
 from kafkalog.storage.log import Log, open_view  # noqa: E402
 
 from kl_support import append_marker as _marker  # noqa: E402
-from kl_support import append_plain as _plain, append_txn as _txn  # noqa: E402
+from kl_support import append_plain as _plain  # noqa: E402
+from kl_support import append_txn as _txn  # noqa: E402
 
 
 def _spark(root, committed=False, **extra):

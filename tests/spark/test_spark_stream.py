@@ -104,8 +104,8 @@ def test_stream_starting_offsets_latest_by_default(spark, sample_root, tmp_path)
 def _txn_log(directory):
     """A Log with helpers for plain batches, transactional batches and their markers."""
     from kafkalog.control import build_end_txn_marker
-    from kafkalog.storage.log import Log
     from kafkalog.records import MemoryRecordsBuilder
+    from kafkalog.storage.log import Log
 
     log = Log.open(directory)
 

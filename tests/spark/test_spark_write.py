@@ -115,8 +115,9 @@ def test_rewrite_segments_follow_segment_bytes(spark, sample_root, oracle, tmp_p
 
 
 def test_assigned_offsets_append_and_overwrite(spark, tmp_path, oracle):
-    import kafkalog.spark as ks
     from pyspark.sql import functions as F
+
+    import kafkalog.spark as ks
 
     out = str(tmp_path / "assigned")
     df = spark.range(0, 300).select(
@@ -151,9 +152,10 @@ def test_assigned_offsets_append_and_overwrite(spark, tmp_path, oracle):
 
 
 def test_topic_option_and_default_partitioner(spark, tmp_path, oracle):
+    from pyspark.sql import functions as F
+
     import kafkalog.spark as ks
     from kafkalog.partitioner import default_partition
-    from pyspark.sql import functions as F
 
     out = str(tmp_path / "keyed")
     df = spark.range(0, 200).select(
@@ -238,8 +240,9 @@ def test_write_requires_value_and_topic(spark, tmp_path):
 def test_save_modes(spark, tmp_path, oracle):
     """errorifexists and ignore as Spark's file sources: the helper takes them as modes, the
     plain writer as the saveMode option (PySpark refuses those modes for Python sources)."""
-    import kafkalog.spark as ks
     from pyspark.sql import functions as F
+
+    import kafkalog.spark as ks
 
     out = str(tmp_path / "modes")
     df = spark.range(0, 10, numPartitions=2).select(F.col("id").cast("string").alias("value"))
@@ -266,9 +269,10 @@ def test_save_modes(spark, tmp_path, oracle):
 def test_misspelled_write_option_is_an_error(spark, tmp_path):
     """kafkalog.spark.write(df, out, compresion="zstd") and .option("compresion", "zstd") wrote
     uncompressed data; both now fail before anything is written, naming the right option."""
+    from pyspark.sql import functions as F
+
     import kafkalog.spark as ks
     from kafkalog.spark._write import WriteError
-    from pyspark.sql import functions as F
 
     df = spark.range(0, 20, numPartitions=2).select(F.col("id").cast("string").alias("value"))
     out = tmp_path / "out"

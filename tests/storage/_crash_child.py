@@ -12,8 +12,8 @@ from __future__ import annotations
 import random
 import sys
 
-from kafkalog.storage.log import Log
 from kafkalog.records import MemoryRecordsBuilder
+from kafkalog.storage.log import Log
 
 BASE_TS = 1_700_000_000_000
 

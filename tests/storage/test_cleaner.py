@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage import _log_common as _log_mod
-from kafkalog.storage.cleaner import Cleaner, CleanerConfig, SkimpyOffsetMap
 from kafkalog.control import build_end_txn_marker
 from kafkalog.errors import InvalidRecordError
-from kafkalog.storage.log import Log
 from kafkalog.records import MemoryRecordsBuilder
+from kafkalog.storage import _log_common as _log_mod
+from kafkalog.storage.cleaner import Cleaner, CleanerConfig, SkimpyOffsetMap
+from kafkalog.storage.log import Log
 
 from .conftest import BASE_TS, FakeClock, storage_conformance_dir
 
@@ -136,7 +136,8 @@ def test_dirty_ratio_and_compaction_lag(tmpdir_log):
         assert 0 < ltc.dirty_ratio < 0.99
         assert log.compact().passes == 0
         assert log.compact(force=True).passes == 1
-    with Log.open(tmpdir_log.parent / "lag-0", _cfg(min_compaction_lag_ms=1_000_000), clock=clock) as log:
+    with Log.open(tmpdir_log.parent / "lag-0", _cfg(min_compaction_lag_ms=1_000_000),
+                  clock=clock) as log:
         for i in range(60):
             log.append(_batch([(b"k%d" % (i % 3), b"x" * 50)], clock.now))
         n = log.size
@@ -181,7 +182,8 @@ def test_multipass_with_small_map_equals_single_pass(tmp_path):
     import random
 
     rnd = random.Random(7)
-    ops = [(b"k%d" % rnd.randrange(30), None if rnd.random() < 0.1 else b"v%d" % i) for i in range(200)]
+    ops = [(b"k%d" % rnd.randrange(30),
+            None if rnd.random() < 0.1 else b"v%d" % i) for i in range(200)]
     results = []
     for mem in (24 * 10_000, 24 * 20):
         d = tmp_path / ("m%d-0" % mem)
@@ -201,12 +203,14 @@ def test_multipass_with_small_map_equals_single_pass(tmp_path):
 def test_compressed_batch_rebuilt_with_metadata(tmpdir_log):
     clock = FakeClock()
     with Log.open(tmpdir_log, _cfg(segment_bytes=100_000), clock=clock) as log:
-        log.append(_batch([(b"a", b"1"), (b"b", b"1"), (b"a", b"2")], clock.now, pid=5, epoch=1, seq=0, codec="gzip"))
+        log.append(_batch([(b"a", b"1"), (b"b", b"1"), (b"a", b"2")], clock.now, pid=5, epoch=1,
+                          seq=0, codec="gzip"))
         log.append(_batch([(b"b", b"2")], clock.now, pid=5, epoch=1, seq=3))
         log.roll()
         log.compact()
         bs = list(log.iter_batches())
-        assert [(b.base_offset, b.last_offset, b.producer_id, b.producer_epoch, b.base_sequence) for b in bs] == [
+        assert [(b.base_offset, b.last_offset, b.producer_id, b.producer_epoch,
+                 b.base_sequence) for b in bs] == [
             (0, 2, 5, 1, 0),
             (3, 3, 5, 1, 3),
         ]
@@ -255,7 +259,8 @@ def test_aborted_transactions_and_markers_removed(tmpdir_log):
         bs = list(log.iter_batches())
         assert all(not (b.producer_id == 2 and not b.is_control_batch and len(list(b))) for b in bs)
         assert sum(b.is_control_batch for b in bs) == 2
-        assert [(k, v) for _o, k, v in _view(log, "read_committed")] == [(b"k", b"committed"), (b"z", b"1")]
+        assert [(k, v) for _o, k, v in _view(log, "read_committed")] == [(b"k", b"committed"),
+                                                                         (b"z", b"1")]
         assert [(k, v) for _o, k, v in _view(log)] == [(b"k", b"committed"), (b"z", b"1")]
         assert [t.producer_id for t in log.collect_aborted_transactions(0, 100)] == [2]
         # producer 2 is still active: its last (aborted) batch stays as an empty header,
@@ -277,7 +282,8 @@ def test_abort_marker_of_an_older_transaction_goes_after_horizon(tmpdir_log):
         log.append(build_end_txn_marker(True, 2, 0, 0, timestamp=clock.now), origin="coordinator")
         log.roll()
         log.compact()
-        kinds = [(b.base_offset, b.is_control_batch, len(list(b)), b.has_delete_horizon) for b in log.iter_batches()]
+        kinds = [(b.base_offset, b.is_control_batch, len(list(b)),
+                  b.has_delete_horizon) for b in log.iter_batches()]
         # batch 0 gone, abort marker kept (its batch was seen), commit marker kept
         assert kinds == [(1, True, 1, False), (2, False, 1, False), (3, True, 1, False)]
         assert [t.first_offset for t in log.collect_aborted_transactions(0, 10)] == [0]
@@ -455,7 +461,8 @@ def test_small_cleaned_segments_are_grouped(tmpdir_log):
         view = _view(log)
         assert len(log.segments) < n_before / 3
         assert all(s.size <= 400 for s in log.segments)
-        assert _latest(view) == {b"k0": b"v116", b"k1": b"v117", b"k2": b"v118", b"k3": b"v119", b"k9": b"x"}
+        assert _latest(view) == {b"k0": b"v116", b"k1": b"v117", b"k2": b"v118", b"k3": b"v119",
+                                 b"k9": b"x"}
         log.verify_indexes()
         bases = [s.base_offset for s in log.segments]
         assert bases == sorted(bases) and bases[0] == 0

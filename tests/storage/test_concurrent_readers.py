@@ -24,8 +24,8 @@ import time
 import pytest
 
 from kafkalog import MemoryRecords
-from kafkalog.storage.log import Log
 from kafkalog.records import MemoryRecordsBuilder
+from kafkalog.storage.log import Log
 
 from .conftest import BASE_TS
 

@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import uuid
 
 import pytest
 
@@ -132,7 +131,7 @@ def test_index_reexpand_on_full_disk_keeps_entries(small_fs):
 def test_log_on_full_disk_goes_offline_and_reopens(small_fs):
     d = os.path.join(small_fs, "t-0")
     filled = _child(
-        f"""
+        """
         with open(os.path.join(root, "spare"), "wb") as f:
             f.write(b"s" * (128 << 10))  # freed later, so the log can be opened writable again
         log = Log.open(os.path.join(root, "t-0"), CFG)

@@ -33,13 +33,13 @@ from typing import Callable, List, NamedTuple, Optional
 
 import pytest
 
-from kafkalog.storage import checkpoints, files
-from kafkalog.storage.cleaner import Cleaner, CleanerConfig
 from kafkalog.control import build_end_txn_marker
 from kafkalog.errors import KafkaLogError, KafkaStorageError
+from kafkalog.records import MemoryRecordsBuilder
+from kafkalog.storage import checkpoints, files
+from kafkalog.storage.cleaner import Cleaner, CleanerConfig
 from kafkalog.storage.log import Log
 from kafkalog.storage.producer_state import read_snapshot
-from kafkalog.records import MemoryRecordsBuilder
 
 from . import _faults
 from ._faults import EIO, ENOSPC, ERROR, PARTIAL, SHORT, FaultInjector, scratch_dir

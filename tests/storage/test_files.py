@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from kafkalog.storage import checkpoints, files
 from kafkalog.errors import CorruptCheckpointError
+from kafkalog.storage import checkpoints, files
 from kafkalog.storage.checkpoints import EpochEntry
 from kafkalog.storage.files import SegmentFile, TopicPartition
 

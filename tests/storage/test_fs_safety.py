@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage import checkpoints, files
-from kafkalog.storage.cleaner import Cleaner, CleanerConfig
 from kafkalog.control import build_end_txn_marker
 from kafkalog.errors import InvalidTopicError, KafkaLogError, KafkaStorageError, UnsafePathError
+from kafkalog.storage import checkpoints, files
+from kafkalog.storage.cleaner import Cleaner, CleanerConfig
 from kafkalog.storage.log import Log
 
 from .conftest import BASE_TS, make_batch, values_batch

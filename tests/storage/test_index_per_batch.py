@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import io
 import shutil
-import sys
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -198,7 +198,8 @@ def _config(interval: int, segment_bytes: int, **extra) -> LogConfig:
     interval=st.sampled_from([0, 1, 100, 600, 4096]),
     segment_bytes=st.sampled_from([3000, 20000, 1 << 20]),
 )
-def test_follower_appends_index_per_batch(tmp_path_factory, appends, magic, interval, segment_bytes):
+def test_follower_appends_index_per_batch(tmp_path_factory, appends, magic, interval,
+                                          segment_bytes):
     d = tmp_path_factory.mktemp("f") / "t-0"
     config = _config(interval, segment_bytes)
     with Log.open(d, config) as log:

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule  # noqa: E402
 
 from kafkalog.errors import RecordTooLargeError  # noqa: E402
-from kafkalog.storage.log import Log  # noqa: E402
 from kafkalog.records import MemoryRecordsBuilder  # noqa: E402
+from kafkalog.storage.log import Log  # noqa: E402
 
 from .conftest import BASE_TS, FakeClock  # noqa: E402
 

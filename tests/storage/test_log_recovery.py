@@ -6,15 +6,14 @@ from __future__ import annotations
 import os
 import shutil
 
-
 import pytest
 
 from kafkalog import control
 from kafkalog.errors import CorruptRecordError
 from kafkalog.storage import checkpoints, files
 from kafkalog.storage.index import OffsetIndex
-from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.storage.log import Log
+from kafkalog.storage.txn_index import AbortedTxn
 
 from .conftest import BASE_TS, FakeClock, all_records, make_batch, values_batch
 

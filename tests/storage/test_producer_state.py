@@ -6,6 +6,7 @@ import pytest
 
 from kafkalog import control
 from kafkalog.errors import CorruptSnapshotError
+from kafkalog.records import RecordBatch
 from kafkalog.storage.producer_state import (
     ProducerStateEntry,
     ProducerStateManager,
@@ -14,7 +15,6 @@ from kafkalog.storage.producer_state import (
     list_snapshot_offsets,
     read_snapshot,
 )
-from kafkalog.records import RecordBatch
 
 from .conftest import make_batch
 

@@ -19,7 +19,10 @@ from kafkalog.storage import checkpoints as _checkpoints  # noqa: E402
 from kafkalog.storage import files as _files  # noqa: E402
 from kafkalog.storage.log import Log, open_view  # noqa: E402
 from kafkalog.storage.log_view import DamageGap  # noqa: E402
-from kl_support import append_marker as _marker, append_plain as _plain, append_txn as _txn  # noqa: E402
+
+from kl_support import append_marker as _marker  # noqa: E402
+from kl_support import append_plain as _plain  # noqa: E402
+from kl_support import append_txn as _txn  # noqa: E402
 from kl_support import entry_positions  # noqa: E402
 
 

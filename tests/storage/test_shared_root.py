@@ -7,8 +7,6 @@ import multiprocessing
 import os
 import threading
 
-import pytest
-
 from kafkalog.storage import checkpoints, files
 from kafkalog.storage.log import Log
 

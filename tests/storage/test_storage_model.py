@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalog.storage import checkpoints, files, fs, logdir
 from kafkalog.errors import KafkaStorageError
+from kafkalog.storage import checkpoints, files, fs, logdir
 from kafkalog.storage.log import Log
 from kafkalog.storage.store_segment import open_segment
 
@@ -401,7 +401,8 @@ def test_read_only_segment_access(tmp_path):
             entries = [(e.offset, e.position) for e in idx]
         finally:
             idx.close()
-        assert set(entries) <= {(h.last_offset, h.position) for h in heads}  # Kafka indexes last offsets
+        assert set(entries) <= {(h.last_offset,
+                                 h.position) for h in heads}  # Kafka indexes last offsets
         assert entries  # index.interval.bytes=1: one entry per batch
         tix = logdir.time_index(s)
         try:

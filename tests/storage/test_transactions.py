@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule  # noqa: E402
 
-from kafkalog.storage.cleaner import Cleaner, CleanerConfig  # noqa: E402
 from kafkalog.control import build_end_txn_marker  # noqa: E402
-from kafkalog.storage.log import Log  # noqa: E402
 from kafkalog.records import MemoryRecordsBuilder  # noqa: E402
+from kafkalog.storage.cleaner import Cleaner, CleanerConfig  # noqa: E402
+from kafkalog.storage.log import Log  # noqa: E402
 
 from .conftest import BASE_TS, FakeClock  # noqa: E402
 
@@ -99,7 +100,8 @@ class CompactionVersusModel(RuleBasedStateMachine):
     @rule(data=st.data(), commit=st.booleans())
     def end_txn(self, data, commit):
         pid = data.draw(st.sampled_from(sorted(p for p, s in self.status.items() if s == "open")))
-        self._append(build_end_txn_marker(commit, pid, 0, 0, timestamp=self.clock.now), "coordinator")
+        self._append(build_end_txn_marker(commit, pid, 0, 0, timestamp=self.clock.now),
+                     "coordinator")
         if not commit:
             self.aborted_offsets.update(self.txn_offsets[pid])
         self.txn_offsets[pid] = []
@@ -196,7 +198,8 @@ def test_compaction_model_long():
     run_state_machine_as_test(
         CompactionVersusModel,
         settings=settings(
-            max_examples=300, stateful_step_count=60, deadline=None, suppress_health_check=list(HealthCheck)
+            max_examples=300, stateful_step_count=60, deadline=None,
+            suppress_health_check=list(HealthCheck)
         ),
     )
 
@@ -207,7 +210,8 @@ def test_read_committed_read_is_bounded_by_lso(tmp_path):
         b = MemoryRecordsBuilder()
         b.append(clock.now, b"a", b"1")
         log.append(b.build())
-        t = MemoryRecordsBuilder(producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True)
+        t = MemoryRecordsBuilder(producer_id=1, producer_epoch=0, base_sequence=0,
+                                 is_transactional=True)
         t.append(clock.now, b"a", b"2")
         log.append(t.build())
         assert log.last_stable_offset == 1
