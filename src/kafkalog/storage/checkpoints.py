@@ -16,7 +16,7 @@ import os
 import re
 import threading
 import uuid
-from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, TypeVar
 
 from . import fs as _fs
 from ..errors import CorruptCheckpointError, KafkaStorageError
@@ -140,8 +140,12 @@ def read_offset_checkpoint(path: PathLike,
     return result
 
 
+# a (topic, partition) key: a plain tuple or a TopicPartition
+_TP = TypeVar("_TP", bound=Tuple[str, int])
+
+
 def write_offset_checkpoint(
-    path: PathLike, offsets: Mapping[Tuple[str, int], int], fsync: bool = True
+    path: PathLike, offsets: Mapping[_TP, int], fsync: bool = True
 ) -> None:
     """Atomically (re)write a log-dir offset checkpoint with ``{(topic, partition): offset}``."""
     lines = []

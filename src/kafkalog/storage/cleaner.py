@@ -34,7 +34,7 @@ import hashlib
 import os
 import struct
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from . import files as _files
 from .._format import TimestampType
@@ -268,7 +268,7 @@ def _control_type(batch) -> Optional[int]:
 class _CleanedTransactionMetadata:
     """Kafka's ``CleanedTransactionMetadata``."""
 
-    def __init__(self, aborted: List[AbortedTxn] = (), cleaned_index=None) -> None:
+    def __init__(self, aborted: Iterable[AbortedTxn] = (), cleaned_index=None) -> None:
         self.ongoing_committed: set = set()
         self.ongoing_aborted: Dict[int, list] = {}  # pid -> [AbortedTxn, last observed offset]
         self.aborted = sorted(aborted, key=lambda t: t.first_offset)

@@ -20,7 +20,7 @@ import errno
 import os
 import stat
 import struct
-from typing import Iterator, NamedTuple, Optional, Tuple
+from typing import Any, Iterator, NamedTuple, Optional, Tuple
 
 from . import files as _files
 from . import fs as _fs
@@ -497,7 +497,7 @@ class FileRecords:
 
     def iter_batches(
         self, start_position: int = 0, end_position: Optional[int] = None
-    ) -> Iterator[Tuple[int, object]]:
+    ) -> Iterator[Tuple[int, Any]]:
         """``(position, batch)`` for every complete batch from ``start_position``: RecordBatch
         (v2) or LegacyRecordBatch (v0/v1) objects over chunks read from the file.  CRCs are
         not checked here (call ``batch.ensure_valid()``); a malformed header raises."""

@@ -45,7 +45,7 @@ import os
 import re
 import sys
 import uuid
-from typing import NamedTuple, Optional, Union
+from typing import Callable, Literal, NamedTuple, Optional, Union
 
 from ..errors import InvalidTopicError, UnsafePathError
 
@@ -565,7 +565,8 @@ def atomic_write(path: PathLike, data: bytes, fsync: bool = True) -> None:
 
 
 _RENAME_EXCHANGE = 2  # linux/fs.h
-_renameat2 = None
+# the C function once looked up, False where there is none
+_renameat2: Optional[Union[Literal[False], Callable[..., int]]] = None
 
 
 def exchange_paths(a: PathLike, b: PathLike) -> bool:

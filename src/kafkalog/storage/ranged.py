@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import errno
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, List, Optional, Tuple
+from typing import Generator, Iterator, List, Optional, Tuple, Union
 
 from ..errors import KafkaStorageError
 
@@ -14,6 +14,9 @@ from ..errors import KafkaStorageError
 MAX_ENTRY = 2**31 - 1
 _LOG_OVERHEAD = 12  # offset (int64) + size (int32)
 _MIN_ENTRY = 26  # a magic-0 message's smallest log entry
+
+#: what entry_windows and local_windows yield: ``(position, buffer)``
+_Windows = Generator[Tuple[int, Union[bytes, memoryview]], None, None]
 
 
 def _entry_header(buf, p: int) -> Tuple[int, int]:
@@ -24,7 +27,7 @@ def _entry_header(buf, p: int) -> Tuple[int, int]:
 
 
 def entry_windows(f, start: int, block: int, end_offset: Optional[int] = None,
-                  max_entry: int = MAX_ENTRY, first=None) -> Iterator[Tuple[int, object]]:
+                  max_entry: int = MAX_ENTRY, first=None) -> _Windows:
     """``(position, buffer)`` windows of whole log entries of the open file ``f`` from byte
     ``start``: about ``block`` bytes each, the next range fetched in the background while the
     caller decodes (memory: two blocks and one entry).  Stops after the first entry whose
@@ -99,7 +102,7 @@ def entry_windows(f, start: int, block: int, end_offset: Optional[int] = None,
 
 
 def local_windows(fd: int, start: int, end: int, block: int, path: str = "",
-                  max_entry: int = MAX_ENTRY) -> Iterator[Tuple[int, memoryview]]:
+                  max_entry: int = MAX_ENTRY) -> _Windows:
     """``(position, bytes)`` windows of whole log entries of ``[start, end)`` of a local file
     (its descriptor ``fd``), read with ``pread`` into one buffer the windows reuse: each window
     is valid only until the generator resumes (the caller copies what it keeps).  No mapping,
@@ -211,7 +214,7 @@ def sound_entries(f, path: str, base_offset: int, start: int, stop: int, block: 
     walk = _speedups.batch.walk_frames
     end_arg = -1 if limit is None else limit
     seen = base_offset
-    pos = start
+    pos: Optional[int] = start
 
     def damage(x: int, head: bytes, why: str, total: Optional[int],
                exact: bool = False) -> Optional[int]:
@@ -307,9 +310,9 @@ def sound_entries(f, path: str, base_offset: int, start: int, stop: int, block: 
                     yield wpos + a, win[a:b]
                 if why is not None:
                     head = bytes(win[p:p + 17])
-                    total = (int.from_bytes(head[8:12], "big", signed=True) + 12
-                             if len(head) >= 12 else None)
-                    resume, bad = damage(wpos + p, head, why, total), True
+                    framed = (int.from_bytes(head[8:12], "big", signed=True) + 12
+                              if len(head) >= 12 else None)
+                    resume, bad = damage(wpos + p, head, why, framed), True
                     break
         finally:
             windows.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import mmap
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait as futures_wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait as futures_wait
 from typing import Any, Callable, List, Optional, Tuple
 
 __all__ = ["ReadBlocks", "BlockRead"]
@@ -111,7 +111,7 @@ class BlockRead:
                  lead: int, total: int) -> None:
         self.k, self.seg, self.pos, self.size, self.leo = k, seg, pos, size, leo
         self.slot, self.lead, self.total = slot, lead, total
-        self.job = None
+        self.job: Optional[Future] = None
         self.ok = True
 
 

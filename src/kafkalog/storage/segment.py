@@ -26,7 +26,7 @@ import random
 import struct
 import time
 import warnings
-from typing import Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 from . import files as _files
 from .._format import (
@@ -237,10 +237,11 @@ class Segment:
                                                      in_memory=self._memory_indexes)
         return txi
 
-    def _load_max_ts(self) -> None:
+    def _load_max_ts(self) -> int:
         last = self.time_index.last_entry
         self._max_ts = last.timestamp
         self._max_ts_offset = last.offset
+        return last.timestamp
 
     @classmethod
     def open(cls, directory: str, base_offset: int, *, index_interval_bytes: int = 4096,
@@ -279,9 +280,8 @@ class Segment:
 
     @property
     def max_timestamp_so_far(self) -> int:
-        if self._max_ts is None:
-            self._load_max_ts()
-        return self._max_ts  # type: ignore[return-value]
+        max_ts = self._max_ts
+        return self._load_max_ts() if max_ts is None else max_ts
 
     @property
     def shallow_offset_of_max_timestamp_so_far(self) -> int:
@@ -290,9 +290,10 @@ class Segment:
         return self._max_ts_offset
 
     def read_max_timestamp_and_offset_so_far(self) -> TimestampOffset:
-        if self._max_ts is None:
-            self._load_max_ts()
-        return TimestampOffset(self._max_ts, self._max_ts_offset)  # type: ignore[arg-type]
+        max_ts = self._max_ts
+        if max_ts is None:
+            max_ts = self._load_max_ts()
+        return TimestampOffset(max_ts, self._max_ts_offset)
 
     @property
     def last_modified(self) -> int:
@@ -351,7 +352,7 @@ class Segment:
 
     def iter_batches(
         self, start_position: int = 0, end_position: Optional[int] = None
-    ) -> Iterator[Tuple[int, object]]:
+    ) -> Iterator[Tuple[int, Any]]:
         """``(position, batch)`` for every complete batch from ``start_position``
         (:meth:`FileRecords.iter_batches`; CRCs are not checked there)."""
         return self._file_records.iter_batches(start_position, end_position)
@@ -391,13 +392,12 @@ class Segment:
         records.append(data, n, base_offset_patch, epoch_patch)
         max_ts = self._max_ts
         if max_ts is None:
-            self._load_max_ts()
-            max_ts = self._max_ts
+            max_ts = self._load_max_ts()
         if n < _LOG_OVERHEAD or _I.unpack_from(data, 8)[0] + _LOG_OVERHEAD >= n:
             # One batch: the caller's largest offset and timestamp are that batch's.
             if position == 0:
                 self._rolling_based_timestamp = largest_timestamp
-            if largest_timestamp > max_ts:  # type: ignore[operator]
+            if largest_timestamp > max_ts:
                 self._max_ts = max_ts = largest_timestamp
                 self._max_ts_offset = shallow_offset_of_max_timestamp
             if self._bytes_since_last_index_entry > self.index_interval_bytes:
@@ -407,7 +407,7 @@ class Segment:
             else:
                 self._bytes_since_last_index_entry += n
         else:
-            self._index_batches(data, position, max_ts, base_offset_patch)  # type: ignore[arg-type]
+            self._index_batches(data, position, max_ts, base_offset_patch)
 
     def _index_batches(self, data, position: int, max_ts: int,
                        base_offset_patch: Optional[int]) -> None:
@@ -559,9 +559,10 @@ class Segment:
         ``.log``) and release the write buffer."""
         self._check_writable()
         self._file_records.release_buffer()
-        if self._max_ts is None:
-            self._load_max_ts()
-        self.time_index.maybe_append(self._max_ts, self._max_ts_offset, skip_full_check=True)
+        max_ts = self._max_ts
+        if max_ts is None:
+            max_ts = self._load_max_ts()
+        self.time_index.maybe_append(max_ts, self._max_ts_offset, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self._file_records.trim()
@@ -816,7 +817,7 @@ class Segment:
         self.recovery_damage, self.recovery_tail = damage, tail
         torn = tail is not None and is_last  # the one thing that may end a log
         if past_damage:
-            cut = tail if torn else self.size
+            cut = tail if torn and tail is not None else self.size  # torn: tail is set
         else:
             bad = damage[0][0] if damage else tail
             if bad is not None and not torn and not may_cut_damage:

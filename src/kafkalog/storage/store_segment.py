@@ -185,7 +185,7 @@ class StoreSegment(Segment):
     delete = change_file_suffixes = _refuse
 
 
-class _NoFile:
+class _NoFile(_fs.ReadableFile):
     """The ``.log`` of an :class:`EmptySegment`: no bytes, nothing opened."""
 
     size = 0
@@ -207,7 +207,8 @@ class EmptySegment(StoreSegment):
     def __init__(self, directory: str, base_offset: int, *, index_interval_bytes: int = 4096,
                  max_index_size: int = 10 * 1024 * 1024, clock=None) -> None:
         log = _files.log_file(os.fspath(directory), base_offset)
-        super().__init__(directory, base_offset, fs=None,
+        # no store: with its file and listing given (no index), nothing asks one for bytes
+        super().__init__(directory, base_offset, fs=None,  # type: ignore[arg-type]
                          listed=_logdir.SegmentFiles(base_offset, log, None, None, None),
                          file=_NoFile(),
                          index_interval_bytes=index_interval_bytes,

@@ -36,8 +36,9 @@ class FollowerBatches(NamedTuple):
     """What :meth:`LogValidator.analyze_follower_append` found in a follower's append: its
     ``batches``, the ``valid_bytes`` they take, the ``first_offset`` (a v2 batch's base offset,
     a legacy entry's own offset) and whether it is exact (``first_is_exact``: v2), the
-    ``last_offset``, the max timestamp and the offset of the batch holding it, the records'
-    ``count`` and the batches that carry a producer id (``producer_batches``)."""
+    ``last_offset``, the max timestamp and the offset of the batch holding it, the number of
+    records (``records_count``: ``count`` would hide tuple.count) and the batches that carry a
+    producer id (``producer_batches``)."""
 
     batches: List[Any]
     valid_bytes: int
@@ -46,7 +47,7 @@ class FollowerBatches(NamedTuple):
     last_offset: int
     max_timestamp: int
     shallow_offset: int
-    count: int
+    records_count: int
     producer_batches: List[Any]
 
 
