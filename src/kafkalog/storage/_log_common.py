@@ -6,12 +6,21 @@ from __future__ import annotations
 import time
 from bisect import bisect_right
 from typing import (
-    TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, NoReturn, Optional, Union,
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    NamedTuple,
+    NoReturn,
+    Optional,
+    Union,
 )
 
-from . import checkpoints as _checkpoints
 from ..errors import KafkaStorageError, UnsafePathError
 from ..records import MemoryRecords, MemoryRecordsBuilder
+from . import checkpoints as _checkpoints
 
 if TYPE_CHECKING:
     import threading

@@ -18,8 +18,8 @@ import threading
 import uuid
 from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, TypeVar
 
-from . import fs as _fs
 from ..errors import CorruptCheckpointError, KafkaStorageError
+from . import fs as _fs
 from .files import (
     PathLike,
     TopicPartition,

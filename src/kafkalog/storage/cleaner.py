@@ -36,13 +36,13 @@ import struct
 import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
-from . import files as _files
 from .._format import TimestampType
 from .._speedups import crc as _crc
 from ..errors import KafkaLogError
+from ..records import MemoryRecordsBuilder
+from . import files as _files
 from ._log_common import hook
 from .txn_index import AbortedTxn
-from ..records import MemoryRecordsBuilder
 
 __all__ = [
     "CleanerConfig",

@@ -36,12 +36,12 @@ import shutil
 import uuid
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
+from ..errors import CorruptCheckpointError, KafkaStorageError, UnsafePathError
 from . import checkpoints as _checkpoints
 from . import files as _files
 from . import fs as _fs
 from . import logdir as _logdir
 from .partition_lock import COMMIT, PartitionLock
-from ..errors import CorruptCheckpointError, KafkaStorageError, UnsafePathError
 
 __all__ = [
     "RootCommit",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from typing import List, Optional
 
-from . import checkpoints as _checkpoints
 from ..errors import KafkaStorageError
+from . import checkpoints as _checkpoints
 
 
 # ------------------------------------------------------------------------------------------------

@@ -22,18 +22,26 @@ import stat
 import struct
 from typing import Any, Iterator, NamedTuple, Optional, Tuple
 
-from . import files as _files
-from . import fs as _fs
 from .._format import (
     ENTRY_HEADER,
-    HEADER_SIZE_UP_TO_MAGIC as _HEADER_SIZE_UP_TO_MAGIC,
-    LOG_OVERHEAD as _LOG_OVERHEAD,
-    RECORD_BATCH_OVERHEAD as _V2_OVERHEAD,
-    RECORD_OVERHEAD_V0 as _RECORD_OVERHEAD_V0,
     V2_HEADER_TO_MAX_TIMESTAMP,
+)
+from .._format import (
+    HEADER_SIZE_UP_TO_MAGIC as _HEADER_SIZE_UP_TO_MAGIC,
+)
+from .._format import (
+    LOG_OVERHEAD as _LOG_OVERHEAD,
+)
+from .._format import (
+    RECORD_BATCH_OVERHEAD as _V2_OVERHEAD,
+)
+from .._format import (
+    RECORD_OVERHEAD_V0 as _RECORD_OVERHEAD_V0,
 )
 from ..errors import CorruptRecordError, KafkaLogError, KafkaStorageError, LogClosedError
 from ..records import MemoryRecords
+from . import files as _files
+from . import fs as _fs
 from .framing import IN_FLIGHT_SIZE_BYTE
 
 __all__ = [

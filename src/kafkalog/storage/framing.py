@@ -20,10 +20,20 @@ from typing import Callable, Iterable, List, NamedTuple, Optional, Tuple
 from .. import _speedups
 from .._format import (
     ENTRY_HEADER,
+)
+from .._format import (
     HEADER_SIZE_UP_TO_MAGIC as _HEADER_SIZE_UP_TO_MAGIC,
+)
+from .._format import (
     INT32_MAX as _INT32_MAX,
+)
+from .._format import (
     LOG_OVERHEAD as _LOG_OVERHEAD,
+)
+from .._format import (
     RECORD_BATCH_OVERHEAD as _V2_OVERHEAD,
+)
+from .._format import (
     RECORD_OVERHEAD_V0 as _RECORD_OVERHEAD_V0,
 )
 from ..errors import CorruptRecordError, KafkaLogError

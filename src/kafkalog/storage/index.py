@@ -28,9 +28,9 @@ import os
 import struct
 from typing import Any, Iterator, NamedTuple, Optional, Tuple
 
-from . import fs as _fs
 from .._format import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
 from ..errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError
+from . import fs as _fs
 from .files import open_for_write as _open_for_write
 
 __all__ = [

@@ -9,26 +9,25 @@ import errno
 import os
 import stat as _stat
 import threading
-import warnings
 import uuid as _uuid
+import warnings
 from typing import Any, Dict, Optional
 
-from . import checkpoints as _checkpoints
-from . import files as _files
-from . import fs as _fs
-from . import logdir as _logdir
 from ..errors import (
     CorruptIndexError,
     InvalidOffsetError,
     KafkaLogError,
     KafkaStorageError,
 )
+from . import checkpoints as _checkpoints
+from . import files as _files
+from . import fs as _fs
+from . import logdir as _logdir
+from ._log_common import LogParts
+from .epoch_cache import LeaderEpochCache
 from .producer_state import ProducerStateManager
 from .segment import Segment
 from .store_segment import EmptySegment, StoreSegment
-from .epoch_cache import LeaderEpochCache
-from ._log_common import LogParts
-
 
 #: ``Log.open(recovery=...)``: after an unclean stop a writable open cuts only a torn tail and
 #: refuses to cut whole batches (STRICT); BROKER cuts at the first invalid batch and deletes the
@@ -213,8 +212,8 @@ class LogLoader(LogParts):
         per file."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from .index import OffsetIndex, TimeIndex
-        from .index import STORE_INDEX_LIMIT as _STORE_INDEX_LIMIT, read_store_index
+        from .index import STORE_INDEX_LIMIT as _STORE_INDEX_LIMIT
+        from .index import OffsetIndex, TimeIndex, read_store_index
 
         store = self._store
         limit = max(self.config.segment_index_bytes, _STORE_INDEX_LIMIT)

@@ -8,17 +8,17 @@ import os
 import time
 from typing import Any, Callable, Iterator, List, Optional
 
-from . import files as _files
 from ..errors import KafkaLogError, KafkaStorageError
 from ..records import MemoryRecords
-from .log_view import LogView
-from .file_records import TimestampAndOffset
-from .segment import Segment
+from . import files as _files
 from ._log_common import (
     STORAGE_ERRORS,
     LogParts,
     update_root_checkpoint,
 )
+from .file_records import TimestampAndOffset
+from .log_view import LogView
+from .segment import Segment
 
 
 class LocalLog(LogParts):

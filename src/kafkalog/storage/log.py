@@ -56,12 +56,6 @@ import time
 import uuid as _uuid
 from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Union
 
-from . import checkpoints as _checkpoints
-from . import files as _files
-from . import fs as _fs
-from . import store_fs as _store_fs
-from . import logdir as _logdir
-from . import partition_lock as _partition_lock
 from .._format import INT32_MAX, V2_HEADER, TimestampType
 from .._speedups import crc as _crc
 from ..errors import (
@@ -72,36 +66,41 @@ from ..errors import (
     UnsafePathError,
 )
 from ..records import RecordBatch
-from .file_records import TimestampAndOffset
-from .segment import Segment
+from . import checkpoints as _checkpoints
+from . import files as _files
+from . import fs as _fs
+from . import logdir as _logdir
+from . import partition_lock as _partition_lock
+from . import store_fs as _store_fs
 from ._log_common import (
-    STORAGE_ERRORS,
-    fcntl,
-    LONG_MAX,
-    LATEST_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
-    LogAppendInfo,
+    LATEST_TIMESTAMP,
+    LONG_MAX,
+    MAX_TIMESTAMP,
+    STORAGE_ERRORS,
     BatchFacts,
+    LogAppendInfo,
     Prepared,
-    check_int_arg,
-    now_ms,
     as_buffer,
-    tuple_new,
+    check_int_arg,
+    fcntl,
     hook,
+    now_ms,
+    tuple_new,
     update_root_checkpoint,
 )
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
-from .loader import CheckpointMemo, LogLoader, RECOVERY_MODES, STRICT_RECOVERY
+from .file_records import TimestampAndOffset
+from .loader import RECOVERY_MODES, STRICT_RECOVERY, CheckpointMemo, LogLoader
 from .local_log import LocalLog
 from .log_view import LogView
-from .segments import LogOffsets, LogSegments
 from .retention import LogRetention
+from .segment import Segment
+from .segments import LogOffsets, LogSegments
 from .validator import LogValidator
-
 
 __all__ = [
     "Log",

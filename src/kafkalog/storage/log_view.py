@@ -43,28 +43,32 @@ import errno as _errno
 import os
 from typing import Any, Callable, Iterator, List, NamedTuple, NoReturn, Optional, Tuple, Union
 
+from .. import _speedups
 from .._format import ENTRY_HEADER, V2_HEADER_TO_MAX_TIMESTAMP
 from ..errors import (
-    CorruptRecordError, KafkaLogError, KafkaStorageError, OffsetOutOfRangeError, UnsafePathError,
+    CorruptRecordError,
+    KafkaLogError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    UnsafePathError,
 )
-from .. import _speedups
 from ..records import MemoryRecords
-from .epoch_cache import LeaderEpochCache
-from .segments import LogOffsets, LogSegments
-from .file_records import TimestampAndOffset
-from .segment import Segment
-from .framing import framing_problem, gap_is_damage, resume_point
 from ._log_common import (
-    STORAGE_ERRORS,
-    LATEST_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     SCAN_CHUNK,
+    STORAGE_ERRORS,
     floor_index,
 )
+from .epoch_cache import LeaderEpochCache
+from .file_records import TimestampAndOffset
+from .framing import framing_problem, gap_is_damage, resume_point
 from .readahead import BlockRead, ReadBlocks
+from .segment import Segment
+from .segments import LogOffsets, LogSegments
 
 __all__ = ["LogView", "DamageGap", "RAISE", "SKIP"]
 

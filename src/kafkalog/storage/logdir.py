@@ -31,10 +31,10 @@ import re
 import uuid as _uuid
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
+from ..errors import KafkaStorageError
 from . import files as _files
 from . import fs as _fs
 from . import store_fs as _store_fs
-from ..errors import KafkaStorageError
 from .index import OffsetIndex, TimeIndex, read_store_index
 
 __all__ = [

@@ -31,9 +31,9 @@ import threading
 import time
 from typing import Dict, Optional, Tuple
 
+from ..errors import KafkaStorageError, LogLockedError
 from . import files as _files
 from . import fs as _fs
-from ..errors import KafkaStorageError, LogLockedError
 
 try:  # pragma: no cover - POSIX
     import fcntl

@@ -51,7 +51,6 @@ import struct
 from collections import deque
 from typing import Callable, Deque, Dict, Iterable, List, NamedTuple, Optional
 
-from . import files as _files
 from .._speedups import crc as _crc
 from ..control import ControlRecordType, end_txn_marker_fields
 from ..errors import (
@@ -62,6 +61,7 @@ from ..errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from . import files as _files
 
 __all__ = [
     "ProducerStateEntry",

@@ -205,8 +205,8 @@ def sound_entries(f, path: str, base_offset: int, start: int, stop: int, block: 
     from .. import _speedups
     from ..errors import CorruptRecordError, KafkaLogError
     from ..records import MemoryRecords
-    from .log_view import DamageGap, SKIP
     from .framing import framing_problem, gap_is_damage, resume_point
+    from .log_view import SKIP, DamageGap
 
     fileno = getattr(f, "fileno", None)
     fd = fileno() if fileno is not None else None

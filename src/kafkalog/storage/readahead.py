@@ -12,7 +12,8 @@ from __future__ import annotations
 import mmap
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor, wait as futures_wait
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from typing import Any, Callable, List, Optional, Tuple
 
 __all__ = ["ReadBlocks", "BlockRead"]

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import List
 
-from . import files as _files
 from ..errors import InvalidOffsetError, OffsetOutOfRangeError
-from .segment import Segment
+from . import files as _files
 from ._log_common import (
-    STORAGE_ERRORS,
     LONG_MAX,
+    STORAGE_ERRORS,
     LogParts,
     check_int_arg,
 )
+from .segment import Segment
 
 
 class LogRetention(LogParts):

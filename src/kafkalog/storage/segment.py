@@ -28,25 +28,28 @@ import time
 import warnings
 from typing import Any, Iterator, List, Optional, Tuple
 
-from . import files as _files
-from .._format import (
-    ENTRY_HEADER,
-    HEADER_SIZE_UP_TO_MAGIC as _HEADER_SIZE_UP_TO_MAGIC,
-    INT32_MAX as _INT32_MAX,
-    LOG_OVERHEAD as _LOG_OVERHEAD,
-    OFFSET_INDEX_ENTRY,
-    RECORD_BATCH_OVERHEAD as _V2_OVERHEAD,
-    RECORD_OVERHEAD_V0 as _RECORD_OVERHEAD_V0,
+from .._format import ENTRY_HEADER, OFFSET_INDEX_ENTRY
+from .._format import HEADER_SIZE_UP_TO_MAGIC as _HEADER_SIZE_UP_TO_MAGIC
+from .._format import INT32_MAX as _INT32_MAX
+from .._format import LOG_OVERHEAD as _LOG_OVERHEAD
+from .._format import RECORD_BATCH_OVERHEAD as _V2_OVERHEAD
+from .._format import RECORD_OVERHEAD_V0 as _RECORD_OVERHEAD_V0
+from ..errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    KafkaLogError,
+    LogClosedError,
 )
-from ..errors import (CorruptIndexError, CorruptRecordError, InvalidOffsetError,
-                      InvalidRecordError, KafkaLogError, LogClosedError)
+from ..records import MemoryRecords
+from . import files as _files
 from . import logdir as _logdir
 from .file_records import BatchHeader, FileRecords, LogOffsetPosition, TimestampAndOffset
 from .framing import SegmentWalk, append_in_flight, gap_is_damage, walk_segment, whole_batch_after
 from .index import OffsetIndex, TimeIndex, TimestampOffset
 from .index_check import index_headers, verify_indexes
 from .txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
-from ..records import MemoryRecords
 
 __all__ = ["Segment"]
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from ..errors import KafkaStorageError
 from . import files as _files
 from . import fs as _fs
-from . import store_fs as _store_fs
 from . import logdir as _logdir
-from ..errors import KafkaStorageError
+from . import store_fs as _store_fs
 from .file_records import FileRecords
 from .index import STORE_INDEX_LIMIT, OffsetIndex, TimeIndex, read_store_index
-from .txn_index import TransactionIndex
 from .segment import Segment
+from .txn_index import TransactionIndex
 
 __all__ = ["StoreSegment", "StoreRecords", "EmptySegment", "open_segment"]
 

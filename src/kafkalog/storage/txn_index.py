@@ -16,8 +16,8 @@ import os
 import struct
 from typing import Iterator, List, NamedTuple, Optional, Tuple
 
-from . import fs as _fs
 from ..errors import CorruptIndexError, InvalidOffsetError, KafkaStorageError
+from . import fs as _fs
 from .files import open_for_write as _open_for_write
 from .files import write_all as _write_all
 
