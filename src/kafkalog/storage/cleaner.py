@@ -249,7 +249,8 @@ class SkimpyOffsetMap:
         return self._size / self.slots
 
     def __repr__(self) -> str:
-        return f"SkimpyOffsetMap(slots={self.slots}, size={self._size}, latest_offset={self.latest_offset})"
+        return (f"SkimpyOffsetMap(slots={self.slots}, size={self._size}, "
+                f"latest_offset={self.latest_offset})")
 
 
 OffsetMap = SkimpyOffsetMap
@@ -276,7 +277,8 @@ class _CleanedTransactionMetadata:
         self.cleaned_index = cleaned_index
 
     def add_aborted(self, txns) -> None:
-        self.aborted = sorted(list(self.aborted[self._next :]) + list(txns), key=lambda t: t.first_offset)
+        self.aborted = sorted(list(self.aborted[self._next :]) + list(txns),
+                              key=lambda t: t.first_offset)
         self._next = 0
 
     def _consume_upto(self, offset: int) -> None:
@@ -318,7 +320,7 @@ class _CleanedTransactionMetadata:
         return False
 
 
-# -- stats / cleanable range -------------------------------------------------------------------------
+# -- stats / cleanable range -----------------------------------------------------------------------
 class CleanerStats:
     """Counters of a cleaning (Kafka's ``CleanerStats``)."""
 
@@ -493,7 +495,7 @@ def _rebuild_legacy(batch, retained) -> bytes:
     return b.build()
 
 
-# -- the cleaner -------------------------------------------------------------------------------------
+# -- the cleaner -----------------------------------------------------------------------------------
 class Cleaner:
     """Cleans compacted logs (one round per :meth:`clean`).  ``clock``: ms since the epoch."""
 
@@ -548,8 +550,10 @@ class Cleaner:
                     return first_dirty, stats
                 segs = list(log._segments)
                 # legacy (v0/v1) tombstone horizon: mtime of the last clean segment - retention
-                clean_segs = [s for s in segs if s.base_offset < first_dirty and _seg_end(log, s) <= first_dirty]
-                legacy_horizon = clean_segs[-1].last_modified - log.config.delete_retention_ms if clean_segs else 0
+                clean_segs = [s for s in segs
+                              if s.base_offset < first_dirty and _seg_end(log, s) <= first_dirty]
+                legacy_horizon = (clean_segs[-1].last_modified - log.config.delete_retention_ms
+                                  if clean_segs else 0)
                 m = self.offset_map
                 m.clear()
                 self._build_offset_map(log, first_dirty, upper, m, stats)
@@ -570,8 +574,8 @@ class Cleaner:
                 txn = _CleanedTransactionMetadata()
                 hw = log.high_watermark
                 for group in self._group_segments(log, to_clean, upper):
-                    self._clean_segments(log, group, m, now, legacy_horizon, active_producers, stats,
-                                         hw, txn)
+                    self._clean_segments(log, group, m, now, legacy_horizon, active_producers,
+                                         stats, hw, txn)
                 log._set_cleaner_checkpoint(end)
                 stats.passes = 1
             except OSError as e:
@@ -670,14 +674,15 @@ class Cleaner:
             retention = log.config.delete_retention_ms
             for k, seg in enumerate(group):
                 # the aborted transactions of the whole segment (its cleaned index is rebuilt)
-                seg_upper = group[k + 1].base_offset if k + 1 < len(group) else seg.read_next_offset()
+                seg_upper = (group[k + 1].base_offset if k + 1 < len(group)
+                             else seg.read_next_offset())
                 txn.add_aborted(log.collect_aborted_transactions(seg.base_offset, seg_upper))
                 retain_legacy_deletes = seg.last_modified > legacy_horizon
                 for _pos, batch in seg.iter_batches(0):
                     stats.bytes_read += batch.size_in_bytes
                     out = self._filter_batch(
-                        batch, m, now, retention, retain_legacy_deletes, txn, active_producers, stats,
-                        high_watermark,
+                        batch, m, now, retention, retain_legacy_deletes, txn, active_producers,
+                        stats, high_watermark,
                     )
                     if out is not None:
                         data, last_off, max_ts, max_ts_off = out

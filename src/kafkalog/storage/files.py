@@ -276,8 +276,8 @@ def validate_topic(topic: str) -> str:
     The rules of Kafka's ``Topic.validate``: not empty, not ``.`` or ``..``, at most 249
     characters, only ASCII letters, digits, ``.``, ``_`` and ``-``.  kafkalog checks them before
     it builds a path from a topic name (new partition directories of the Spark writer, salvage
-    and :meth:`Log.open <kafkalog.storage.log.Log.open>`); existing directories are read whatever their
-    names."""
+    and :meth:`Log.open <kafkalog.storage.log.Log.open>`); existing directories are read
+    whatever their names."""
     if not isinstance(topic, str):
         raise InvalidTopicError(
             f"topic name must be a str, not {type(topic).__name__}", topic=None

@@ -341,7 +341,8 @@ class LogLoader(LogParts):
         else:
             self._rebuild_producer_state(self._offsets.log_end_offset,
                                          reload_from_clean_shutdown=had_clean)
-            self.producer_state.remove_stray_snapshots(self._segments.bases, keep=(self._offsets.log_end_offset,))
+            self.producer_state.remove_stray_snapshots(self._segments.bases,
+                                                       keep=(self._offsets.log_end_offset,))
 
         self._last_flush_ms = self._clock()
         # topic id
@@ -536,7 +537,8 @@ class LogLoader(LogParts):
         truncated = seg.recover(self.producer_state, self.leader_epoch_cache,
                                 past_damage=self.read_only, is_last=seg is self._segments[-1],
                                 may_cut_damage=broker)
-        if truncated and not self.read_only and (seg.recovery_damage or seg is not self._segments[-1]):
+        if truncated and not self.read_only and (seg.recovery_damage
+                                                 or seg is not self._segments[-1]):
             at = size - truncated
             warnings.warn(
                 f"recovery='broker': cut {seg.log_path} at position {at} ({truncated} bytes "
@@ -614,7 +616,8 @@ class LogLoader(LogParts):
         except FileNotFoundError:
             pass
         except BaseException:
-            seg.discard_buffered()  # the segment is leaving the log: close its files, keep the error
+            # the segment is leaving the log: close its files, keep the error
+            seg.discard_buffered()
             try:
                 seg.close_handlers()
             except OSError:

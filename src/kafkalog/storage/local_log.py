@@ -281,8 +281,10 @@ class LocalLog(LogParts):
                 active = self._segments[-1]
                 active.truncate_to(target_offset)
                 self._offsets.log_end_offset = active.read_next_offset()
-                self._offsets.recovery_point = min(self._offsets.recovery_point, self._offsets.log_end_offset)
-                self._offsets.log_start_offset = min(self._offsets.log_start_offset, self._offsets.log_end_offset)
+                self._offsets.recovery_point = min(self._offsets.recovery_point,
+                                                   self._offsets.log_end_offset)
+                self._offsets.log_start_offset = min(self._offsets.log_start_offset,
+                                                     self._offsets.log_end_offset)
                 self.leader_epoch_cache.truncate_from_end(self._offsets.log_end_offset)
                 self._latest_epoch = self.leader_epoch_cache.latest_epoch
                 self._rebuild_producer_state(self._offsets.log_end_offset)

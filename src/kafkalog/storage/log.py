@@ -31,11 +31,11 @@ after the broker shut down cleanly, so it recovers from the recovery point, whic
 after a clean broker shutdown: the checkpoint then equals the log end offset).
 
 Durability.  Appends are written to the OS (and to a small in-process buffer, see
-:mod:`kafkalog.storage.segment`) without fsync.  ``flush.messages`` fsyncs once that many messages are
-unflushed, ``flush.ms`` from a background thread once the oldest unflushed append is that old,
-:meth:`Log.flush` on demand, and a roll fsyncs the segment it closes (Kafka flushes it
-asynchronously).  Everything flushed survives a crash; recovery truncates the rest at the
-first torn or invalid batch.
+:mod:`kafkalog.storage.segment`) without fsync.  ``flush.messages`` fsyncs once that many
+messages are unflushed, ``flush.ms`` from a background thread once the oldest unflushed
+append is that old, :meth:`Log.flush` on demand, and a roll fsyncs the segment it closes
+(Kafka flushes it asynchronously).  Everything flushed survives a crash; recovery truncates
+the rest at the first torn or invalid batch.
 
 I/O errors.  An OSError from the system (a full disk, EIO, ...) while a Log reads or writes
 raises :class:`~kafkalog.errors.KafkaStorageError` (an OSError too: same ``errno``, the file in
@@ -152,20 +152,21 @@ class Log(LogLoader, LocalLog, LogRetention):
         ``storage_options`` as :func:`kafkalog.arrow.to_arrow` is.  A log in a store answers
         what the same directory opened locally read-only answers; its ``.log`` files are read
         with ranged reads as needed, its indexes as far as their entries go, its checkpoint
-        and snapshot files whole, and nothing is written to the store.  A writable open of such a URI raises
-        KafkaStorageError (a Log appends, locks and recovers in place).
+        and snapshot files whole, and nothing is written to the store.  A writable open of such
+        a URI raises KafkaStorageError (a Log appends, locks and recovers in place).
 
         ``config``: a :class:`LogConfig` or a mapping of Kafka topic-config keys.
         ``read_only``: never write, create or delete a file; a log that needs recovery is
         validated in memory instead (only a torn tail ends it; reads report other damage,
-        see ``recovery``; missing indexes are rebuilt in memory).  ``clock``: milliseconds since the epoch (for tests; default
-        ``time.time``).  ``topic_id``: written to ``partition.metadata`` when that is missing
-        (a different existing id raises ValueError).  ``validate_records``: let
-        :meth:`append` decode every record like Kafka's LogValidator even when no setting needs
-        it (by default records are only decoded for compacted topics, finite timestamp bounds,
-        codec/format conversion; the batch header's max timestamp, covered by the CRC, is
-        trusted otherwise).  ``checkpoint_interval_ms``: how often a flush also rewrites the
-        recovery-point checkpoint (Kafka's ``log.flush.offset.checkpoint.interval.ms``).
+        see ``recovery``; missing indexes are rebuilt in memory).  ``clock``: milliseconds
+        since the epoch (for tests; default ``time.time``).  ``topic_id``: written to
+        ``partition.metadata`` when that is missing (a different existing id raises
+        ValueError).  ``validate_records``: let :meth:`append` decode every record like
+        Kafka's LogValidator even when no setting needs it (by default records are only
+        decoded for compacted topics, finite timestamp bounds, codec/format conversion; the
+        batch header's max timestamp, covered by the CRC, is trusted otherwise).
+        ``checkpoint_interval_ms``: how often a flush also rewrites the recovery-point
+        checkpoint (Kafka's ``log.flush.offset.checkpoint.interval.ms``).
 
         Creating ``directory`` when its name has the ``<topic>-<partition>`` form requires a
         topic name Kafka accepts (:class:`~kafkalog.errors.InvalidTopicError` otherwise);
@@ -364,7 +365,7 @@ class Log(LogLoader, LocalLog, LogRetention):
         """First offset of the earliest ongoing (not yet committed/aborted) transaction."""
         return self.producer_state.first_unstable_offset()
 
-    # -- compaction (see kafkalog.storage.cleaner) ------------------------------------------------------
+    # -- compaction (see kafkalog.storage.cleaner) -------------------------------------------------
     def cleaner_checkpoint(self) -> int:
         """The first dirty offset: the ``cleaner-offset-checkpoint`` entry of this partition
         (kept in memory for a directory that is not named like a partition), or the log start."""
@@ -389,7 +390,8 @@ class Log(LogLoader, LocalLog, LogRetention):
         when the log is eligible (dirty ratio above ``min.cleanable.dirty.ratio`` or
         ``max.compaction.lag.ms`` exceeded; always with ``force``), clean rounds until the
         whole cleanable range is clean (several passes when the offset map fills).  Returns
-        the merged :class:`kafkalog.storage.cleaner.CleanerStats` (``passes == 0`` when nothing ran)."""
+        the merged :class:`kafkalog.storage.cleaner.CleanerStats` (``passes == 0`` when nothing
+        ran)."""
         from .cleaner import Cleaner, CleanerStats
 
         cleaner = cleaner or Cleaner()
@@ -810,7 +812,8 @@ class Log(LogLoader, LocalLog, LogRetention):
                 self.producer_state.map_end_offset = self._offsets.log_end_offset
                 self._after_append()
                 return LogAppendInfo(
-                    first, prev_last, max_ts, shallow, -1, self._offsets.log_start_offset, valid, count
+                    first, prev_last, max_ts, shallow, -1, self._offsets.log_start_offset, valid,
+                    count,
                 )
             except STORAGE_ERRORS as e:
                 if mark is not None:
@@ -969,11 +972,11 @@ def open_view(directory: str, fs: Any = None, config: Any = None,
     offset and time indexes but the last's are checked when first read rather than on open (as
     Kafka's ``LazyIndex`` opens them).  ``listing``: the directory's
     :func:`~kafkalog.storage.logdir.scan_partition` just taken by the caller (a reader that
-    plans from it then sees the same segments, and a store is not listed twice).  ``defer_opens``: open
-    each segment's ``.log`` at its first read, not on load (for a caller that asks the view
-    about offsets and positions and reads little, as a planner does; a segment deleted or
-    replaced before its first read is then a KafkaStorageError with errno ENOENT, where one
-    opened on load could still be read).  ``checkpoints``: a
+    plans from it then sees the same segments, and a store is not listed twice).
+    ``defer_opens``: open each segment's ``.log`` at its first read, not on load (for a caller
+    that asks the view about offsets and positions and reads little, as a planner does; a
+    segment deleted or replaced before its first read is then a KafkaStorageError with errno
+    ENOENT, where one opened on load could still be read).  ``checkpoints``: a
     :class:`~kafkalog.storage.loader.CheckpointMemo` shared by the views of one pass over a
     root, so that its checkpoints are read once.  Close the view (or use it as a context
     manager); that closes the log it owns."""

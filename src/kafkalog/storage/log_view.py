@@ -231,8 +231,9 @@ class LogView:
         if i < 0 or self._bases[i] != base_offset:
             path = os.path.join(self._directory, "%020d.log" % base_offset)
             raise KafkaStorageError(
-                f"no segment with base offset {base_offset} in {self._directory} (deleted or replaced "
-                "since it was listed?)", path=path, errno=_errno.ENOENT, operation="reading")
+                f"no segment with base offset {base_offset} in {self._directory} (deleted or "
+                "replaced since it was listed?)", path=path, errno=_errno.ENOENT,
+                operation="reading")
         return self._segs[i]
 
     def position_in(self, base_offset: int, offset: int) -> Optional[int]:
@@ -338,7 +339,8 @@ class LogView:
     ) -> MemoryRecords:
         """See :meth:`kafkalog.storage.log.Log.read`."""
         if isolation not in ("read_uncommitted", "read_committed"):
-            raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
+            raise ValueError(
+                f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be non-negative, not {max_bytes}")
         with self._lock:
@@ -651,7 +653,8 @@ class LogView:
                             k, pos = k + 1, None
                             continue
                         pos = found.position
-                    upper = segs[k + 1].base_offset if k + 1 < len(segs) else self._offsets.log_end_offset
+                    upper = (segs[k + 1].base_offset if k + 1 < len(segs)
+                             else self._offsets.log_end_offset)
                     blocks.stop_at = (k, self._stop_position(seg, end, upper))
                 self._check_online()
                 size = seg.size
@@ -794,7 +797,8 @@ class LogView:
                         yield r
             return
         if isolation != "read_committed":
-            raise ValueError(f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
+            raise ValueError(
+                f"isolation must be read_uncommitted or read_committed, not {isolation!r}")
         with self._lock:
             lso = self.last_stable_offset
             aborted = sorted(
@@ -854,7 +858,8 @@ class LogView:
                     first = cache.entries[0] if cache.entries else None
                     epoch = (
                         first.epoch
-                        if first is not None and first.start_offset <= self._offsets.log_start_offset
+                        if first is not None
+                        and first.start_offset <= self._offsets.log_start_offset
                         else None
                     )
                     return TimestampAndOffset(-1, self._offsets.log_start_offset, epoch)

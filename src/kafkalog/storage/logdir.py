@@ -14,14 +14,14 @@ Kafka's names (``LogFileUtils``, ``LogSegments``, ``LogManager``'s view of a log
         leader-epoch-checkpoint  partition.metadata  <file>.tmp
         <end offset>-<epoch>.checkpoint  quorum-state            (KRaft metadata log)
 
-One grammar, in one place (:func:`kafkalog.storage.files.parse_segment_file_name` for segment names):
-a base offset is exactly 20 decimal digits within the int64 range.  :func:`scan_partition`
+One grammar, in one place (:func:`kafkalog.storage.files.parse_segment_file_name` for segment
+names): a base offset is exactly 20 decimal digits within the int64 range.  :func:`scan_partition`
 and :func:`scan_root` sort every name of a directory into what it is; a name that does not fit
 the grammar, or that fits it but is not a regular file (a FIFO, a device, a directory, a
 dangling or looping link), lands in ``ignored`` with the reason and is never opened, so it can
 never change offsets.  Files are opened for reading only through :meth:`PartitionView.open`
-/ :func:`open_file` (the :mod:`kafkalog.storage.fs` interface: regular files only, ``KafkaStorageError``
-naming the path and the operation for any OS error).  Nothing here writes.
+/ :func:`open_file` (the :mod:`kafkalog.storage.fs` interface: regular files only,
+``KafkaStorageError`` naming the path and the operation for any OS error).  Nothing here writes.
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ _SEGMENT_KINDS = (
 
 
 class Ignored(NamedTuple):
-    """A name the model does not use, and why (``kind`` is what it is: see :mod:`kafkalog.storage.fs`)."""
+    """A name the model does not use, and why (``kind`` is what it is: see
+    :mod:`kafkalog.storage.fs`)."""
 
     name: str
     path: str
@@ -596,16 +597,17 @@ def _store_index(cls, path: Optional[str], base_offset: int, fs: Optional[_fs.Fi
 
 
 def offset_index(seg: SegmentFiles, fs: Optional[_fs.FileSystem] = None):
-    """The segment's offset index, read-only (:class:`kafkalog.storage.index.OffsetIndex`: iterate it
-    for ``(offset, position)`` entries, ``lookup(offset)``); empty when the file is missing.
-    In a store (a URI, or ``fs`` not local) only its entries are fetched.  Close it after use."""
+    """The segment's offset index, read-only (:class:`kafkalog.storage.index.OffsetIndex`:
+    iterate it for ``(offset, position)`` entries, ``lookup(offset)``); empty when the file is
+    missing.  In a store (a URI, or ``fs`` not local) only its entries are fetched.  Close it
+    after use."""
     return _store_index(OffsetIndex, seg.offset_index, seg.base_offset, fs)
 
 
 def time_index(seg: SegmentFiles, fs: Optional[_fs.FileSystem] = None):
-    """The segment's time index, read-only (:class:`kafkalog.storage.index.TimeIndex`: iterate it for
-    ``(timestamp, offset)`` entries, ``last_entry``, ``lookup(timestamp)``); empty when the
-    file is missing.  In a store only its entries are fetched.  Close it after use."""
+    """The segment's time index, read-only (:class:`kafkalog.storage.index.TimeIndex`: iterate
+    it for ``(timestamp, offset)`` entries, ``last_entry``, ``lookup(timestamp)``); empty when
+    the file is missing.  In a store only its entries are fetched.  Close it after use."""
     return _store_index(TimeIndex, seg.time_index, seg.base_offset, fs)
 
 

@@ -62,7 +62,8 @@ def entry_windows(f, start: int, block: int, end_offset: Optional[int] = None,
             n = len(buf)
             while p + _LOG_OVERHEAD <= n:
                 off, total = _entry_header(buf, p)
-                if total < _MIN_ENTRY or total > max_entry + _LOG_OVERHEAD or pos + p + total > size:
+                if (total < _MIN_ENTRY or total > max_entry + _LOG_OVERHEAD
+                        or pos + p + total > size):
                     final = True  # bad, too large or truncated: the decoder says what
                     break
                 if p + total > n:
@@ -108,8 +109,9 @@ def local_windows(fd: int, start: int, end: int, block: int, path: str = "",
     is valid only until the generator resumes (the caller copies what it keeps).  No mapping,
     so a file cut shorter meanwhile (``path``, for the error) is never a SIGBUS: it raises
     KafkaStorageError with errno EAGAIN (read again), as a read view's scan does.  Windows are
-    about ``block`` bytes (one entry larger than that is read whole); the last also holds a partial trailing entry, as the whole file would, and
-    an entry whose framing is bad starts a last window (the decoder says what it is)."""
+    about ``block`` bytes (one entry larger than that is read whole); the last also holds a
+    partial trailing entry, as the whole file would, and an entry whose framing is bad starts a
+    last window (the decoder says what it is)."""
     from .. import _speedups
     from .fs import read_into
 

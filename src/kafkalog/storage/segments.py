@@ -92,7 +92,7 @@ class LogSegments:
             return self._segments[i]
         return None
 
-    # -- changing (under the owning log's lock) -----------------------------------------------------
+    # -- changing (under the owning log's lock) ----------------------------------------------------
     def add(self, seg: Segment) -> None:
         """Put ``seg`` in its place (after any segment with the same base offset)."""
         i = bisect_right(self._bases, seg.base_offset)
