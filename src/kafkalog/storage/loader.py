@@ -23,7 +23,7 @@ from . import checkpoints as _checkpoints
 from . import files as _files
 from . import fs as _fs
 from . import logdir as _logdir
-from ._log_common import LogParts
+from ._log_parts import LogParts
 from .epoch_cache import LeaderEpochCache
 from .producer_state import ProducerStateManager
 from .segment import Segment

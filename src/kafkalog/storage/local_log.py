@@ -13,9 +13,9 @@ from ..records import MemoryRecords
 from . import files as _files
 from ._log_common import (
     STORAGE_ERRORS,
-    LogParts,
     update_root_checkpoint,
 )
+from ._log_parts import LogParts
 from .file_records import TimestampAndOffset
 from .log_view import LogView
 from .segment import Segment

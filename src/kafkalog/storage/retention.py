@@ -10,9 +10,9 @@ from . import files as _files
 from ._log_common import (
     LONG_MAX,
     STORAGE_ERRORS,
-    LogParts,
     check_int_arg,
 )
+from ._log_parts import LogParts
 from .segment import Segment
 
 
