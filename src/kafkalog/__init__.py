@@ -10,25 +10,26 @@ from ._format import CompressionType, TimestampType
 from ._speedups import FALLBACK_REASON, IMPLEMENTATION
 from ._version import __version__
 from .errors import (
+    CorruptCheckpointError,
     CorruptIndexError,
     CorruptRecordError,
+    CorruptSnapshotError,
     DecompressedSizeError,
     DecompressionError,
     InvalidOffsetError,
-    InvalidRecordError,
-    KafkaLogError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    UnsupportedCompressionError,
-)
-from .errors import CorruptCheckpointError, CorruptSnapshotError, LogLockedError
-from .errors import KafkaStorageError
-from .errors import InvalidTopicError, UnsafePathError
-from .errors import (
     InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTopicError,
     InvalidTxnStateError,
+    KafkaLogError,
+    KafkaStorageError,
+    LogLockedError,
+    OffsetOutOfRangeError,
     OutOfOrderSequenceError,
+    RecordTooLargeError,
     TransactionCoordinatorFencedError,
+    UnsafePathError,
+    UnsupportedCompressionError,
 )
 from .records import (
     LegacyRecord,

@@ -11,8 +11,8 @@ import os
 from typing import Any, List, Optional
 
 from .storage import fs as _fs
-from .storage import store_fs as _store_fs
 from .storage import selection as _selection
+from .storage import store_fs as _store_fs
 from .storage.selection import TopicSelection
 
 __all__ = ["Source", "resolve", "Opened", "block_size", "is_log", "tp_of_dir"]

@@ -1,7 +1,8 @@
 """Public record classes, bound once to the twin chosen in ``_speedups``."""
 from __future__ import annotations
 
-from ._speedups import batch as _batch, legacy as _legacy
+from ._speedups import batch as _batch
+from ._speedups import legacy as _legacy
 
 MemoryRecords = _batch.MemoryRecords
 MemoryRecordsBuilder = _batch.MemoryRecordsBuilder

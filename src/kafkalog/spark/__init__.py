@@ -43,7 +43,9 @@ __all__ = [
     "schema",
 ]
 
-from ._schema import HEADERS_DDL, KAFKA_DDL as KAFKA_SCHEMA_DDL, schema_ddl as schema  # noqa: E402
+from ._schema import HEADERS_DDL
+from ._schema import KAFKA_DDL as KAFKA_SCHEMA_DDL
+from ._schema import schema_ddl as schema
 
 _SPARK_NAMES = {
     "KafkaLogDataSource",

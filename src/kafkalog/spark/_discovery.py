@@ -26,11 +26,11 @@ from ..storage import logdir as _logdir
 from ..storage.loader import CheckpointMemo
 from ..storage.log import open_view
 from ..storage.log_view import LogView as _LogView
+from ..storage.logdir import DirVersion
 from ..storage.selection import TopicSelection
 from ..storage.selection import expand_path as _expand
 from ._errors import NoKafkaLogError, OptionError, warn
 from ._options import ReadOptions
-from ..storage.logdir import DirVersion
 from ._segments import SegmentRef, segment_refs
 from ._store import store_of
 

@@ -6,7 +6,6 @@ from typing import List
 
 from ._errors import OptionError
 
-
 _JAVA_POSIX = {
     "Lower": "a-z",
     "Upper": "A-Z",

@@ -9,11 +9,11 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
+from ..storage.logdir import DirVersion
 from ._discovery import TopicPartitionLog, discover
 from ._errors import ConcurrentWriteError, OptionError
 from ._offsets import Range, check_specs, resolve_ranges
 from ._options import OPEN_COST_BYTES, ReadOptions
-from ..storage.logdir import DirVersion
 
 
 @dataclass

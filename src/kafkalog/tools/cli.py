@@ -354,6 +354,8 @@ def _stdout_bytes():
 
 
 def _run_dump(args) -> int:
+    from ._inputs import expand_inputs
+    from ._record_format import RecordFormat
     from .decoders import (
         ClusterMetadataMessageParser,
         DecoderMessageParser,
@@ -361,8 +363,6 @@ def _run_dump(args) -> int:
         TransactionLogMessageParser,
         make_value_decoder,
     )
-    from ._inputs import expand_inputs
-    from ._record_format import RecordFormat
     from .dump import Dumper, DumpOptions
 
     if args.remote_log_metadata_decoder:
@@ -516,8 +516,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
-    from .dump import DumpError
     from ..errors import KafkaLogError
+    from .dump import DumpError
 
     try:
         rc = args.func(args)

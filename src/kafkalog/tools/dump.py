@@ -34,20 +34,11 @@ import re
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .._format import ENTRY_HEADER, V2_HEADER
-from ..storage import files as _files
-from ..storage import logdir as _logdir
 from .._speedups import IMPLEMENTATION as _IMPLEMENTATION
-from .decoders import (
-    DecodeError,
-    DecoderMessageParser,
-    MessageParser,
-    ValueDecoder,
-    control_record_object,
-    control_record_text,
-    java_utf8,
-)
 from ..errors import KafkaLogError
 from ..records import RecordBatch
+from ..storage import files as _files
+from ..storage import logdir as _logdir
 from ._batch_header import (
     INT_MAX,
     BatchHeader,
@@ -62,15 +53,24 @@ from ._batch_header import (
     wrap64,
 )
 from ._index_dump import IndexDumps, Reports
-from ._record_format import RecordFormat
+from ._inputs import DROP_EVERY as _DROP_EVERY
 from ._inputs import (
-    DROP_EVERY as _DROP_EVERY,
     MappedFile,
     NoProgress,
     Progress,
     java_abs_path,
     java_path,
     no_base_offset_message,
+)
+from ._record_format import RecordFormat
+from .decoders import (
+    DecodeError,
+    DecoderMessageParser,
+    MessageParser,
+    ValueDecoder,
+    control_record_object,
+    control_record_text,
+    java_utf8,
 )
 
 __all__ = ["DumpError", "DumpOptions", "Dumper"]

@@ -40,13 +40,13 @@ import time
 from typing import IO, Any, Dict, List, Optional, Tuple
 
 from .._format import ENTRY_HEADER, LEGACY_MESSAGE_HEADER, V2_HEADER
+from .._speedups import crc as _crc
+from ..errors import InvalidTopicError, KafkaLogError, KafkaStorageError
+from ..records import LegacyRecordBatch, RecordBatch
 from ..storage import checkpoints as _checkpoints
 from ..storage import files as _files
 from ..storage import fs as _fs
-from .._speedups import crc as _crc
-from ._inputs import MappedFile, Progress, NoProgress, classify_dir, partition_dirs, segment_files
-from ..errors import InvalidTopicError, KafkaLogError, KafkaStorageError
-from ..records import LegacyRecordBatch, RecordBatch
+from ._inputs import MappedFile, NoProgress, Progress, classify_dir, partition_dirs, segment_files
 
 __all__ = ["SalvageError", "LostRegion", "scan_segment", "run_salvage"]
 

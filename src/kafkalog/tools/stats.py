@@ -20,16 +20,16 @@ import sys
 from collections import Counter
 from typing import IO, Any, Dict, List, Optional, Sequence
 
-from ._inputs import MappedFile, Progress, NoProgress, partition_dirs, segment_files, classify_dir
 from .._format import ENTRY_HEADER, V2_HEADER
+from .._speedups import IMPLEMENTATION as _IMPLEMENTATION
 from ..control import control_type_id
 from ..errors import KafkaLogError, MissingCodecError
+from ..records import LegacyRecordBatch, RecordBatch
 from ..storage import logdir as _logdir
+from ._inputs import MappedFile, NoProgress, Progress, classify_dir, partition_dirs, segment_files
 from .verify import framing_problem, no_segments_problem
 
 EXIT_MISSING_DEPENDENCY = MissingCodecError.exit_status
-from ..records import LegacyRecordBatch, RecordBatch
-from .._speedups import IMPLEMENTATION as _IMPLEMENTATION
 
 if _IMPLEMENTATION == "cython":
     from .. import _dump as _walk  # type: ignore[attr-defined]

@@ -42,16 +42,16 @@ from .._format import (
     TIME_INDEX_ENTRY,
     V2_HEADER,
 )
-from ..storage import checkpoints as _checkpoints
-from ..storage import files as _files
-from ..storage.txn_index import txn_index_entries
-from ..storage import fs as _fs
-from ..storage import store_fs as _store_fs
-from ..storage import logdir as _logdir
 from .._speedups import crc as _crc
-from ._inputs import MappedFile, Progress, NoProgress, partition_dirs, classify_dir
 from ..errors import CorruptCheckpointError, CorruptSnapshotError, KafkaLogError, MissingCodecError
 from ..records import LegacyRecordBatch, RecordBatch
+from ..storage import checkpoints as _checkpoints
+from ..storage import files as _files
+from ..storage import fs as _fs
+from ..storage import logdir as _logdir
+from ..storage import store_fs as _store_fs
+from ..storage.txn_index import txn_index_entries
+from ._inputs import MappedFile, NoProgress, Progress, classify_dir, partition_dirs
 
 __all__ = ["Problem", "Verifier", "framing_problem", "no_segments_problem", "run_verify"]
 
