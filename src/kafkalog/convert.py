@@ -112,6 +112,7 @@ def up_convert(
     out: List[bytes] = []
     run: Optional[MemoryRecordsBuilder] = None
     run_key = None
+    run_last = -1  # the offset last appended to ``run`` (read only while ``run`` is open)
 
     def flush() -> None:
         nonlocal run, run_key
