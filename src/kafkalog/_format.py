@@ -144,13 +144,17 @@ class CompressionType(enum.IntEnum):
                 return cls[value.strip().upper()]
             except KeyError:
                 names = ", ".join(m.kafka_name for m in cls)
-                raise ValueError(f"unknown compression type {value!r}: the types are {names}") from None
+                raise ValueError(
+                    f"unknown compression type {value!r}: the types are {names}"
+                ) from None
         if isinstance(value, int) and not isinstance(value, bool):
             try:
                 return cls(value)
             except ValueError:
                 ids = ", ".join(f"{int(m)} ({m.kafka_name})" for m in cls)
-                raise ValueError(f"unknown compression type id {value}: the ids are {ids}") from None
+                raise ValueError(
+                    f"unknown compression type id {value}: the ids are {ids}"
+                ) from None
         raise TypeError(f"compression_type must be an int or str, not {type(value).__name__}")
 
 

@@ -223,7 +223,7 @@ def schema(
     return pa.schema([pa.field(n, ts_type if n == "timestamp" else _FIXED_TYPES[n]) for n in names])
 
 
-# -- building arrays from a chunk -------------------------------------------------------------------
+# -- building arrays from a chunk ------------------------------------------------------------------
 def _buf(b):
     return None if b is None else pa.py_buffer(b)
 
@@ -723,7 +723,7 @@ def iter_batches(
 iter_batches.__doc__ = (iter_batches.__doc__ or "") + _SELECTION_DOC
 
 
-# -- encoding ----------------------------------------------------------------------------------------
+# -- encoding --------------------------------------------------------------------------------------
 def _column(table, name: str):
     if name not in table.schema.names:
         return None
@@ -885,7 +885,8 @@ def from_arrow(
 
 
 def write_arrow(log: Any, table: Any, *, preserve_offsets: Optional[bool] = None, **options) -> int:
-    """Append a table to a :class:`kafkalog.storage.log.Log` as v2 batches; returns the records written.
+    """Append a table to a :class:`kafkalog.storage.log.Log` as v2 batches; returns the records
+    written.
 
     The records keep the table's ``offset`` column when there is one (``preserve_offsets``,
     default: whether the column exists; they must lie at or after the log end offset and

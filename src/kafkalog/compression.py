@@ -70,7 +70,9 @@ from kafkalog.errors import (
     UnsupportedCompressionError,
 )
 
-__all__ = ["decompress", "compress", "available", "require", "xxh32", "set_gzip_inflater", "gzip_inflater"]
+__all__ = [
+    "decompress", "compress", "available", "require", "xxh32", "set_gzip_inflater", "gzip_inflater"
+]
 
 NONE = 0
 GZIP = 1
@@ -317,7 +319,9 @@ _MAX_LENGTH = sys.maxsize >> 1
 def _gzip_backend(name: str) -> tuple:
     """``(decompressobj, error class)`` of inflater ``name`` or MissingCodecError."""
     if name not in _GZIP_MODULES:
-        raise ValueError(f"gzip inflater must be one of {', '.join(GZIP_INFLATERS)} or auto, not {name!r}")
+        raise ValueError(
+            f"gzip inflater must be one of {', '.join(GZIP_INFLATERS)} or auto, not {name!r}"
+        )
     if name == "zlib":
         return zlib.decompressobj, zlib.error
     try:
@@ -376,7 +380,10 @@ def gzip_inflater() -> str:
                     _select_gzip_inflater(wanted)
                 except (ValueError, MissingCodecError) as exc:
                     chosen = _select_gzip_inflater(None)
-                    problem = f"${_GZIP_ENV}={wanted!r} is not used ({exc}); gzip is inflated by {chosen}"
+                    problem = (
+                        f"${_GZIP_ENV}={wanted!r} is not used ({exc}); "
+                        f"gzip is inflated by {chosen}"
+                    )
         if problem is not None:  # warned once, after the choice (a warning raised as an error
             warnings.warn(problem, RuntimeWarning, stacklevel=2)  # must not leave none made)
     return _gzip_inflater  # type: ignore[return-value]
@@ -484,7 +491,11 @@ except TypeError:
 def _gzip_compress(data: Any, magic: int, level: Optional[int]) -> bytes:
     if level is None:
         level = -1
-    elif isinstance(level, bool) or not isinstance(level, int) or not (level == -1 or 1 <= level <= 9):
+    elif (
+        isinstance(level, bool)
+        or not isinstance(level, int)
+        or not (level == -1 or 1 <= level <= 9)
+    ):
         raise ValueError(f"gzip level must be -1 or 1..9, not {level!r}")
     if _ZLIB_COMPRESS_WBITS:
         out = zlib.compress(data, level, 31)
@@ -580,7 +591,8 @@ def _snappy_decompress(data: Any, magic: int, max_size: int) -> bytes:
                 # Concatenated xerial stream: a new 16-byte header follows.
                 if n - pos < 16:
                     raise DecompressionError(
-                        f"snappy: insufficient header size in a concatenated xerial block at byte {pos}"
+                        "snappy: insufficient header size in a concatenated xerial block "
+                        f"at byte {pos}"
                     )
                 if _unpack_u64be(mv, pos)[0] != _XERIAL_MAGIC_U64:
                     break  # Java stops reading at an invalid concatenated header
@@ -661,13 +673,18 @@ def _lz4_checked_block(mv: memoryview, start: int, end: int, word: int, bd: int)
     frame_decompress = _load_lz4_frame()
     desc = bytes((0x70, bd))
     mini = b"".join(
-        (_LZ4_MAGIC_BYTES, desc, bytes((_lz4_hc(desc),)), _pack_u32le(word), mv[start : end + 4], b"\0\0\0\0")
+        (
+            _LZ4_MAGIC_BYTES, desc, bytes((_lz4_hc(desc),)), _pack_u32le(word),
+            mv[start : end + 4], b"\0\0\0\0",
+        )
     )
     try:
         return frame_decompress(mini)
     except Exception as exc:
         if "hecksum" in str(exc):
-            raise DecompressionError(f"lz4: block checksum mismatch in block at byte {start - 4}") from None
+            raise DecompressionError(
+                f"lz4: block checksum mismatch in block at byte {start - 4}"
+            ) from None
         raise DecompressionError(f"lz4: corrupt block at byte {start - 4}: {exc}") from None
 
 
@@ -726,13 +743,17 @@ def _lz4_decompress(data: Any, magic: int, max_size: int) -> bytes:
         pos = 7
     if magic != 0 and hc != expected:
         # Magic 0 frames carry Kafka's broken checksum (KAFKA-3160): not checked, as Kafka.
-        raise DecompressionError("lz4: stream frame descriptor corrupted (header checksum mismatch)")
+        raise DecompressionError(
+            "lz4: stream frame descriptor corrupted (header checksum mismatch)"
+        )
     block_checksum = flg & 0x10
     parts: list = []
     total = 0
     while True:
         if n - pos < 4:
-            raise DecompressionError(f"lz4: stream ended prematurely (no block header at byte {pos})")
+            raise DecompressionError(
+                f"lz4: stream ended prematurely (no block header at byte {pos})"
+            )
         word = _unpack_u32le(mv, pos)[0]
         pos += 4
         size = word & 0x7FFFFFFF

@@ -325,7 +325,9 @@ def parse_control_record(key, value) -> ControlRecord:
     value = _bytes(value, "value")
     if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
         mversion, epoch = parse_end_txn_marker(value)
-        return ControlRecord(ctype, version, type_id, mversion, coordinator_epoch=epoch, value=value)
+        return ControlRecord(
+            ctype, version, type_id, mversion, coordinator_epoch=epoch, value=value
+        )
     r = _Reader(value, ctype.name)
     vversion = r.int16()
     if ctype == ControlRecordType.LEADER_CHANGE:
@@ -379,7 +381,9 @@ def control_key(control_type: int, version: int = CURRENT_CONTROL_RECORD_KEY_VER
     return _KEY.pack(version, int(control_type))
 
 
-def end_txn_marker_value(coordinator_epoch: int, version: int = CURRENT_END_TXN_MARKER_VERSION) -> bytes:
+def end_txn_marker_value(
+    coordinator_epoch: int, version: int = CURRENT_END_TXN_MARKER_VERSION
+) -> bytes:
     """The 6-byte value of an ABORT/COMMIT marker."""
     return _MARKER.pack(version, coordinator_epoch)
 

@@ -27,7 +27,9 @@ def _codec(compression_type: Optional[Codec]) -> Optional[CompressionType]:
     return None if compression_type is None else CompressionType.parse(compression_type)
 
 
-def down_convert(records_bytes, to_magic: int, *, compression_type: Optional[Codec] = None) -> bytes:
+def down_convert(
+    records_bytes, to_magic: int, *, compression_type: Optional[Codec] = None
+) -> bytes:
     """Convert the magic-2 batches of ``records_bytes`` to legacy messages of ``to_magic``
     (0 or 1), as Kafka's ``RecordsUtil.downConvert`` does for an old consumer.
 
@@ -140,7 +142,9 @@ def up_convert(
             flush()
             records = list(batch)
             codec = batch.compression_type if override is None else override
-            b = builder(codec, records[0].offset, ts_type, batch.max_timestamp if log_append else None)
+            b = builder(
+                codec, records[0].offset, ts_type, batch.max_timestamp if log_append else None
+            )
             for r in records:
                 b.append_with_offset(r.offset, r.timestamp, r.key, r.value)
             out.append(b.build())

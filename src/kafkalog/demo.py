@@ -4,11 +4,11 @@
 
     python -m kafkalog.demo [--out DIR] [--records N] [--no-spark]
 
-1. Generates a log-dir root under ``DIR/logs`` with :class:`kafkalog.storage.log.Log`: several topics
-   and partitions, every codec (none, gzip, snappy, lz4, zstd), legacy magic v0 and v1 segments
-   followed by v2 ones, LogAppendTime batches, transactions (committed and aborted, with their
-   control markers), headers, null keys and tombstones, and segments rolled small so that each
-   partition has several.
+1. Generates a log-dir root under ``DIR/logs`` with :class:`kafkalog.storage.log.Log`: several
+   topics and partitions, every codec (none, gzip, snappy, lz4, zstd), legacy magic v0 and v1
+   segments followed by v2 ones, LogAppendTime batches, transactions (committed and aborted, with
+   their control markers), headers, null keys and tombstones, and segments rolled small so that
+   each partition has several.
 2. Prints a short dump of one partition (``kafkalog dump``), per-partition statistics
    (``kafkalog stats``) and the result of ``kafkalog verify``.
 3. Starts a local Spark session (``local[2]``), reads the root through the ``kafkalog`` data
@@ -301,7 +301,8 @@ def run_spark(root: str, out: str, expected: Dict[Tuple[str, int], int]) -> bool
         mark = "" if exp == r["count"] else "   MISMATCH"
         ok &= exp == r["count"]
         print(
-            f"{r['topic']:<10} {r['partition']:>9} {r['count']:>9} {exp if exp is not None else '-':>9}{mark}"
+            f"{r['topic']:<10} {r['partition']:>9} {r['count']:>9} "
+            f"{exp if exp is not None else '-':>9}{mark}"
         )
     total = sum(r["count"] for r in rows)
     print(f"{'total':<10} {'':>9} {total:>9} {sum(expected.values()):>9}")

@@ -147,8 +147,8 @@ class KafkaStorageError(KafkaLogError, OSError):
     Kafka's KafkaStorageException.  Also an ``OSError`` with the system's ``errno`` and
     ``strerror``; ``path`` (= ``filename``) is the file, ``position`` the byte position when
     known, ``operation`` what kafkalog was doing, and the original ``OSError`` is chained as
-    ``__cause__``.  A :class:`~kafkalog.storage.log.Log` that meets one goes offline: every later call
-    but ``close()`` raises a KafkaStorageError until the directory is opened again."""
+    ``__cause__``.  A :class:`~kafkalog.storage.log.Log` that meets one goes offline: every
+    later call but ``close()`` raises a KafkaStorageError until the directory is opened again."""
 
     def __init__(
         self,
