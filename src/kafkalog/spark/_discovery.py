@@ -9,9 +9,9 @@ segment file.  Which of these a directory is follows the rule every reader of ka
 (``backups/broker-1/orders-0`` given as ``backups``) is refused with a ``NoKafkaLogError``
 naming the roots to give instead (a glob such as ``backups/*`` reads them all, with
 ``replicaPolicy`` choosing between copies of a partition), and so is a directory under which
-nothing looks like a Kafka log.  ``-delete``, ``-future`` and ``-stray`` directories are skipped, and so are
-internal topics (``__*``) unless ``includeInternalTopics`` is set or a ``subscribe``/``assign``
-option names them."""
+nothing looks like a Kafka log.  ``-delete``, ``-future`` and ``-stray`` directories are skipped,
+and so are internal topics (``__*``) unless ``includeInternalTopics`` is set or a
+``subscribe``/``assign`` option names them."""
 from __future__ import annotations
 
 import contextlib

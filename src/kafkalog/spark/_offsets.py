@@ -44,7 +44,10 @@ def _check_spec_tps(
     have = {tp.key for tp in tps}
     missing = [f"{t}-{p}" for t, ps in spec.items() for p in ps if (t, p) not in have]
     if missing:
-        msg = f"{name} names partitions not found under the path(s) (or not selected): {', '.join(sorted(missing))}"
+        msg = (
+            f"{name} names partitions not found under the path(s) (or not selected): "
+            f"{', '.join(sorted(missing))}"
+        )
         if opts.fail_on_data_loss:
             raise OptionError(msg + " (set failOnDataLoss=false to ignore)")
         warn(msg)

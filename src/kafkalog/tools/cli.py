@@ -88,7 +88,9 @@ def _offset_arg(text: str) -> int:
 
 def _int_arg(text: str) -> int:
     try:
-        return int(text.replace("_", ""), 0) if text.lower().startswith(("0x", "0o", "0b")) else int(text)
+        if text.lower().startswith(("0x", "0o", "0b")):
+            return int(text.replace("_", ""), 0)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
 
@@ -182,13 +184,14 @@ def _add_dump(sub) -> None:
                    help="(not supported by kafkalog: reported as an error)")
     g.add_argument("--share-group-state-decoder", action="store_true",
                    help="(not supported by kafkalog: reported as an error)")
-    g.add_argument("--key-decoder-class", nargs="?", const="org.apache.kafka.tools.api.StringDecoder",
-                   metavar="CLASS",
+    g.add_argument("--key-decoder-class", nargs="?",
+                   const="org.apache.kafka.tools.api.StringDecoder", metavar="CLASS",
                    help="Kafka decoder class for keys: org.apache.kafka.tools.api.StringDecoder "
                         "(default), LongDecoder or IntegerDecoder (no JVM classes are loaded); "
                         "implies --print-data-log")
-    g.add_argument("--value-decoder-class", nargs="?", const="org.apache.kafka.tools.api.StringDecoder",
-                   metavar="CLASS", help="the same for values")
+    g.add_argument("--value-decoder-class", nargs="?",
+                   const="org.apache.kafka.tools.api.StringDecoder", metavar="CLASS",
+                   help="the same for values")
     x = p.add_argument_group("kafkalog extensions")
     x.add_argument("--key-decoder", choices=("string", "hex", "base64", "json", "long", "int"),
                    help="how keys are printed: string (UTF-8, the default), hex, base64, json "
@@ -502,7 +505,11 @@ def silence_stdout() -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 problems or bad input, 2 usage)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list and args_list[0] not in SUBCOMMANDS and args_list[0] not in ("-h", "--help", "--version"):
+    if (
+        args_list
+        and args_list[0] not in SUBCOMMANDS
+        and args_list[0] not in ("-h", "--help", "--version")
+    ):
         if args_list[0].startswith("-"):
             args_list.insert(0, "dump")  # kafka-dump-log.sh compatibility: flags only
     parser = build_parser()

@@ -25,8 +25,8 @@ written.
 
 Destination names are checked before anything is created: a partition directory of DST named
 ``<topic>-<partition>`` must carry a topic name Kafka accepts
-(:func:`kafkalog.storage.files.validate_topic`; :class:`~kafkalog.errors.InvalidTopicError` names it), and
-nothing is written through a symbolic link planted inside DST that leads out of it.
+(:func:`kafkalog.storage.files.validate_topic`; :class:`~kafkalog.errors.InvalidTopicError` names
+it), and nothing is written through a symbolic link planted inside DST that leads out of it.
 """
 from __future__ import annotations
 
@@ -104,7 +104,9 @@ class LostRegion:
                 "lastOffset": self.last_offset}
 
 
-def _check(buf, pos: int, size: int, deep: bool) -> Tuple[int, Optional[Tuple[int, int]], Optional[str]]:
+def _check(
+    buf, pos: int, size: int, deep: bool
+) -> Tuple[int, Optional[Tuple[int, int]], Optional[str]]:
     """Is there a valid batch at ``pos``?  ``(batch size or 0, (first, last) offsets if the header
     could be read, reason when invalid)``."""
     remaining = size - pos
@@ -120,7 +122,9 @@ def _check(buf, pos: int, size: int, deep: bool) -> Tuple[int, Optional[Tuple[in
     if magic == 2:
         if bsize < 61 or remaining < 61:
             return 0, None, "corrupt batch header"
-        (bo, _l, _ple, _m, crc, attrs, lod, _bts, _mts, _pid, _ep, _bseq, count) = _V2.unpack_from(buf, pos)
+        (bo, _l, _ple, _m, crc, attrs, lod, _bts, _mts, _pid, _ep, _bseq, count) = _V2.unpack_from(
+            buf, pos
+        )
         if lod < 0 or count < 0 or count > lod + 1 or attrs & 0x07 > 4 or bo < 0:
             return 0, None, "corrupt batch header"
         offsets = (bo, bo + lod)
@@ -192,7 +196,9 @@ def scan_segment(buf, size: int, path: str, deep: bool = False):
         if zeros and reason in ("corrupt batch header", "too few bytes for a batch header"):
             reason = "zero-filled bytes (preallocated space or a torn write)"
         region = LostRegion(path, start, end, reason or "corrupt data")
-        if offsets is not None and reason in ("CRC mismatch", "truncated batch", "records do not decode"):
+        if offsets is not None and reason in (
+            "CRC mismatch", "truncated batch", "records do not decode"
+        ):
             region.first_offset, region.last_offset = offsets
         yield ("lost", region)
         pos = end
@@ -371,8 +377,8 @@ def _salvage_partition(job: _PartitionJob, dst_root: str, deep: bool, segment_by
                 buf = mf.buf
                 size = mf.size
                 report.bytes_read += size
-                progress = (Progress(size, os.path.basename(src)) if progress_enabled and size > (64 << 20)
-                            else NoProgress())
+                progress = (Progress(size, os.path.basename(src))
+                            if progress_enabled and size > (64 << 20) else NoProgress())
                 if si > 0 and log.active_segment.size > 0:
                     log.roll()
                 chunk: List[Tuple[int, int, int, int]] = []  # contiguous batches to append
@@ -397,9 +403,10 @@ def _salvage_partition(job: _PartitionJob, dst_root: str, deep: bool, segment_by
                             except KafkaStorageError:
                                 raise
                             except KafkaLogError as e:
-                                lose(LostRegion(src, b[0], b[0] + b[1],
-                                                f"a valid batch the log writer refused ({e.message}); "
-                                                f"its header says offsets {b[2]}-{b[3]}"))
+                                lose(LostRegion(
+                                    src, b[0], b[0] + b[1],
+                                    f"a valid batch the log writer refused ({e.message}); "
+                                    f"its header says offsets {b[2]}-{b[3]}"))
                     last = copied
 
                 for item in scan_segment(buf, size, src, deep):
@@ -411,9 +418,10 @@ def _salvage_partition(job: _PartitionJob, dst_root: str, deep: bool, segment_by
                     if last is not None and first <= last:
                         flush_chunk()
                         if first <= last:
-                            region = LostRegion(src, pos, pos + n,
-                                                f"valid batch whose offsets {first}-{lastoff} do not follow "
-                                                f"offset {last} already copied", first, lastoff)
+                            region = LostRegion(
+                                src, pos, pos + n,
+                                f"valid batch whose offsets {first}-{lastoff} do not follow "
+                                f"offset {last} already copied", first, lastoff)
                             report.lost.append(region)
                             part["lost"] += n
                             continue
@@ -529,13 +537,15 @@ def run_salvage(src: str, dst: str, *, deep: bool = False, segment_bytes: int = 
         for p in report.partitions:
             rng = ("no batches" if p["firstOffset"] is None
                    else f"offsets {p['firstOffset']}-{p['lastOffset']}")
-            out.write(f"{p['destination']}: {p['batches']} batches, {p['bytes']} bytes copied ({rng})\n")
+            out.write(f"{p['destination']}: {p['batches']} batches, {p['bytes']} bytes copied "
+                      f"({rng})\n")
         for r in report.lost:
             out.write(f"lost: {r.file} bytes [{r.start}, {r.end}) ({r.size} bytes): {r.reason}; "
                       f"{r.offsets_text()}\n")
         verdict = "nothing lost" if not report.lost else (
             f"{len(report.lost)} damaged region(s), {report.lost_bytes} bytes lost")
-        out.write(f"salvaged {report.batches} batches ({report.bytes_copied} of {report.bytes_read} "
-                  f"bytes) from {src} into {dst} in {elapsed:.2f} s: {verdict}\n")
+        out.write(f"salvaged {report.batches} batches ({report.bytes_copied} of "
+                  f"{report.bytes_read} bytes) from {src} into {dst} in {elapsed:.2f} s: "
+                  f"{verdict}\n")
     out.flush()
     return 0
