@@ -124,7 +124,7 @@ class IndexDumps:
     """The index and snapshot dumps of a :class:`~kafkalog.tools.dump.Dumper` (which has the
     options, the output and the reports these use)."""
 
-    # -- .index ------------------------------------------------------------------------------------------
+    # -- .index ------------------------------------------------------------------------------------
     def _open_log_for_index(self, path: str, shown: str) -> Tuple[MappedFile, int, str]:
         name = os.path.basename(shown)
         prefix = name.split(".")[0]
@@ -167,13 +167,13 @@ class IndexDumps:
                 last = base + _OFFSET_ENTRY.unpack_from(data, (entries - 1) * 8)[0]
                 if last < base:
                     raise DumpError(
-                        f"Corrupt index found, index file {abs_path} has non-zero size but the last "
-                        f"offset is {last} which is less than the base offset {base}"
+                        f"Corrupt index found, index file {abs_path} has non-zero size but the "
+                        f"last offset is {last} which is less than the base offset {base}"
                     )
                 if len(data) % 8 != 0:
                     raise DumpError(
-                        f"Index file {abs_path} is corrupt, found {len(data)} bytes which is neither "
-                        f"positive nor a multiple of 8"
+                        f"Index file {abs_path} is corrupt, found {len(data)} bytes which is "
+                        f"neither positive nor a multiple of 8"
                     )
                 if opts.json_output:
                     self._json({"type": "sanity_check_passed", "file": shown})
@@ -209,7 +209,7 @@ class IndexDumps:
                     else:
                         self.out.line(b"offset: %d position: %d\n" % (offset, position))
 
-    # -- .timeindex --------------------------------------------------------------------------------------
+    # -- .timeindex --------------------------------------------------------------------------------
     def dump_time_index(self, path: str, shown: str) -> None:
         opts = self.opts
         mf, base, log_path = self._open_log_for_index(path, shown)
@@ -224,8 +224,8 @@ class IndexDumps:
                     if last_ts < first_ts:
                         raise DumpError(
                             f"Corrupt time index found, time index file ({abs_path}) has non-zero "
-                            f"size but the last timestamp is {last_ts} which is less than the first "
-                            f"timestamp {first_ts}"
+                            f"size but the last timestamp is {last_ts} which is less than the "
+                            f"first timestamp {first_ts}"
                         )
                     if base + last_rel < base:
                         raise DumpError(
@@ -286,7 +286,7 @@ class IndexDumps:
             finally:
                 oidx.close()
 
-    # -- .txnindex ----------------------------------------------------------------------------------------
+    # -- .txnindex ---------------------------------------------------------------------------------
     def dump_txn_index(self, path: str, shown: str) -> None:
         data = self._read_index_file(path, shown)
         for version, pid, first, last, lso in txn_index_entries(data):
@@ -308,11 +308,12 @@ class IndexDumps:
                 )
             else:
                 self.out.line(
-                    b"version: %d producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d\n"
+                    b"version: %d producerId: %d firstOffset: %d lastOffset: %d "
+                    b"lastStableOffset: %d\n"
                     % (version, pid, first, last, lso)
                 )
 
-    # -- .snapshot (producer state) -----------------------------------------------------------------------
+    # -- .snapshot (producer state) ----------------------------------------------------------------
     def dump_producer_snapshot(self, path: str, shown: str) -> None:
         from ..errors import CorruptSnapshotError
         from ..storage.producer_state import decode_snapshot

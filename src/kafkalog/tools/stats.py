@@ -199,9 +199,13 @@ class SegmentStats:
         self.records += o.records
         self.file_bytes += o.file_bytes
         self.valid_bytes += o.valid_bytes
-        if o.first_offset is not None and (self.first_offset is None or o.first_offset < self.first_offset):
+        if o.first_offset is not None and (
+            self.first_offset is None or o.first_offset < self.first_offset
+        ):
             self.first_offset = o.first_offset
-        if o.last_offset is not None and (self.last_offset is None or o.last_offset > self.last_offset):
+        if o.last_offset is not None and (
+            self.last_offset is None or o.last_offset > self.last_offset
+        ):
             self.last_offset = o.last_offset
         self.magic.update(o.magic)
         self.codecs.update(o.codecs)
@@ -242,7 +246,9 @@ class SegmentStats:
             "codecs": dict(sorted(self.codecs.items())),
             "storedRecordBytes": self.stored_record_bytes,
             "uncompressedRecordBytes": self.uncompressed_record_bytes if self.deep else None,
-            "compressionRatio": None if self.compression_ratio is None else round(self.compression_ratio, 4),
+            "compressionRatio": (
+                None if self.compression_ratio is None else round(self.compression_ratio, 4)
+            ),
             "minTimestamp": self.min_timestamp,
             "maxTimestamp": self.max_timestamp,
             "producers": len(self.producers),
@@ -265,7 +271,8 @@ class SegmentStats:
             if ms is None:
                 return "-"
             try:
-                return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+                t = _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc)
+                return t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
             except (OverflowError, OSError, ValueError):
                 return str(ms)
 
@@ -278,14 +285,15 @@ class SegmentStats:
             f"(valid {self.valid_bytes}), offsets {offs}",
             f"{indent}magic {magic}, codecs {codecs}, compression ratio {ratio}",
             f"{indent}time {iso(self.min_timestamp)} .. {iso(self.max_timestamp)}",
-            f"{indent}producers {len(self.producers)}, transactional batches {self.transactional_batches}, "
+            f"{indent}producers {len(self.producers)}, "
+            f"transactional batches {self.transactional_batches}, "
             f"control batches {self.control_batches}"
             + (f" (commit {self.commit_markers}, abort {self.abort_markers})" if self.deep else ""),
         ]
         if self.deep:
             approx = "" if self.keys.is_exact else "~"
-            lines.append(f"{indent}distinct keys {approx}{self.keys.estimate()}, null keys {self.null_keys}, "
-                         f"tombstones {self.tombstones}")
+            lines.append(f"{indent}distinct keys {approx}{self.keys.estimate()}, "
+                         f"null keys {self.null_keys}, tombstones {self.tombstones}")
         if self.unchecked:
             lines.append(f"{indent}unchecked batches {self.unchecked} (their codec library is not "
                          "installed: records and compression ratio leave them out)")
@@ -305,7 +313,8 @@ def segment_stats(path: str, deep: bool = True, progress: bool = False) -> Segme
         buf = mf.buf
         size = mf.size
         st.file_bytes = size
-        prog = Progress(size, os.path.basename(path)) if progress and size > (64 << 20) else NoProgress()
+        prog = (Progress(size, os.path.basename(path)) if progress and size > (64 << 20)
+                else NoProgress())
         pos = 0
         walked = 0
         # runs of plain v2 data batches (no compression, not control) counted in one compiled
@@ -349,7 +358,9 @@ def segment_stats(path: str, deep: bool = True, progress: bool = False) -> Segme
             stored_before = st.stored_record_bytes
             try:
                 if magic == 2:
-                    (bo, _l, _ple, _m, _crc, attrs, lod, bts, mts, pid, _ep, _bs, count) = _V2.unpack_from(buf, pos)
+                    (bo, _l, _ple, _m, _crc, attrs, lod, bts, mts, pid, _ep, _bs, count) = (
+                        _V2.unpack_from(buf, pos)
+                    )
                     codec = attrs & 0x07
                     st.codecs[_CODECS[codec] if codec <= 4 else str(codec)] += 1
                     if st.first_offset is None:
@@ -395,7 +406,8 @@ def segment_stats(path: str, deep: bool = True, progress: bool = False) -> Segme
                                     elif t == 1:  # COMMIT
                                         st.commit_markers += 1
                                 if recs:
-                                    st._ts(min(r.timestamp for r in recs), max(r.timestamp for r in recs))
+                                    st._ts(min(r.timestamp for r in recs),
+                                           max(r.timestamp for r in recs))
                             else:
                                 st._records(recs)
                 elif magic < 2:
@@ -502,7 +514,8 @@ def run_stats(paths: Sequence[str], *, json_output: bool = False, deep: bool = T
         if json_output:
             if per_segment:
                 for s in segs:
-                    out.write(json.dumps({**s.obj("segment"), "partition": name}, separators=(",", ":")) + "\n")
+                    out.write(json.dumps({**s.obj("segment"), "partition": name},
+                                         separators=(",", ":")) + "\n")
             out.write(json.dumps(total.obj("partition"), separators=(",", ":")) + "\n")
         else:
             out.write(f"{name}: {total.segments} segment(s)\n")
@@ -521,7 +534,8 @@ def run_stats(paths: Sequence[str], *, json_output: bool = False, deep: bool = T
     for m in missing:
         err.write(f"kafkalog stats: missing dependency: {m}\n")
     if missing:
-        err.write(f"kafkalog stats: {unchecked} batch(es) not read (exit status {EXIT_MISSING_DEPENDENCY})\n")
+        err.write(f"kafkalog stats: {unchecked} batch(es) not read "
+                  f"(exit status {EXIT_MISSING_DEPENDENCY})\n")
         err.flush()
     if errors:  # damaged data fails the run, as it fails verify
         err.write(f"kafkalog stats: error: {errors} error(s) in the data (listed with the "
