@@ -176,7 +176,11 @@ class DumpOptions:
 
     @property
     def seeking(self) -> bool:
-        return self.from_offset is not None or self.to_offset is not None or self.from_timestamp is not None
+        return (
+            self.from_offset is not None
+            or self.to_offset is not None
+            or self.from_timestamp is not None
+        )
 
 
 class _Out:
@@ -234,7 +238,9 @@ class Dumper(IndexDumps):
         self.reports = Reports()
         bin_enc = options.binary_encoding
         self._bin = _encoder(bin_enc)
-        self._hdr_enc = _encoder(options.header_encoding or ("string" if not options.json_output else bin_enc))
+        self._hdr_enc = _encoder(
+            options.header_encoding or ("string" if not options.json_output else bin_enc)
+        )
         self._left = options.count  # records (or batches) still to print; None: no --count
         self._done = False  # --count reached: nothing more is read
         # the file being dumped: its path as shown and its partition directory's topic/partition
@@ -251,14 +257,17 @@ class Dumper(IndexDumps):
         self.out.line(s.encode("utf-8", "surrogateescape") + b"\n")
 
     def _json(self, obj: Dict[str, Any]) -> None:
-        self.out.line(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogateescape") + b"\n")
+        self.out.line(
+            json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+            .encode("utf-8", "surrogateescape") + b"\n"
+        )
 
     def _stderr(self, s: str) -> None:
         self.out.flush()
         self.err.write(s + "\n")
         self.err.flush()
 
-    # -- driver --------------------------------------------------------------------------------------
+    # -- driver ------------------------------------------------------------------------------------
     def run(self, files: Sequence[str]) -> int:
         """Dump every file (Kafka's loop); end-of-run reports last.  Raises DumpError."""
         opts = self.opts
@@ -284,7 +293,8 @@ class Dumper(IndexDumps):
                     self._text(f"Dumping {shown}")
                 elif suffix not in (".log", ".checkpoint"):
                     kind = {".index": "offset_index", ".timeindex": "time_index",
-                            ".snapshot": "producer_snapshot", ".txnindex": "transaction_index"}.get(suffix)
+                            ".snapshot": "producer_snapshot",
+                            ".txnindex": "transaction_index"}.get(suffix)
                     if kind is not None:
                         self._json({"type": "file", "file": shown, "kind": kind})
                 if suffix in (".log", ".checkpoint"):
@@ -346,7 +356,7 @@ class Dumper(IndexDumps):
                          f"{d}: it ends at offset {end}")
         return 0
 
-    # -- .log / .checkpoint --------------------------------------------------------------------------
+    # -- .log / .checkpoint ------------------------------------------------------------------------
     def dump_log(self, path: str, shown: str) -> None:
         opts = self.opts
         name = os.path.basename(shown)
@@ -369,10 +379,12 @@ class Dumper(IndexDumps):
             m = _SNAPSHOT_NAME.match(name)
             if m is None:
                 raise DumpError(
-                    f"{shown}: not a KRaft snapshot file name (<20-digit offset>-<10-digit epoch>.checkpoint)"
+                    f"{shown}: not a KRaft snapshot file name "
+                    "(<20-digit offset>-<10-digit epoch>.checkpoint)"
                 )
             header = f"Snapshot end offset: {int(m.group(1))}, epoch: {int(m.group(2))}"
-            info.update(kind="snapshot", snapshotEndOffset=int(m.group(1)), snapshotEpoch=int(m.group(2)))
+            info.update(kind="snapshot", snapshotEndOffset=int(m.group(1)),
+                        snapshotEpoch=int(m.group(2)))
         self._file = shown
         self._topic, self._partition = _topic_partition(path)
         fmt = opts.record_format
@@ -394,7 +406,8 @@ class Dumper(IndexDumps):
             self._dump_batches(mf, shown, base_offset, name.endswith(".log"))
 
     def _start(self, mf: MappedFile, path: str, base_offset: int, is_log: bool, end: int) -> int:
-        """Where to start walking: 0, or an index-based position for --from-offset/--from-timestamp."""
+        """Where to start walking: 0, or an index-based position for
+        --from-offset/--from-timestamp."""
         opts = self.opts
         if not is_log or (opts.from_offset is None and opts.from_timestamp is None):
             return 0
@@ -447,7 +460,8 @@ class Dumper(IndexDumps):
         # dump that starts at --from-offset/--from-timestamp checks its first record against
         # nothing (None), so that the part skipped is not reported
         last_offset = -1 if from_off is None and from_ts is None else None
-        started = from_ts is None  # --from-timestamp: printing starts at the first batch that reaches it
+        # --from-timestamp: printing starts at the first batch that reaches it
+        started = from_ts is None
         ts_reached = from_ts is None
         stopped = False
         line = self.out.line
@@ -499,14 +513,17 @@ class Dumper(IndexDumps):
             offset, length = entry(buf, pos)
             if length < 14:
                 raise DumpError(
-                    f"Found record size {length} smaller than minimum record overhead (14) in file {path}."
+                    f"Found record size {length} smaller than minimum record overhead (14) "
+                    f"in file {path}."
                 )
             if pos > end - 12 - length:
                 break
             bsize = length + 12
             magic = buf[pos + 16]
             if magic > 127:
-                raise DumpError(f"Invalid magic {magic - 256} in the entry at position {pos} of {path}")
+                raise DumpError(
+                    f"Invalid magic {magic - 256} in the entry at position {pos} of {path}"
+                )
             h = read_header(buf, pos, bsize, magic, path)
             skip = False
             if seeking:
@@ -614,7 +631,7 @@ class Dumper(IndexDumps):
             else:
                 self._text(found)
 
-    # -- records: text -------------------------------------------------------------------------------
+    # -- records: text -----------------------------------------------------------------------------
     def _records_text(self, h: BatchHeader, recs) -> None:
         opts = self.opts
         line = self.out.line
@@ -638,7 +655,8 @@ class Dumper(IndexDumps):
             out = self.out
             parts = out.parts
             add = parts.append
-            fmt = b"| offset: %d " + ts_name + b": %d keySize: %d valueSize: %d sequence: %d headerKeys: [%b]"
+            fmt = (b"| offset: %d " + ts_name
+                   + b": %d keySize: %d valueSize: %d sequence: %d headerKeys: [%b]")
             wraps = bseq >= 0 and bseq + (recs[-1].offset - base) > INT_MAX
             # the common record (key and value present, ASCII, no headers) in one %-operation
             fmt_kv = (b"| offset: %d " + ts_name + b": %d keySize: %d valueSize: %d sequence: "
@@ -650,11 +668,12 @@ class Dumper(IndexDumps):
                 v = r.value
                 if not contents and not wraps and not r.headers:
                     if bseq < 0:
-                        add(fmt_m % (r.offset, r.timestamp, -1 if k is None else len(k), -1 if v is None else len(v)))
+                        add(fmt_m % (r.offset, r.timestamp, -1 if k is None else len(k),
+                                     -1 if v is None else len(v)))
                     else:
                         o = r.offset
-                        add(fmt_m % (o, r.timestamp, -1 if k is None else len(k), -1 if v is None else len(v),
-                                     bseq + (o - base)))
+                        add(fmt_m % (o, r.timestamp, -1 if k is None else len(k),
+                                     -1 if v is None else len(v), bseq + (o - base)))
                     continue
                 if (contents and k is not None and v is not None and not r.headers and not wraps
                         and k.isascii() and v.isascii()):
@@ -672,8 +691,8 @@ class Dumper(IndexDumps):
                     seq = increment_sequence(bseq, o - base)
                 else:
                     seq = bseq + (o - base)
-                add(fmt % (o, r.timestamp, -1 if k is None else len(k), -1 if v is None else len(v), seq,
-                           b",".join([_hkey_bytes(x[0]) for x in hd]) if hd else b""))
+                add(fmt % (o, r.timestamp, -1 if k is None else len(k), -1 if v is None else len(v),
+                           seq, b",".join([_hkey_bytes(x[0]) for x in hd]) if hd else b""))
                 if contents:
                     if k is not None:
                         add(b" key: ")
@@ -740,7 +759,7 @@ class Dumper(IndexDumps):
         for r in recs:
             line(render(r))
 
-    # -- records: JSON -------------------------------------------------------------------------------
+    # -- records: JSON -----------------------------------------------------------------------------
     def _records_json(self, h: BatchHeader, recs) -> None:
         opts = self.opts
         control = h.magic >= 2 and bool(h.attributes & 0x20)
@@ -767,7 +786,9 @@ class Dumper(IndexDumps):
             }
             if v2:
                 bseq = h.base_sequence
-                o["sequence"] = -1 if bseq < 0 else increment_sequence(bseq, r.offset - h.base_offset)
+                o["sequence"] = (
+                    -1 if bseq < 0 else increment_sequence(bseq, r.offset - h.base_offset)
+                )
                 o["headers"] = [
                     {"key": java_utf8(hk.encode("utf-8", "surrogateescape")),
                      "value": None if hv is None else hdr_enc(hv)}
