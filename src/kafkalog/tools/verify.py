@@ -155,7 +155,7 @@ class Verifier:
         self.on_problem = on_problem
         self._clean_roots: Dict[str, bool] = {}  # log root -> holds .kafka_cleanshutdown
 
-    # -- problems ------------------------------------------------------------------------------------
+    # -- problems ----------------------------------------------------------------------------------
     def _add(self, severity: str, file: str, message: str, position: Optional[int] = None,
              offset: Optional[int] = None) -> None:
         if severity == "error":
@@ -174,7 +174,7 @@ class Verifier:
     def warning(self, file, message, position=None, offset=None) -> None:
         self._add("warning", file, message, position, offset)
 
-    # -- entry points ---------------------------------------------------------------------------------
+    # -- entry points ------------------------------------------------------------------------------
     def verify_path(self, path: str) -> None:
         if _logdir.isdir(path):
             try:
@@ -195,16 +195,21 @@ class Verifier:
         name = os.path.basename(path)
         sf = _files.parse_segment_file_name(name)
         self.files += 1
-        if name.endswith(".log") or name.endswith(".checkpoint") and name[:1].isdigit() or name == "bootstrap.checkpoint":
+        if (name.endswith(".log") or name.endswith(".checkpoint") and name[:1].isdigit()
+                or name == "bootstrap.checkpoint"):
             base = sf.base_offset if sf is not None else 0
             self.segments += 1
             self._verify_segment(path, base, None, is_last=True)
         elif sf is not None and sf.kind == ".index":
-            self._verify_segment(os.path.join(os.path.dirname(path), _files.filename_prefix_from_offset(sf.base_offset) + ".log"),
-                                 sf.base_offset, None, is_last=True)
+            self._verify_segment(
+                os.path.join(os.path.dirname(path),
+                             _files.filename_prefix_from_offset(sf.base_offset) + ".log"),
+                sf.base_offset, None, is_last=True)
         elif sf is not None and sf.kind == ".timeindex":
-            self._verify_segment(os.path.join(os.path.dirname(path), _files.filename_prefix_from_offset(sf.base_offset) + ".log"),
-                                 sf.base_offset, None, is_last=True)
+            self._verify_segment(
+                os.path.join(os.path.dirname(path),
+                             _files.filename_prefix_from_offset(sf.base_offset) + ".log"),
+                sf.base_offset, None, is_last=True)
         elif sf is not None and sf.kind == ".snapshot":
             self._verify_producer_snapshot(path, None)
         elif sf is not None and sf.kind == ".txnindex":
@@ -213,8 +218,10 @@ class Verifier:
             self._verify_leader_epochs(path, None)
         elif name == _files.PARTITION_METADATA_FILE:
             self._verify_partition_metadata(path)
-        elif name in (_files.RECOVERY_POINT_CHECKPOINT_FILE, _files.LOG_START_OFFSET_CHECKPOINT_FILE,
-                      _files.REPLICATION_OFFSET_CHECKPOINT_FILE, _files.CLEANER_OFFSET_CHECKPOINT_FILE):
+        elif name in (_files.RECOVERY_POINT_CHECKPOINT_FILE,
+                      _files.LOG_START_OFFSET_CHECKPOINT_FILE,
+                      _files.REPLICATION_OFFSET_CHECKPOINT_FILE,
+                      _files.CLEANER_OFFSET_CHECKPOINT_FILE):
             self._read_root_checkpoint(path)
         else:
             self.error(path, "not a Kafka log file: expected a segment (<offset>.log), an index, "
@@ -253,8 +260,8 @@ class Verifier:
                 if leo is None:
                     continue  # partition not in this directory (another log dir, or not copied)
                 if off > leo:
-                    self.warning(path, f"{what} {off} of {tp} is past the partition's log end offset {leo}",
-                                 offset=off)
+                    self.warning(path, f"{what} {off} of {tp} is past the partition's log end "
+                                       f"offset {leo}", offset=off)
                 if off < 0:
                     self.error(path, f"negative {what} {off} for {tp}", offset=off)
 
@@ -288,8 +295,8 @@ class Verifier:
             elif ig.reason != "not a Kafka log file name":
                 self.warning(ig.path, f"ignored: {ig.reason}")
         for st in view.state_files:
-            self.warning(st.path, f"left-over {st.suffix} file (an interrupted delete, clean or swap; "
-                                  "a broker finishes or discards it at startup)")
+            self.warning(st.path, f"left-over {st.suffix} file (an interrupted delete, clean or "
+                                  "swap; a broker finishes or discards it at startup)")
         logs: List[int] = view.base_offsets
         for orphan in view.orphan_indexes:
             self.warning(orphan.path, "index file without a .log segment")
@@ -303,7 +310,8 @@ class Verifier:
                                        prev_last=prev_last)
             if res.last_offset is not None:
                 prev_last = res.last_offset
-            if next_base is not None and res.last_offset is not None and res.last_offset >= next_base:
+            if (next_base is not None and res.last_offset is not None
+                    and res.last_offset >= next_base):
                 self.error(log_path, f"last offset {res.last_offset} reaches into the next segment "
                                      f"(base offset {next_base})", offset=res.last_offset)
         if logs:
@@ -321,7 +329,7 @@ class Verifier:
             self._verify_partition_metadata(meta_path)
         return leo
 
-    # -- segments ---------------------------------------------------------------------------------------
+    # -- segments ----------------------------------------------------------------------------------
     def _verify_segment(self, log_path: str, base: int, next_base: Optional[int], is_last: bool,
                         prev_last: Optional[int] = None) -> _SegmentResult:
         res = _SegmentResult()
@@ -427,14 +435,16 @@ class Verifier:
                 self.error(path, f"entry {i} has a negative relative offset {rel}", where, off)
                 continue
             if prev_off is not None and off <= prev_off:
-                self.error(path, f"entry {i}: offset {off} does not increase (previous {prev_off})", where, off)
+                self.error(path, f"entry {i}: offset {off} does not increase (previous {prev_off})",
+                           where, off)
                 continue
             if pos < prev_pos or pos < 0:
-                self.error(path, f"entry {i}: position {pos} goes backwards (previous {prev_pos})", where, off)
+                self.error(path, f"entry {i}: position {pos} goes backwards (previous {prev_pos})",
+                           where, off)
                 continue
             if pos >= log_size:
-                self.error(path, f"entry {i}: position {pos} is past the end of the log ({log_size} bytes)",
-                           where, off)
+                self.error(path, f"entry {i}: position {pos} is past the end of the log "
+                                 f"({log_size} bytes)", where, off)
                 continue
             entries.append((off, pos))
             prev_off, prev_pos = off, pos
@@ -476,8 +486,8 @@ class Verifier:
                                      f"entry's {prev[0]} (time index must increase)", where, off)
                     continue
                 if off < prev[1]:
-                    self.error(path, f"entry {i}: offset {off} is below the previous entry's {prev[1]}",
-                               where, off)
+                    self.error(path, f"entry {i}: offset {off} is below the previous entry's "
+                                     f"{prev[1]}", where, off)
                     continue
             entries.append((ts, off))
             prev = (ts, off)
@@ -502,8 +512,8 @@ class Verifier:
         t_i = 0
         t_n = len(t_entries)
         controls: List[int] = []
-        progress = (Progress(size, os.path.basename(path)) if self.progress_enabled and size > (64 << 20)
-                    else NoProgress())
+        progress = (Progress(size, os.path.basename(path))
+                    if self.progress_enabled and size > (64 << 20) else NoProgress())
         pos = 0
         last = prev_last
         max_ts = -1
@@ -528,8 +538,8 @@ class Verifier:
             batches += 1
             if magic == 2:
                 if bsize < 61:
-                    self.error(path, f"v2 batch of {bsize} bytes is smaller than its 61-byte header",
-                               pos, offset)
+                    self.error(path, f"v2 batch of {bsize} bytes is smaller than its 61-byte "
+                                     "header", pos, offset)
                     pos += bsize
                     continue
                 (bo, _l, _ple, _m, crc, attrs, lod, base_ts, mts, pid, epoch, bseq,
@@ -554,7 +564,8 @@ class Verifier:
                 crc = _LEGACY.unpack_from(buf, pos + 12)[0]
                 computed = crc32(buf[pos + 16 : pos + bsize])
                 if computed != crc:
-                    self.error(path, f"CRC mismatch: stored {crc}, computed {computed}", pos, offset)
+                    self.error(path, f"CRC mismatch: stored {crc}, computed {computed}",
+                               pos, offset)
                 if magic == 1:
                     if length < 22:
                         self.error(path, f"v1 message of {length} bytes is smaller than its header",
@@ -570,18 +581,22 @@ class Verifier:
                 first = offset if not buf[pos + 17] & 0x07 else None
                 is_control = 0
             else:
-                self.error(path, f"invalid magic byte {magic if magic < 128 else magic - 256}", pos, offset)
+                self.error(path, f"invalid magic byte {magic if magic < 128 else magic - 256}",
+                           pos, offset)
                 pos += bsize
                 continue
             # offsets
             if last is not None:
                 if (first if first is not None else lo) <= last:
-                    self.error(path, f"offsets do not increase: batch starts at {first if first is not None else lo} "
-                                     f"after offset {last}", pos, offset)
+                    self.error(path, "offsets do not increase: batch starts at "
+                                     f"{first if first is not None else lo} after offset {last}",
+                               pos, offset)
             elif first is not None and first < base:
-                self.error(path, f"offset {first} is below the segment's base offset {base}", pos, offset)
+                self.error(path, f"offset {first} is below the segment's base offset {base}",
+                           pos, offset)
             if lo - base > _INT_MAX:
-                self.error(path, f"offset {lo} is beyond the segment's range (base {base} + 2^31-1)", pos, offset)
+                self.error(path, f"offset {lo} is beyond the segment's range "
+                                 f"(base {base} + 2^31-1)", pos, offset)
             if res.first_offset is None:
                 res.first_offset = first if first is not None else lo
             if is_control:
@@ -589,8 +604,8 @@ class Verifier:
             # indexes
             while o_i < o_n and o_entries[o_i][1] < pos:
                 ioff, ipos = o_entries[o_i]
-                self.error(idx_path, f"entry for offset {ioff} points to position {ipos}, which is not "
-                                     "the start of a batch", o_i * 8, ioff)
+                self.error(idx_path, f"entry for offset {ioff} points to position {ipos}, which is "
+                                     "not the start of a batch", o_i * 8, ioff)
                 o_i += 1
             if o_i < o_n and o_entries[o_i][1] == pos:
                 ioff = o_entries[o_i][0]
@@ -600,19 +615,20 @@ class Verifier:
                 # batches), so an entry past this batch's last offset is still valid.  An entry
                 # before the batch's first offset would send lookups past their records.
                 if ioff < (first if first is not None else lo):
-                    self.error(idx_path, f"Index offset: {ioff}, log offset: {lo} (the batch at position "
-                                         f"{pos} holds offsets up to {lo}; lookups of {ioff} would "
-                                         "skip records)", o_i * 8, ioff)
+                    self.error(idx_path, f"Index offset: {ioff}, log offset: {lo} (the batch at "
+                                         f"position {pos} holds offsets up to {lo}; lookups of "
+                                         f"{ioff} would skip records)", o_i * 8, ioff)
                 o_i += 1
             if t_i < t_n:
                 while t_i < t_n and t_entries[t_i][1] < lo:
                     ts, toff = t_entries[t_i]
                     if last is None or toff > last:
-                        self.error(t_path, f"indexed offset {toff} is not the last offset of a batch "
-                                           f"(the batch at position {pos} ends at {lo})", t_i * 12, toff)
-                    else:
-                        self.error(t_path, f"indexed offset {toff} is not the last offset of a batch",
+                        self.error(t_path, f"indexed offset {toff} is not the last offset of a "
+                                           f"batch (the batch at position {pos} ends at {lo})",
                                    t_i * 12, toff)
+                    else:
+                        self.error(t_path, f"indexed offset {toff} is not the last offset of a "
+                                           "batch", t_i * 12, toff)
                     t_i += 1
                 if t_i < t_n and t_entries[t_i][1] == lo:
                     ts = t_entries[t_i][0]
@@ -632,8 +648,8 @@ class Verifier:
         progress.finish()
         for j in range(o_i, o_n):
             ioff, ipos = o_entries[j]
-            self.error(idx_path, f"entry for offset {ioff} points to position {ipos}, past the last "
-                                 f"complete batch (valid data ends at {pos})", j * 8, ioff)
+            self.error(idx_path, f"entry for offset {ioff} points to position {ipos}, past the "
+                                 f"last complete batch (valid data ends at {pos})", j * 8, ioff)
         for j in range(t_i, t_n):
             ts, toff = t_entries[j]
             self.error(t_path, f"indexed offset {toff} (timestamp {ts}) is not in the log "
@@ -646,7 +662,9 @@ class Verifier:
         self.bytes += size
         return controls
 
-    def _deep_check(self, buf, pos: int, magic: int, path: str, first: Optional[int], last: int) -> int:
+    def _deep_check(
+        self, buf, pos: int, magic: int, path: str, first: Optional[int], last: int
+    ) -> int:
         try:
             if magic == 2:
                 batch = RecordBatch(buf, pos, check_crc=False)
@@ -658,14 +676,16 @@ class Verifier:
                 control = False
                 for r in recs:
                     if not r.is_valid():
-                        self.error(path, f"inner message CRC mismatch (stored {r.crc})", pos, r.offset)
+                        self.error(path, f"inner message CRC mismatch (stored {r.crc})",
+                                   pos, r.offset)
         except MissingCodecError as e:  # a missing dependency, not corruption: unchecked
             self.unchecked += 1
             if e.message not in self.missing:
                 self.missing.append(e.message)
             return 0
         except KafkaLogError as e:
-            self.error(path, f"records do not decode: {e.message}", pos, first if first is not None else last)
+            self.error(path, f"records do not decode: {e.message}",
+                       pos, first if first is not None else last)
             return 0
         self.records += len(recs)
         prev = None
@@ -673,7 +693,8 @@ class Verifier:
         for r in recs:
             o = r.offset
             if o < lo_bound or o > last:
-                self.error(path, f"record offset {o} is outside its batch's range [{lo_bound}, {last}]", pos, o)
+                self.error(path, f"record offset {o} is outside its batch's range "
+                                 f"[{lo_bound}, {last}]", pos, o)
             if prev is not None and o <= prev:
                 self.error(path, f"record offset {o} does not increase (previous {prev})", pos, o)
             prev = o
@@ -689,7 +710,7 @@ class Verifier:
                     self.error(path, f"malformed control record: {e}", pos, r.offset)
         return len(recs)
 
-    # -- other files -----------------------------------------------------------------------------------------
+    # -- other files -------------------------------------------------------------------------------
     def _verify_txn_index(self, path: str, base: int, next_base: Optional[int],
                           controls: Optional[List[int]]) -> None:
         self.files += 1
@@ -705,24 +726,24 @@ class Verifier:
         for i, (version, pid, first, last, lso) in enumerate(txn_index_entries(data)):
             where = i * 34
             if version & 0xFF != 0:
-                self.error(path, f"entry {i}: unexpected aborted-transaction version {version & 0xFF}",
-                           where, last)
+                self.error(path, f"entry {i}: unexpected aborted-transaction version "
+                                 f"{version & 0xFF}", where, last)
                 continue
             if first > last:
                 self.error(path, f"entry {i}: first offset {first} is after last offset {last} "
                                  f"(producer {pid})", where, first)
             if last < base:
-                self.error(path, f"entry {i}: last offset {last} is below the segment's base offset {base}",
-                           where, last)
+                self.error(path, f"entry {i}: last offset {last} is below the segment's base "
+                                 f"offset {base}", where, last)
             if next_base is not None and last >= next_base:
                 self.error(path, f"entry {i}: last offset {last} belongs to a later segment "
                                  f"(base {next_base})", where, last)
             if prev_last is not None and last < prev_last:
-                self.error(path, f"entry {i}: last offset {last} is below the previous entry's {prev_last}",
-                           where, last)
+                self.error(path, f"entry {i}: last offset {last} is below the previous entry's "
+                                 f"{prev_last}", where, last)
             if control_set is not None and last not in control_set:
-                self.warning(path, f"entry {i}: no control batch (ABORT marker) at its last offset {last} "
-                                   f"(producer {pid})", where, last)
+                self.warning(path, f"entry {i}: no control batch (ABORT marker) at its last "
+                                   f"offset {last} (producer {pid})", where, last)
             prev_last = last
 
     def _verify_producer_snapshot(self, path: str, leo: Optional[int]) -> None:
@@ -740,8 +761,8 @@ class Verifier:
             return
         sf = _files.parse_segment_file_name(os.path.basename(path))
         if sf is not None and leo is not None and sf.base_offset > leo:
-            self.warning(path, f"producer snapshot at offset {sf.base_offset} is past the log end offset {leo}",
-                         offset=sf.base_offset)
+            self.warning(path, f"producer snapshot at offset {sf.base_offset} is past the log end "
+                               f"offset {leo}", offset=sf.base_offset)
 
     def _verify_leader_epochs(self, path: str, leo: Optional[int]) -> None:
         self.files += 1
@@ -757,14 +778,15 @@ class Verifier:
         prev = None
         for i, e in enumerate(entries):
             if e.epoch < 0 or e.start_offset < 0:
-                self.error(path, f"entry {i}: negative epoch or offset ({e.epoch} {e.start_offset})",
-                           offset=e.start_offset)
+                self.error(path, f"entry {i}: negative epoch or offset "
+                                 f"({e.epoch} {e.start_offset})", offset=e.start_offset)
             if prev is not None and (e.epoch <= prev.epoch or e.start_offset < prev.start_offset):
-                self.error(path, f"entry {i}: epoch {e.epoch} at offset {e.start_offset} does not follow "
-                                 f"epoch {prev.epoch} at offset {prev.start_offset}", offset=e.start_offset)
+                self.error(path, f"entry {i}: epoch {e.epoch} at offset {e.start_offset} does not "
+                                 f"follow epoch {prev.epoch} at offset {prev.start_offset}",
+                           offset=e.start_offset)
             if leo is not None and e.start_offset > leo:
-                self.warning(path, f"entry {i}: epoch {e.epoch} starts at {e.start_offset}, past the log "
-                                   f"end offset {leo}", offset=e.start_offset)
+                self.warning(path, f"entry {i}: epoch {e.epoch} starts at {e.start_offset}, past "
+                                   f"the log end offset {leo}", offset=e.start_offset)
             prev = e
 
     def _verify_partition_metadata(self, path: str) -> None:
@@ -777,7 +799,7 @@ class Verifier:
         except (OSError, UnicodeDecodeError) as e:
             self.error(path, str(e))
 
-    # -- summary ------------------------------------------------------------------------------------------------
+    # -- summary -----------------------------------------------------------------------------------
     def summary(self, elapsed: float) -> Dict[str, Any]:
         return {
             "type": "summary",
@@ -824,7 +846,8 @@ def run_verify(paths: Sequence[str], *, deep: bool = False, json_output: bool = 
         rate = s["bytes"] / elapsed / 1e6 if elapsed > 0 else 0.0
         verdict = "FAILED" if failed else "OK"
         out.write(
-            f"{verdict}: {v.partitions} partition(s), {v.segments} segment(s), {v.batches} batches, "
+            f"{verdict}: {v.partitions} partition(s), {v.segments} segment(s), "
+            f"{v.batches} batches, "
             f"{v.bytes} bytes in {elapsed:.2f} s ({rate:.0f} MB/s): {v.errors} error(s), "
             f"{v.warnings} warning(s)" + (f" ({more} not listed)" if more > 0 else "")
             + (f", {v.unchecked} batch(es) unchecked" if v.unchecked else "") + "\n"
