@@ -288,7 +288,9 @@ def _parse_versions(spec: str) -> Tuple[int, int]:
 class _Field:
     __slots__ = ("name", "json", "type", "elem", "versions", "nullable", "tag", "tagged", "default")
 
-    def __init__(self, name, typ, versions="0+", nullable=None, tag=None, tagged=None, default=None):
+    def __init__(
+        self, name, typ, versions="0+", nullable=None, tag=None, tagged=None, default=None
+    ):
         self.name = name
         self.json = name[0].lower() + name[1:]
         self.versions = _parse_versions(versions)
@@ -423,7 +425,9 @@ def _nested(r: _Reader, fields: Sequence[_Field], version: int, flexible: bool) 
     return _read_struct(r, fields, version, flexible)
 
 
-def _read_struct(r: _Reader, fields: Sequence[_Field], version: int, flexible: bool) -> Dict[str, Any]:
+def _read_struct(
+    r: _Reader, fields: Sequence[_Field], version: int, flexible: bool
+) -> Dict[str, Any]:
     values: Dict[str, Any] = {}
     tagged: Dict[int, _Field] = {}
     for f in fields:
@@ -432,7 +436,9 @@ def _read_struct(r: _Reader, fields: Sequence[_Field], version: int, flexible: b
         if flexible and f.is_tagged(version):
             tagged[f.tag] = f
             continue
-        values[f.json] = _read_value(r, f, f.type, f.elem, version, flexible, f.is_nullable(version))
+        values[f.json] = _read_value(
+            r, f, f.type, f.elem, version, flexible, f.is_nullable(version)
+        )
     found: Dict[str, Any] = {}
     if flexible:
         # As Kafka's generated readers: a known tag's value is read from the stream itself
@@ -486,8 +492,12 @@ def _to_json_obj(v: Any) -> Any:
 # ------------------------------------------------------------------------------------------------
 # Schemas: KRaft metadata records (type = unsigned varint apiKey in the frame)
 # ------------------------------------------------------------------------------------------------
-_ENDPOINT = [F("Name", "string"), F("Host", "string"), F("Port", "uint16"), F("SecurityProtocol", "int16")]
-_FEATURE = [F("Name", "string"), F("MinSupportedVersion", "int16"), F("MaxSupportedVersion", "int16")]
+_ENDPOINT = [
+    F("Name", "string"), F("Host", "string"), F("Port", "uint16"), F("SecurityProtocol", "int16")
+]
+_FEATURE = [
+    F("Name", "string"), F("MinSupportedVersion", "int16"), F("MaxSupportedVersion", "int16")
+]
 
 # apiKey -> (MetadataRecordType name, schema)
 METADATA_RECORD_TYPES: Dict[int, Tuple[str, _Schema]] = {}
@@ -645,7 +655,8 @@ def read_metadata_record(value: bytes) -> Tuple[str, int, Dict[str, Any]]:
     entry = METADATA_RECORD_TYPES.get(api_key)
     if entry is None:
         raise DecodeError(
-            f"org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {api_key}")
+            "org.apache.kafka.common.errors.UnsupportedVersionException: "
+            f"Unknown metadata id {api_key}")
     name, schema = entry
     try:
         # any version is read, as Kafka reads it: the fields its version ranges hold
@@ -748,7 +759,8 @@ _group(5, "ConsumerGroupMemberMetadataKey", _GROUP_MEMBER,
         F("SessionTimeoutMs", "int32"),
         F("SupportedProtocols", ("[]", [F("Name", "string"), F("Metadata", "bytes")])),
     ], nullable="0+", tag=0, tagged="0+",
-        default={"sessionTimeoutMs": 0, "supportedProtocols": []}),  # a struct's default: its fields' own
+        # a struct's default: its fields' own
+        default={"sessionTimeoutMs": 0, "supportedProtocols": []}),
 ])
 _group(6, "ConsumerGroupTargetAssignmentMetadataKey", _GROUP_ID,
        "ConsumerGroupTargetAssignmentMetadataValue", "0", "0+", [
@@ -768,7 +780,8 @@ _group(8, "ConsumerGroupCurrentMemberAssignmentKey", _GROUP_MEMBER,
     F("PartitionsPendingRevocation", ("[]", _ASSIGNED)),
 ])
 # share groups (KIP-932)
-_group(10, "ShareGroupMemberMetadataKey", _GROUP_MEMBER, "ShareGroupMemberMetadataValue", "0", "0+", [
+_group(10, "ShareGroupMemberMetadataKey", _GROUP_MEMBER,
+       "ShareGroupMemberMetadataValue", "0", "0+", [
     F("RackId", "string", nullable="0+"),
     F("ClientId", "string"),
     F("ClientHost", "string"),
@@ -801,7 +814,8 @@ _group(15, "ShareGroupStatePartitionMetadataKey", _GROUP_ID,
                                    F("Partitions", "[]int32")])),
     F("DeletingTopics", ("[]", [F("TopicId", "uuid"), F("TopicName", "string")])),
 ])
-_group(16, "ConsumerGroupRegularExpressionKey", [F("GroupId", "string"), F("RegularExpression", "string")],
+_group(16, "ConsumerGroupRegularExpressionKey",
+       [F("GroupId", "string"), F("RegularExpression", "string")],
        "ConsumerGroupRegularExpressionValue", "0", "0+", [
     F("Topics", "[]string"), F("Version", "int64"), F("Timestamp", "int64"),
 ])
@@ -814,7 +828,8 @@ _group(17, "StreamsGroupMetadataKey", _GROUP_ID, "StreamsGroupMetadataValue", "0
     F("StoredDescriptionTopologyEpoch", "int32", tag=2, tagged="0+", default=-1),
     F("FailedDescriptionTopologyEpoch", "int32", tag=3, tagged="0+", default=-1),
 ])
-_group(19, "StreamsGroupMemberMetadataKey", _GROUP_MEMBER, "StreamsGroupMemberMetadataValue", "0", "0+", [
+_group(19, "StreamsGroupMemberMetadataKey", _GROUP_MEMBER,
+       "StreamsGroupMemberMetadataValue", "0", "0+", [
     F("InstanceId", "string", nullable="0+"),
     F("RackId", "string", nullable="0+"),
     F("ClientId", "string"),
@@ -868,7 +883,8 @@ _group(23, "StreamsGroupTopologyKey", _GROUP_ID, "StreamsGroupTopologyValue", "0
 _CONSUMER_SUBSCRIPTION = _Schema("ConsumerProtocolSubscription", "0-3", "none", [
     F("Topics", "[]string"),
     F("UserData", "bytes", nullable="0+"),
-    F("OwnedPartitions", ("[]", [F("Topic", "string", "1+"), F("Partitions", "[]int32", "1+")]), "1+"),
+    F("OwnedPartitions",
+      ("[]", [F("Topic", "string", "1+"), F("Partitions", "[]int32", "1+")]), "1+"),
     F("GenerationId", "int32", "2+"),
     F("RackId", "string", "3+", nullable="3+"),
 ])
@@ -903,7 +919,8 @@ _TXN_RECORDS[0] = (_Schema("TransactionLogKey", "0", "none", [F("TransactionalId
     F("NextProducerEpoch", "int16", "1+", tag=3, tagged="1+", default=-1),
     F("TransactionTimeoutMs", "int32"),
     F("TransactionStatus", "int8"),
-    F("TransactionPartitions", ("[]", [F("Topic", "string"), F("PartitionIds", "[]int32")]), nullable="0+"),
+    F("TransactionPartitions", ("[]", [F("Topic", "string"), F("PartitionIds", "[]int32")]),
+      nullable="0+"),
     F("TransactionLastUpdateTimestampMs", "int64"),
     F("TransactionStartTimestampMs", "int64"),
     F("ClientTransactionVersion", "int16", "1+", tag=2, tagged="1+", default=0),
@@ -927,14 +944,17 @@ _SNAPSHOT_HEADER = _Schema("SnapshotHeaderRecord", "0", "0+", [
     F("Version", "int16"), F("LastContainedLogTimestamp", "int64"),
 ])
 _SNAPSHOT_FOOTER = _Schema("SnapshotFooterRecord", "0", "0+", [F("Version", "int16")])
-_KRAFT_VERSION = _Schema("KRaftVersionRecord", "0", "0+", [F("Version", "int16"), F("KRaftVersion", "int16")])
+_KRAFT_VERSION = _Schema("KRaftVersionRecord", "0", "0+", [
+    F("Version", "int16"), F("KRaftVersion", "int16"),
+])
 _VOTERS = _Schema("VotersRecord", "0", "0+", [
     F("Version", "int16"),
     F("Voters", ("[]", [
         F("VoterId", "int32"),
         F("VoterDirectoryId", "uuid"),
         F("Endpoints", ("[]", [F("Name", "string"), F("Host", "string"), F("Port", "uint16")])),
-        F("KRaftVersionFeature", [F("MinSupportedVersion", "int16"), F("MaxSupportedVersion", "int16")]),
+        F("KRaftVersionFeature",
+          [F("MinSupportedVersion", "int16"), F("MaxSupportedVersion", "int16")]),
     ])),
 ])
 
@@ -1171,7 +1191,8 @@ class _CoordinatorRecordParser(MessageParser):
                 raise DecodeError("Could not read version from key's buffer.") from None
             entry = self.records.get(rtype)
             if entry is None:
-                return None, None, f"Unknown record type {rtype} at offset {record.offset}, skipping."
+                return (None, None,
+                        f"Unknown record type {rtype} at offset {record.offset}, skipping.")
             kschema, vschema = entry
             try:
                 kdata = kschema.read(r, 0)
