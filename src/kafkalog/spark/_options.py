@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Container, Dict, List, Mapping, Optional
 
 from . import _store
-from ._errors import OptionError, warn as _warn
+from ._errors import OptionError
+from ._errors import warn as _warn
 from ._paths import UnsupportedPathError, local_path
 from ._pattern import java_regex
 
@@ -396,7 +397,8 @@ class ReadOptions:
             pattern = str(opts["subscribepattern"]).strip()
             if not pattern:
                 raise OptionError(
-                    "Pattern to subscribe is empty as specified value for option 'subscribePattern' is ''"
+                    "Pattern to subscribe is empty as specified value for option "
+                    "'subscribePattern' is ''"
                 )
             pattern = java_regex(pattern)
         assign = _assign_json(str(opts["assign"])) if opts.get("assign") is not None else None
@@ -447,14 +449,16 @@ class ReadOptions:
                     for p, off in ps.items():
                         if off == LATEST:
                             raise OptionError(
-                                f"startingOffsets for {t}-{p} can't be latest for batch queries on Kafka"
+                                f"startingOffsets for {t}-{p} can't be latest for batch "
+                                "queries on Kafka"
                             )
             if isinstance(ending, dict):
                 for t, ps in ending.items():
                     for p, off in ps.items():
                         if off == EARLIEST:
                             raise OptionError(
-                                f"endingOffsets for {t}-{p} can't be earliest for batch queries on Kafka"
+                                f"endingOffsets for {t}-{p} can't be earliest for batch "
+                                "queries on Kafka"
                             )
         for spec, name in ((starting, "startingOffsets"), (ending, "endingOffsets")):
             if isinstance(spec, dict):
@@ -462,7 +466,8 @@ class ReadOptions:
                     for p, off in ps.items():
                         if off < -2:
                             raise OptionError(
-                                f"{name} for {t}-{p}: offset {off} is not valid (use -2 earliest, -1 latest)"
+                                f"{name} for {t}-{p}: offset {off} is not valid "
+                                "(use -2 earliest, -1 latest)"
                             )
         if isinstance(starting, dict) and isinstance(ending, dict):
             _check_start_end(starting, ending)
@@ -477,7 +482,8 @@ class ReadOptions:
         iso = str(opts.get("kafka.isolation.level", "read_uncommitted")).strip().lower()
         if iso not in ("read_uncommitted", "read_committed"):
             raise OptionError(
-                f"option 'kafka.isolation.level' must be read_uncommitted or read_committed, not {iso!r}"
+                "option 'kafka.isolation.level' must be read_uncommitted or read_committed, "
+                f"not {iso!r}"
             )
         policy = str(opts.get("replicapolicy", "error")).strip().lower()
         if policy not in ("error", "first", "longest"):

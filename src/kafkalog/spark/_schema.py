@@ -7,7 +7,6 @@ from typing import Optional, Sequence, Tuple
 from ._errors import OptionError
 from ._options import ReadOptions, parse_columns
 
-
 # The spark-sql-kafka schema (KafkaRecordToRowConverter.kafkaSchema), all fields nullable.
 KAFKA_COLUMNS: Tuple[str, ...] = (
     "key",
@@ -76,7 +75,8 @@ def source_columns(
 
 
 def arrow_schema(opts: "ReadOptions"):
-    """The Arrow schema of the default Spark schema (``to_arrow_schema(schema, timezone="UTC")``)."""
+    """The Arrow schema of the default Spark schema
+    (``to_arrow_schema(schema, timezone="UTC")``)."""
     import pyarrow as pa
 
     fields = [

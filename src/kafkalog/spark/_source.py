@@ -124,7 +124,10 @@ class KafkaLogSplit(InputPartition):
         self.pruning = pruning
 
     def __repr__(self) -> str:
-        return f"KafkaLogSplit({self.split.index}, {len(self.split.pieces)} pieces, {self.split.nbytes} bytes)"
+        return (
+            f"KafkaLogSplit({self.split.index}, {len(self.split.pieces)} pieces, "
+            f"{self.split.nbytes} bytes)"
+        )
 
 
 class KafkaLogDataSource(DataSource):
