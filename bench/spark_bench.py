@@ -25,11 +25,16 @@ layouts of ``--records`` records (one partition, 8 partitions, 200 partitions) a
 of ``--compression`` (a comma list, e.g. ``none,lz4``), in one ``local[N]`` session per core
 count of ``--cores``: kafkalog against ``spark.read.parquet`` of the same rows (goal <= 1.0x),
 and against the plumbing floor (``spark_floor.py``: a Python source yielding the same rows as
-pre-built Arrow batches; it bounds what any Python source can do).  The three are timed in
-turn in the same session (the first of each round rotating; the session's first reads warm the
-JVM up), so floor/Parquet is measured too; with two core counts the scaling of the kafkalog
-read is printed.  Child sessions import the kafkalog this process imports (checked in a Python worker:
-figures from another build are refused).
+pre-built Arrow batches; it bounds what any Python source can do).  kafkalog is given the
+columns the query uses (``option("columns", "key,value,offset,timestamp")``: a Python source
+gets no column pruning from ``select``, and every column of its schema is converted to rows on
+the JVM) and, for the comparison before that option, its whole schema; the floor likewise
+(a four-column user schema, and the whole schema).  ``--ratio-schema columns|full`` runs one
+of the two (default ``both``).  All are timed in turn in the same session (the first of each
+round rotating; the session's first reads warm the JVM up), so floor/Parquet is measured too;
+with two core counts the scaling of the kafkalog read is printed.  Child sessions import the
+kafkalog this process imports (checked in a Python worker: figures from another build are
+refused).
 """
 
 from __future__ import annotations
@@ -254,6 +259,13 @@ RATIO_LAYOUTS = (("1 large partition", "one", 1), ("8 partitions", "eight", 8),
 RATIO_COLUMNS = ("key", "value", "offset", "timestamp")
 
 
+def _ratio_schemas(args):
+    """``--ratio-schema``: kafkalog (and the floor) given the query's columns (the ``columns``
+    option), the source's whole schema (the comparison before the option), or both."""
+    return {"columns": ("columns",), "full": ("full",), "both": ("columns", "full")}[
+        args.ratio_schema]
+
+
 def _layouts(args):
     """The layouts of ``--layouts`` (keys of RATIO_LAYOUTS: one, eight, many)."""
     want = args.layouts.split(",")
@@ -267,7 +279,8 @@ def ratio_child(args) -> dict:
     """read -> select(key, value, offset, timestamp) -> noop, in one ``local[N]`` session, for
     each layout and codec: kafkalog over the log root, ``spark.read.parquet`` of the same rows,
     and the plumbing floor (``spark_floor``: the same rows as pre-built Arrow batches from a
-    Python source, as many tasks as kafkalog plans), timed in turn."""
+    Python source, as many tasks as kafkalog plans), timed in turn; kafkalog and the floor
+    with the query's columns and/or the whole schema (``--ratio-schema``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -299,32 +312,51 @@ def ratio_child(args) -> dict:
             d = os.path.join(args.dir, f"ratio-{key}-{codec}")
             root, parquet = os.path.join(d, "logs"), os.path.join(d, "parquet")
 
-            def kl(root=root):
-                return spark.read.format("kafkalog").load(root).select(*cols)
+            def kl(root=root, columns=True):
+                r = spark.read.format("kafkalog")
+                if columns:  # the columns the query uses: only these are converted to rows
+                    r = r.option("columns", ",".join(cols))
+                return r.load(root).select(*cols)
 
             def pq(parquet=parquet):
                 return spark.read.parquet(parquet).select(*cols)
 
             tasks = kl().rdd.getNumPartitions()
 
-            def floor(parquet=parquet, tasks=tasks):
-                return (spark.read.format("kafkalog_floor").option("parquet", parquet)
-                        .option("splits", str(tasks)).load().select(*cols))
+            def floor(parquet=parquet, tasks=tasks, columns=True):
+                r = spark.read.format("kafkalog_floor")
+                if columns:  # the floor of a source whose schema is the query's columns
+                    r = r.schema(ks.schema(columns=cols))
+                return (r.option("parquet", parquet).option("splits", str(tasks)).load()
+                        .select(*cols))
 
-            def noop(df):
-                return lambda: df().write.format("noop").mode("overwrite").save()
+            def noop(df, **kw):
+                return lambda: df(**kw).write.format("noop").mode("overwrite").save()
 
+            runs = {"parquet": noop(pq)}
+            for schema in _ratio_schemas(args):
+                sfx = "" if schema == "columns" else "_full"
+                on = schema == "columns"
+                runs["kafkalog" + sfx] = noop(kl, columns=on)
+                runs["floor" + sfx] = noop(floor, columns=on)
+            names = sorted(runs)
             if first:  # the JVM compiles its hot paths over the first reads: warm it up
-                _best_of([noop(kl), noop(pq), noop(floor)], 0, warmups=3)
+                _best_of([runs[n] for n in names], 0, warmups=3)
                 first = False
-            kl_s, pq_s, floor_s = _best_of([noop(kl), noop(pq), noop(floor)], args.reps)
-            res["cases"].append({
-                "layout": label, "codec": codec, "kafkalog_tasks": tasks,
-                "parquet_tasks": pq().rdd.getNumPartitions(),
-                "kafkalog_s": kl_s, "parquet_s": pq_s, "floor_s": floor_s,
-                "kafkalog_vs_parquet": kl_s / pq_s, "kafkalog_vs_floor": kl_s / floor_s,
-                "floor_vs_parquet": floor_s / pq_s,
-            })
+            best = dict(zip(names, _best_of([runs[n] for n in names], args.reps)))
+            case = {"layout": label, "codec": codec, "kafkalog_tasks": tasks,
+                    "parquet_tasks": pq().rdd.getNumPartitions(), "parquet_s": best["parquet"]}
+            for sfx in ("", "_full"):
+                if "kafkalog" + sfx not in best:
+                    continue
+                kl_s, floor_s = best["kafkalog" + sfx], best["floor" + sfx]
+                case.update({
+                    f"kafkalog{sfx}_s": kl_s, f"floor{sfx}_s": floor_s,
+                    f"kafkalog{sfx}_vs_parquet": kl_s / best["parquet"],
+                    f"kafkalog{sfx}_vs_floor": kl_s / floor_s,
+                    f"floor{sfx}_vs_parquet": floor_s / best["parquet"],
+                })
+            res["cases"].append(case)
     if args.s3_endpoint:
         codec = args.compression.split(",")[0]
         for label, key, _n in RATIO_LAYOUTS:
@@ -332,8 +364,10 @@ def ratio_child(args) -> dict:
                 continue
 
             def kl_s3(key=key):
-                return spark.read.format("kafkalog").load(
-                    f"s3://{S3_BUCKET}/ratio-{key}-{codec}/logs").select(*cols)
+                r = spark.read.format("kafkalog")
+                if "columns" in _ratio_schemas(args):
+                    r = r.option("columns", ",".join(cols))
+                return r.load(f"s3://{S3_BUCKET}/ratio-{key}-{codec}/logs").select(*cols)
 
             def pq_s3a(key=key):
                 return spark.read.parquet(
@@ -487,7 +521,7 @@ def _ratio_children(args, env, endpoint):
         cmd = [
             sys.executable, os.path.abspath(__file__), "--ratio-child", str(cores),
             "--dir", args.dir, "--reps", str(args.reps), "--compression", args.compression,
-            "--layouts", args.layouts,
+            "--layouts", args.layouts, "--ratio-schema", args.ratio_schema,
         ] + (["--s3-endpoint", endpoint] if endpoint else [])
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -501,20 +535,34 @@ def _ratio_children(args, env, endpoint):
 def _ratio_report(args, gens, results) -> int:
     check_same_build(results)
     print(f"\nread -> select({', '.join(RATIO_COLUMNS)}) -> noop, best of {args.reps}; the "
-          "three sources of a row timed in turn, the first of each round rotating")
+          "sources of a row timed in turn, the first of each round rotating")
     print("(floor: a Python source yielding the same rows pre-built, spark_floor.py; where "
           "floor/pq > 1, no Python source can reach Parquet)")
-    print(f"{'':26}{'codec':>6}{'cores':>6}{'records':>10}{'log MB':>8}{'kafkalog':>10}"
-          f"{'parquet':>10}{'floor':>10}{'kl/pq':>8}{'kl/floor':>9}{'floor/pq':>9}{'tasks':>7}")
-    for r in results:
-        for c in r["cases"]:
-            key = next(k for lb, k, _ in RATIO_LAYOUTS if lb == c["layout"])
-            g = gens[(key, c["codec"])]
-            print(f"{c['layout']:26}{c['codec']:>6}{r['cores']:>6}{g['records']:>10}"
-                  f"{g['log_bytes'] / 1e6:>8.0f}{c['kafkalog_s']:>9.2f}s{c['parquet_s']:>9.2f}s"
-                  f"{c['floor_s']:>9.2f}s{c['kafkalog_vs_parquet']:>7.2f}x"
-                  f"{c['kafkalog_vs_floor']:>8.2f}x{c['floor_vs_parquet']:>8.2f}x"
-                  f"{c['kafkalog_tasks']:>7}")
+    for sfx, what in (("", f'kafkalog and the floor given the query\'s columns (option '
+                           f'"columns" = "{",".join(RATIO_COLUMNS)}")'),
+                      ("_full", "kafkalog and the floor with the source's whole schema (7 "
+                                "columns, the select prunes nothing; before the option)")):
+        if not any(f"kafkalog{sfx}_s" in c for r in results for c in r["cases"]):
+            continue
+        print(f"\n{what}:")
+        print(f"{'':26}{'codec':>6}{'cores':>6}{'records':>10}{'log MB':>8}{'kafkalog':>10}"
+              f"{'parquet':>10}{'floor':>10}{'kl/pq':>8}{'kl/floor':>9}{'floor/pq':>9}"
+              f"{'tasks':>7}")
+        for r in results:
+            for c in r["cases"]:
+                key = next(k for lb, k, _ in RATIO_LAYOUTS if lb == c["layout"])
+                g = gens[(key, c["codec"])]
+                print(f"{c['layout']:26}{c['codec']:>6}{r['cores']:>6}{g['records']:>10}"
+                      f"{g['log_bytes'] / 1e6:>8.0f}{c[f'kafkalog{sfx}_s']:>9.2f}s"
+                      f"{c['parquet_s']:>9.2f}s{c[f'floor{sfx}_s']:>9.2f}s"
+                      f"{c[f'kafkalog{sfx}_vs_parquet']:>7.2f}x"
+                      f"{c[f'kafkalog{sfx}_vs_floor']:>8.2f}x{c[f'floor{sfx}_vs_parquet']:>8.2f}x"
+                      f"{c['kafkalog_tasks']:>7}")
+        cases = [c for r in results for c in r["cases"]]
+        kp = [c[f"kafkalog{sfx}_vs_parquet"] for c in cases]
+        kf = [c[f"kafkalog{sfx}_vs_floor"] for c in cases]
+        print(f"  kl/pq {min(kp):.2f}-{max(kp):.2f}x ({sum(x <= 1.0 for x in kp)} of {len(kp)} "
+              f"<= 1.0), kl/floor {min(kf):.2f}-{max(kf):.2f}x")
     for r in results:
         if "s3" in r:
             c = r["s3"]
@@ -531,8 +579,9 @@ def _ratio_report(args, gens, results) -> int:
                           f"requests ({reqs})")
     if len(results) > 1:
         a, b = results[0], results[-1]
+        k = "kafkalog_s" if "kafkalog_s" in a["cases"][0] else "kafkalog_full_s"
         for ca, cb in zip(a["cases"], b["cases"]):
-            speedup = ca["kafkalog_s"] / cb["kafkalog_s"]
+            speedup = ca[k] / cb[k]
             print(f"scaling {a['cores']} -> {b['cores']} cores, {ca['layout']}, {ca['codec']}: "
                   f"{speedup:.2f}x ({speedup / (b['cores'] / a['cores']):.2f} of linear)")
     print(f"load after: {os.getloadavg()[0]:.2f}")
@@ -559,6 +608,10 @@ def main(argv=None) -> int:
                         "S3 test server (moto; hadoop-aws fetched with Maven)")
     p.add_argument("--layouts", default="one,eight,many",
                    help="with --ratio: which layouts (one: 1 partition, eight: 8, many: 200)")
+    p.add_argument("--ratio-schema", choices=("both", "columns", "full"), default="both",
+                   help="with --ratio: kafkalog (and the floor) given the query's columns "
+                        "(option 'columns'), the source's whole schema (the comparison before "
+                        "that option), or both, timed in turn (default)")
     p.add_argument("--reuse", action="store_true",
                    help="with --ratio: read the data an earlier run generated in --dir for the "
                         "same records, layouts and codecs instead of generating it again")
