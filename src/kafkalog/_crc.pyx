@@ -8,6 +8,13 @@
 * ``crc32(data, value=0)``: CRC-32 (IEEE, zlib's), the checksum of v0/v1 (legacy) messages.
 * ``HARDWARE``: whether ``crc32c`` runs on the CPU instruction.
 
+Kernels (private, for tests and benches): ``_paths()`` names the CRC-32C kernels this CPU
+runs, slowest first (``"table"``, then ``"sse4.2"`` or ``"armv8-crc"``, then on x86-64 the
+folding kernels ``"pclmul"``, ``"vpclmul256"``, ``"vpclmul512"``); ``_KERNEL`` is the one
+``crc32c`` uses (the last of them); ``_crc32c_path(name, data, crc=0)`` runs a named one, and
+``_FOLD_MIN`` is the length from which the folding kernels fold (shorter buffers take the
+crc32 instruction).
+
 ``data`` is any C-contiguous object with the buffer protocol (bytes, bytearray, memoryview,
 mmap, array...), read as raw bytes; a non-buffer, or a non-contiguous buffer that is not
 empty, raises :class:`TypeError`. ``value`` is a previous result to continue from, so
@@ -26,13 +33,28 @@ import zlib as _zlib
 
 cdef extern from "crc32c.h" nogil:
     uint32_t kl_crc32c(uint32_t crc, const unsigned char *buf, size_t len)
-    uint32_t kl_crc32c_sw(uint32_t crc, const unsigned char *buf, size_t len)
     int kl_crc32c_hw_available()
+    int kl_crc32c_kernel()
+    int kl_crc32c_kernel_supported(int k)
+    const char *kl_crc32c_kernel_name(int k)
+    uint32_t kl_crc32c_kernel_run(int k, uint32_t crc, const unsigned char *buf, size_t len)
+    enum:
+        KL_CRC32C_KERNELS
+        KL_CRC32C_FOLD_MIN
+
 
 __all__ = ["HARDWARE", "crc32", "crc32c", "crc32c_sw"]
 
 # Probed here, at import and under the GIL, so the header's one-time CPU probe never races.
 HARDWARE = bool(kl_crc32c_hw_available())
+
+_KERNELS = {
+    kl_crc32c_kernel_name(k).decode(): k
+    for k in range(KL_CRC32C_KERNELS)
+    if kl_crc32c_kernel_supported(k)
+}
+_KERNEL = kl_crc32c_kernel_name(kl_crc32c_kernel()).decode()
+_FOLD_MIN = KL_CRC32C_FOLD_MIN  # 0 where no folding kernel is compiled in
 
 cdef enum:
     _NOGIL_MIN = 4096  # release the GIL from this many bytes on
@@ -54,8 +76,8 @@ cdef int _acquire(object data, Py_buffer *view) except -1:
     return 0
 
 
-cdef uint32_t _crc32c_of(object data, object value, bint software) except? 0:
-    """CRC-32C of ``data`` from ``value``: hardware path, or the portable tables."""
+cdef uint32_t _crc32c_of(object data, object value, int kernel) except? 0:
+    """CRC-32C of ``data`` from ``value`` on ``kernel`` (-1: the best one this CPU runs)."""
     cdef uint32_t crc = <uint32_t>(value & 0xFFFFFFFF)
     cdef Py_buffer view
     cdef const unsigned char *buf
@@ -66,9 +88,14 @@ cdef uint32_t _crc32c_of(object data, object value, bint software) except? 0:
         n = <size_t>view.len
         if n >= _NOGIL_MIN:
             with nogil:
-                crc = kl_crc32c_sw(crc, buf, n) if software else kl_crc32c(crc, buf, n)
+                if kernel < 0:
+                    crc = kl_crc32c(crc, buf, n)
+                else:
+                    crc = kl_crc32c_kernel_run(kernel, crc, buf, n)
+        elif kernel < 0:
+            crc = kl_crc32c(crc, buf, n)
         else:
-            crc = kl_crc32c_sw(crc, buf, n) if software else kl_crc32c(crc, buf, n)
+            crc = kl_crc32c_kernel_run(kernel, crc, buf, n)
     finally:
         PyBuffer_Release(&view)
     return crc
@@ -76,12 +103,27 @@ cdef uint32_t _crc32c_of(object data, object value, bint software) except? 0:
 
 def crc32c(data, value=0):
     """CRC-32C of ``data`` continuing from ``value`` (hardware instruction when available)."""
-    return _crc32c_of(data, value, False)
+    return _crc32c_of(data, value, -1)
 
 
 def crc32c_sw(data, value=0):
     """CRC-32C of ``data`` continuing from ``value``, always from the portable tables."""
-    return _crc32c_of(data, value, True)
+    return _crc32c_of(data, value, 0)
+
+
+def _paths():
+    """Names of the CRC-32C kernels this CPU runs, slowest first (the last is ``_KERNEL``)."""
+    return tuple(_KERNELS)
+
+
+def _crc32c_path(name, data, crc=0):
+    """CRC-32C of ``data`` continuing from ``crc`` on the kernel called ``name`` (see
+    :func:`_paths`); ValueError for a kernel this CPU does not run."""
+    try:
+        kernel = _KERNELS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"no CRC-32C kernel {name!r} on this CPU; it runs {_paths()}") from None
+    return _crc32c_of(data, crc, kernel)
 
 
 cdef bint _after_buffer_error(object data) except -1:

@@ -8,13 +8,23 @@
  *         uint32_t kl_crc32c(uint32_t crc, const unsigned char *buf, size_t len)
  *         uint32_t kl_crc32c_sw(uint32_t crc, const unsigned char *buf, size_t len)
  *         int kl_crc32c_hw_available()
+ *         int kl_crc32c_kernel()
+ *         int kl_crc32c_kernel_supported(int k)
+ *         const char *kl_crc32c_kernel_name(int k)
+ *         uint32_t kl_crc32c_kernel_run(int k, uint32_t crc, const unsigned char *buf, size_t len)
  *
  * API. CRCs are finished values (init and final xor 0xFFFFFFFF are applied inside) and chain
  * like zlib's crc32(): start from 0 and pass the previous result to continue, so
  * kl_crc32c(kl_crc32c(0, a, n), b, m) is the CRC of a followed by b.
- *   kl_crc32c               hardware instruction when the CPU has one, else kl_crc32c_sw
+ *   kl_crc32c               the best kernel this CPU runs (kl_crc32c_kernel())
  *   kl_crc32c_sw            portable slicing-by-8 tables (any CPU, any compiler)
- *   kl_crc32c_hw_available  1 when kl_crc32c uses the hardware instruction
+ *   kl_crc32c_hw_available  1 when kl_crc32c uses a hardware instruction (crc32 or folding)
+ *   kl_crc32c_kernel        id of the kernel kl_crc32c uses (KL_CRC32C_TABLE ... _VPCLMUL512)
+ *   kl_crc32c_kernel_supported, kl_crc32c_kernel_name, kl_crc32c_kernel_run: whether kernel k
+ *                           runs here, its name ("table", "sse4.2" or "armv8-crc", "pclmul",
+ *                           "vpclmul256", "vpclmul512"), and a CRC on it (for tests, benches;
+ *                           an unsupported k runs the tables)
+ *   KL_CRC32C_FOLD_MIN      the length from which the folding kernels fold (0: none built)
  * Check values: "123456789" -> 0xE3069283, "Some String" -> 608512271.
  *
  * Hardware paths (define KL_CRC32C_NO_HW to compile none of them):
@@ -24,6 +34,11 @@
  *            compiler targets it already (__ARM_FEATURE_CRC32) or on Apple (all Apple arm64
  *            chips have it); on Linux via a target attribute, gated on getauxval(AT_HWCAP).
  *   anything else uses the tables.
+ * Folding paths (x86-64, GCC >= 8 or Clang >= 6; define KL_CRC32C_NO_FOLD to compile none):
+ *   buffers of KL_CRC32C_FOLD_MIN bytes or more go to crc32c_fold.h's kernels, on
+ *   PCLMULQDQ (xmm), or VPCLMULQDQ on ymm (AVX2) or zmm (AVX-512F), each beside three crc32
+ *   chains except the zmm one; see that header. CPUID and XGETBV choose one at run time, and
+ *   a kernel is admitted only once it gave the tables' answer on a few fixed buffers.
  *
  * Speed. The crc32 instruction has a latency of about 3 cycles but can start every cycle, so
  * one dependent chain runs at a third of the instruction's throughput. Long inputs are cut
@@ -58,6 +73,14 @@
 #else
 #  define KL__CRC_UNUSED
 #endif
+
+/* Kernels, by id: kl_crc32c uses the highest one that this CPU runs. */
+#define KL_CRC32C_TABLE 0      /* slicing-by-8 tables (every CPU) */
+#define KL_CRC32C_HW 1         /* crc32 instruction: SSE4.2, or ARMv8 CRC32 */
+#define KL_CRC32C_PCLMUL 2     /* x86-64: folding with PCLMULQDQ on xmm, from 512 bytes */
+#define KL_CRC32C_VPCLMUL256 3 /* x86-64: folding with VPCLMULQDQ on ymm (AVX2) */
+#define KL_CRC32C_VPCLMUL512 4 /* x86-64: folding with VPCLMULQDQ on zmm (AVX-512F) */
+#define KL_CRC32C_KERNELS 5
 
 /* ------------------------------------------------------------------ choose a hardware path */
 #if !defined(KL_CRC32C_NO_HW)
@@ -879,34 +902,6 @@ static inline uint32_t kl_crc32c_sw(uint32_t crc, const unsigned char *buf, size
 /* --------------------------------------------------------------------------- hardware */
 #if defined(KL__CRC_HW)
 
-/* -1: not probed yet, 0: no, 1: yes. Probing is idempotent, so a racing first call from two
- * threads only repeats the probe and stores the same value; callers that can, probe once up
- * front (kafkalog._crc does so at import, under the GIL). */
-static int kl__crc32c_hw_flag = -1;
-
-static KL__CRC_UNUSED int kl__crc32c_probe(void)
-{
-#if defined(KL__CRC_X86) && defined(_MSC_VER)
-    int info[4];
-    __cpuid(info, 0);
-    if (info[0] < 1)
-        return 0;
-    __cpuid(info, 1);
-    return (info[2] >> 20) & 1; /* ECX bit 20: SSE4.2 */
-#elif defined(KL__CRC_X86)
-    unsigned int eax, ebx, ecx, edx;
-    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
-        return 0;
-    return (int)((ecx >> 20) & 1u); /* ECX bit 20: SSE4.2 */
-#elif defined(KL__CRC_ARM_ALWAYS)
-    return 1;
-#elif defined(KL__CRC_ARM_LINUX)
-    return (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0;
-#else
-    return 0;
-#endif
-}
-
 static inline uint64_t kl__crc32c_load64(const unsigned char *p)
 {
     uint64_t w;
@@ -978,28 +973,172 @@ kl__crc32c_hw_raw(uint32_t crc, const unsigned char *p, size_t n)
 
 #endif /* KL__CRC_HW */
 
+#if defined(KL__CRC_X86) && !defined(_MSC_VER) && !defined(KL_CRC32C_NO_FOLD) \
+    && ((defined(__clang__) && __clang_major__ >= 6) \
+        || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 8))
+#  define KL__CRC_FOLD 1
+#  include "crc32c_fold.h"
+#  define KL_CRC32C_FOLD_MIN KL__CRC_FOLD_MIN
+#else
+#  define KL_CRC32C_FOLD_MIN 0 /* no folding kernel compiled in */
+#endif
+
+/* ---------------------------------------------------------------------------- kernels */
+/* What the CPU can run, probed once: -1 before the probe, else (mask << 8) | best, where bit k
+ * of mask says kernel k runs here and best is the highest such k (the one kl_crc32c uses).
+ * One int, so a reader sees either "not probed" or a whole answer. Probing is idempotent: a
+ * racing first call from two threads repeats it and stores the same value; callers that can
+ * probe once up front (kafkalog._crc does so at import, under the GIL). */
+static int kl__crc32c_state = -1;
+
+static KL__CRC_UNUSED const char *const kl__crc32c_names[KL_CRC32C_KERNELS] = {
+    "table",
+#if defined(KL__CRC_ARM)
+    "armv8-crc",
+#else
+    "sse4.2",
+#endif
+    "pclmul", "vpclmul256", "vpclmul512",
+};
+
+static KL__CRC_UNUSED int kl__crc32c_probe(void)
+{
+    int mask = 1 << KL_CRC32C_TABLE;
+#if defined(KL__CRC_X86) && defined(_MSC_VER)
+    int info[4];
+    __cpuid(info, 0);
+    if (info[0] >= 1) {
+        __cpuid(info, 1);
+        if ((info[2] >> 20) & 1) /* ECX bit 20: SSE4.2 */
+            mask |= 1 << KL_CRC32C_HW;
+    }
+#elif defined(KL__CRC_X86)
+    unsigned int eax, ebx, ecx, edx, leaves = __get_cpuid_max(0, NULL);
+    if (leaves < 1)
+        return mask;
+    __cpuid(1, eax, ebx, ecx, edx);
+    if (!((ecx >> 20) & 1u)) /* ECX bit 20: SSE4.2 */
+        return mask;
+    mask |= 1 << KL_CRC32C_HW;
+#  if defined(KL__CRC_FOLD)
+    if (!((ecx >> 1) & 1u)) /* ECX bit 1: PCLMULQDQ */
+        return mask;
+    mask |= 1 << KL_CRC32C_PCLMUL;
+    /* ECX bits 27, 28: OSXSAVE, AVX; then XCR0 must show the OS saving the SSE and AVX state
+     * (bits 1, 2), and for zmm also the opmask and upper-zmm state (bits 5, 6, 7). */
+    if (leaves >= 7 && ((ecx >> 27) & 1u) && ((ecx >> 28) & 1u)) {
+        unsigned int lo, hi, ebx7, ecx7;
+        __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        (void)hi;
+        __cpuid_count(7, 0, eax, ebx7, ecx7, edx);
+        /* EBX bit 5: AVX2, bit 16: AVX-512F; ECX bit 10: VPCLMULQDQ */
+        if ((lo & 0x06u) == 0x06u && ((ebx7 >> 5) & 1u) && ((ecx7 >> 10) & 1u)) {
+            mask |= 1 << KL_CRC32C_VPCLMUL256;
+            if ((lo & 0xe6u) == 0xe6u && ((ebx7 >> 16) & 1u))
+                mask |= 1 << KL_CRC32C_VPCLMUL512;
+        }
+    }
+#  endif
+#elif defined(KL__CRC_ARM_ALWAYS)
+    mask |= 1 << KL_CRC32C_HW;
+#elif defined(KL__CRC_ARM_LINUX)
+    if (getauxval(AT_HWCAP) & HWCAP_CRC32)
+        mask |= 1 << KL_CRC32C_HW;
+#endif
+    return mask;
+}
+
+static inline uint32_t kl__crc32c_run(int k, uint32_t crc, const unsigned char *p, size_t n);
+
+/* A kernel that the probe admits must also give the tables' answer: a few lengths that reach
+ * its main loop and each of its tails, from a few offsets, over the bytes of the tables
+ * themselves (8 KiB of fixed data). A kernel that disagrees is left out rather than trusted. */
+static KL__CRC_UNUSED int kl__crc32c_agrees(int k)
+{
+    static const size_t cases[][2] = {{0, 8192}, {1, 4093}, {7, 1531}, {13, 1000}, {3, 777},
+                                      {5, 600},  {2, 545},  {9, 513},  {4, 512},   {6, 77}};
+    const unsigned char *data = (const unsigned char *)kl__crc32c_table;
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const unsigned char *p = data + cases[i][0];
+        size_t n = cases[i][1] - cases[i][0];
+        uint32_t init = 0x9E3779B9u * (uint32_t)(i + 1);
+        if (kl__crc32c_run(k, init, p, n) != kl__crc32c_sw_raw(init, p, n))
+            return 0;
+    }
+    return 1;
+}
+
+static KL__CRC_UNUSED int kl__crc32c_init(void)
+{
+    int mask = kl__crc32c_probe(), best = KL_CRC32C_KERNELS - 1, k;
+    for (k = 1; k < KL_CRC32C_KERNELS; k++)
+        if (((mask >> k) & 1) && !kl__crc32c_agrees(k))
+            mask &= ~(1 << k);
+    while (!((mask >> best) & 1))
+        best--;
+    kl__crc32c_state = (mask << 8) | best;
+    return kl__crc32c_state;
+}
+
+static inline int kl__crc32c_get_state(void)
+{
+    int s = kl__crc32c_state;
+    return s < 0 ? kl__crc32c_init() : s;
+}
+
+/* Raw register in and out, on kernel k (which must run on this CPU). */
+static inline uint32_t kl__crc32c_run(int k, uint32_t crc, const unsigned char *p, size_t n)
+{
+#if defined(KL__CRC_FOLD)
+    if (n >= KL__CRC_FOLD_MIN && k >= KL_CRC32C_PCLMUL) {
+        if (k == KL_CRC32C_VPCLMUL512)
+            return kl__crc32c_fold_vpclmul512(crc, p, n);
+        if (k == KL_CRC32C_VPCLMUL256)
+            return kl__crc32c_fold_vpclmul256(crc, p, n);
+        return kl__crc32c_fold_pclmul(crc, p, n);
+    }
+#endif
+#if defined(KL__CRC_HW)
+    if (k >= KL_CRC32C_HW)
+        return kl__crc32c_hw_raw(crc, p, n);
+#endif
+    (void)k;
+    return kl__crc32c_sw_raw(crc, p, n);
+}
+
 /* ----------------------------------------------------------------------------- public */
+static inline int kl_crc32c_kernel(void)
+{
+    return kl__crc32c_get_state() & 0xff;
+}
+
+static inline int kl_crc32c_kernel_supported(int k)
+{
+    return k >= 0 && k < KL_CRC32C_KERNELS && ((kl__crc32c_get_state() >> (8 + k)) & 1);
+}
+
+static inline const char *kl_crc32c_kernel_name(int k)
+{
+    return k >= 0 && k < KL_CRC32C_KERNELS ? kl__crc32c_names[k] : NULL;
+}
+
 static inline int kl_crc32c_hw_available(void)
 {
-#if defined(KL__CRC_HW)
-    int f = kl__crc32c_hw_flag;
-    if (f < 0) {
-        f = kl__crc32c_probe();
-        kl__crc32c_hw_flag = f;
-    }
-    return f;
-#else
-    return 0;
-#endif
+    return kl_crc32c_kernel() >= KL_CRC32C_HW;
 }
 
 static inline uint32_t kl_crc32c(uint32_t crc, const unsigned char *buf, size_t len)
 {
-#if defined(KL__CRC_HW)
-    if (kl_crc32c_hw_available())
-        return ~kl__crc32c_hw_raw(~crc, buf, len);
-#endif
-    return ~kl__crc32c_sw_raw(~crc, buf, len);
+    return ~kl__crc32c_run(kl__crc32c_get_state() & 0xff, ~crc, buf, len);
+}
+
+static inline uint32_t kl_crc32c_kernel_run(int k, uint32_t crc, const unsigned char *buf,
+                                            size_t len)
+{
+    if (!kl_crc32c_kernel_supported(k))
+        k = KL_CRC32C_TABLE;
+    return ~kl__crc32c_run(k, ~crc, buf, len);
 }
 
 #endif /* KAFKALOG_CRC32C_H */
