@@ -10,8 +10,9 @@ root), a path of the package's rooms (``storage/``, ``tools/``, ``spark/``; chec
 name starting with ``kafkalog.`` or with ``storage.``/``tools.``/``spark._`` (the longest prefix
 that is a module must exist, and the next part must be defined or imported in it; what follows
 that, an attribute of a class, is not checked; ``storage.x`` where ``x`` is no module but a
-string the package uses is an option's name, such as the Spark source's ``storage.region``).  Paths with placeholders (``<...>``, ``*``,
-``{...}``) and URLs are not checked.  The check reads source text only: nothing is imported.
+string the package uses is an option's name, such as the Spark source's ``storage.region``).
+Paths with placeholders (``<...>``, ``*``, ``{...}``) and URLs are not checked. The check reads
+source text only: nothing is imported.
 """
 from __future__ import annotations
 

@@ -154,10 +154,10 @@ def _norm(rows):
 
 @pytest.fixture(scope="session")
 def oracle():
-    class O:
+    class Oracle:
         rows = staticmethod(direct_rows)
         spark = staticmethod(spark_rows)
         dirs = staticmethod(partition_dirs)
         norm = staticmethod(_norm)
 
-    return O
+    return Oracle
