@@ -4,19 +4,11 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple
 
+from ._columns import parse_columns, source_columns
 from ._errors import OptionError
-from ._options import ReadOptions, parse_columns
+from ._options import ReadOptions
 
 # The spark-sql-kafka schema (KafkaRecordToRowConverter.kafkaSchema), all fields nullable.
-KAFKA_COLUMNS: Tuple[str, ...] = (
-    "key",
-    "value",
-    "topic",
-    "partition",
-    "offset",
-    "timestamp",
-    "timestampType",
-)
 KAFKA_DDL = (
     "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
     "timestamp TIMESTAMP, timestampType INT"
@@ -60,18 +52,6 @@ def schema_ddl(
     columns = parse_columns({"columns": ",".join(columns)}, include_headers, batch_metadata,
                             segment_metadata)
     return ", ".join(f"{c} {COLUMN_TYPES[c]}" for c in columns)
-
-
-def source_columns(
-    include_headers: bool = False, batch_metadata: bool = False, segment_metadata: bool = False
-) -> Tuple[str, ...]:
-    """The names of the source's columns for these options, in the default schema's order."""
-    return (
-        KAFKA_COLUMNS
-        + (("headers",) if include_headers else ())
-        + (("batch",) if batch_metadata else ())
-        + (("segment",) if segment_metadata else ())
-    )
 
 
 def arrow_schema(opts: "ReadOptions"):
