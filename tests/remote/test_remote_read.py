@@ -14,7 +14,8 @@ from kafkalog.storage import fs as _fs  # noqa: E402
 SMALL_BLOCKS = {"block_size": 64 * 1024}
 
 
-@pytest.fixture(params=["local", "file-uri", "s3"])
+# "s3" asks for the S3 test server at run time (getfixturevalue), so it carries its marker here
+@pytest.fixture(params=["local", "file-uri", pytest.param("s3", marks=pytest.mark.s3)])
 def where(request, log_root):
     """(root location, storage_options) of one copy of the same log root."""
     if request.param == "local":
