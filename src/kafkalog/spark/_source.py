@@ -21,6 +21,7 @@ from pyspark.sql.datasource import (
 )
 
 from . import (
+    _columns,
     _discovery,
     _errors,
     _offsets,
@@ -144,7 +145,7 @@ class KafkaLogDataSource(DataSource):
     def schema(self) -> str:
         f = _option_flags(self.options)
         o = {str(k).lower(): v for k, v in dict(self.options).items()}
-        columns = _options.parse_columns(
+        columns = _columns.parse_columns(
             o, f["include_headers"], f["batch_metadata"], f["segment_metadata"]
         )
         return _schema.schema_ddl(

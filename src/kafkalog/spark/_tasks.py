@@ -13,10 +13,11 @@ from ..storage import store_fs as _store_fs
 from ..storage.log import open_view
 from ..storage.logdir import dir_version, version_of
 from ..storage.ranged import sound_entries
+from ._columns import KAFKA_COLUMNS
 from ._errors import ConcurrentWriteError, DataLossError, OptionError, warn
 from ._options import ReadOptions
 from ._planning import Piece, Pruning, Split
-from ._schema import BATCH_FIELDS, KAFKA_COLUMNS, batch_type
+from ._schema import BATCH_FIELDS, batch_type
 from ._store import store_of
 
 #: a task reads a local segment in windows of about this many bytes (one buffer, reused)
