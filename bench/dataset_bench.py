@@ -292,7 +292,8 @@ def main(argv=None) -> int:
             bench_memory(args.dir, info)
         else:
             bench_polars(args.dir, info, args.reps)
-    print(f"ru_maxrss of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB")
+    print(f"ru_maxrss of this process: "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB")
     return 0
 
 

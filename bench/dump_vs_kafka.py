@@ -99,8 +99,7 @@ def main() -> None:
         size = sum(os.path.getsize(p) for p in paths)
         print(
             f"{size / 1e6:.0f} MB in {len(paths)} segments; load {os.getloadavg()[0]:.2f}; "
-            f"java {_java_version(java[0])}; "
-            f"Kafka {kafka_support.KAFKA_VERSION}; best of {reps}"
+            f"java {_java_version(java[0])}; Kafka {kafka_support.KAFKA_VERSION}; best of {reps}"
         )
         files = ",".join(paths)
         # the two tools must print the same bytes, or the ratio compares different work

@@ -283,9 +283,9 @@ def ratio_child(args) -> dict:
     with the query's columns and/or the whole schema (``--ratio-schema``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+    from spark_floor import FloorSource
 
     import kafkalog.spark as ks
-    from spark_floor import FloorSource
 
     cores = args.ratio_child
     builder = (

@@ -547,13 +547,8 @@ def test_header_count_checks(twin):
     corrupt(twin, bytes([len(body) * 2]) + body, 1, "Found invalid number of record headers -1")
     body = h("00 00 00 01 01 feffffff0f 00")
     corrupt(twin, bytes([len(body) * 2]) + body, 1,
-            f"Found invalid number of record headers {INT32_MAX}: more than the 1 bytes left in the "
-            f""
-            f""
-            f""
-            f""
-            f""
-            f"record")
+            f"Found invalid number of record headers {INT32_MAX}: more than the 1 bytes left in "
+            f"the record")
 
 
 def test_null_header_value_and_negative_lengths_mean_null(twin):
@@ -835,13 +830,8 @@ def test_builder_legacy_delegation(twin):
     b = twin.MemoryRecordsBuilder(magic=1, base_offset=5)
     assert b.append(TS, b"k", b"v") == 5
     raw = b.build()
-    assert raw == h("0000000000000005 00000018 39268c33 01 00 0000018bcfe56800 00000001 6b 00000001 "
-                    ""
-                    ""
-                    ""
-                    ""
-                    ""
-                    "76")
+    assert raw == h("0000000000000005 00000018 39268c33 01 00 0000018bcfe56800 00000001 6b "
+                    "00000001 76")
     assert b.records_count == 1
     with pytest.raises(ValueError, match="need magic 2"):
         twin.MemoryRecordsBuilder(magic=1, is_transactional=True)

@@ -41,8 +41,8 @@ def _import_compression():
 
         return compression, errors
     except Exception:  # pragma: no cover - only while src/kafkalog/__init__.py is broken
-        saved = {k: v for k,
-                 v in sys.modules.items() if k == "kafkalog" or k.startswith("kafkalog.")}
+        saved = {k: v for k, v in sys.modules.items()
+                 if k == "kafkalog" or k.startswith("kafkalog.")}
         for k in saved:
             del sys.modules[k]
         pkg = types.ModuleType("kafkalog")

@@ -90,7 +90,8 @@ def header_constants() -> list[tuple[int, int]]:
     text = HEADER.read_text()
     body = text[text.index("kl__crc32c_fold_k[") :]
     body = body[: body.index("};")]
-    return [(int(a, 16), int(b, 16)) for a, b in re.findall(r"\{(0x[0-9a-f]+), (0x[0-9a-f]+)\}", body)]
+    return [(int(a, 16), int(b, 16))
+            for a, b in re.findall(r"\{(0x[0-9a-f]+), (0x[0-9a-f]+)\}", body)]
 
 
 def test_fold_constants_derive_from_the_polynomial():
@@ -117,7 +118,10 @@ def test_fold_constants_fold():
         q0 = int.from_bytes(lane[:8], "little")
         q1 = int.from_bytes(lane[8:], "little")
         folded = (clmul(q0, k0) ^ clmul(q1, k1)).to_bytes(16, "little")
-        raw = lambda b: crc32c_pkg.crc32c(b) ^ 0xFFFFFFFF ^ _times_x(0xFFFFFFFF, 8 * len(b))
+
+        def raw(b):
+            return crc32c_pkg.crc32c(b) ^ 0xFFFFFFFF ^ _times_x(0xFFFFFFFF, 8 * len(b))
+
         assert raw(lane + bytes(16 * j)) == raw(folded), j
 
 

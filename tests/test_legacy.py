@@ -125,13 +125,8 @@ def outcome(fn):
 # ----------------------------------------------------------------------------------------------
 V0_MESSAGE1 = bytes.fromhex("0000000000000000 00000016 e97538bc 00 00 ffffffff 00000008 "
                             "6d65737361676531".replace(" ", ""))
-V1_ABC = bytes.fromhex("0000000000000000 00000019 eac5d7ee 01 00 00000168733b304b ffffffff 00000003 "
-                       ""
-                       ""
-                       ""
-                       ""
-                       ""
-                       "616263".replace(" ", ""))
+V1_ABC = bytes.fromhex("0000000000000000 00000019 eac5d7ee 01 00 00000168733b304b ffffffff "
+                       "00000003 616263".replace(" ", ""))
 V1_KV = bytes.fromhex("0000000000000005 00000018 39268c33 01 00 0000018bcfe56800 00000001 6b "
                       "00000001 76".replace(" ", ""))
 
@@ -899,8 +894,8 @@ def test_aiokafka_builds_we_read(L, magic, codec):
             bld.append(i, timestamp=ts, key=k, value=v)
         raw = bytes(bld.build())
         got = [r for b in walk(L, raw) for r in b]
-        assert fields(got) == [(i, ts if magic else -1, k, v) for i,
-                               (ts, k, v) in enumerate(PEER_RECORDS)]
+        assert fields(got) == [(i, ts if magic else -1, k, v)
+                               for i, (ts, k, v) in enumerate(PEER_RECORDS)]
         if codec == "none":
             ours = L.LegacyRecordsBuilder(magic, "none", 0, "create_time")
             for ts, k, v in PEER_RECORDS:
@@ -922,8 +917,8 @@ def test_aiokafka_reads_what_we_build(L, magic, codec):
         batch = mr.next_batch()
         assert batch.validate_crc()
         got.extend(_peer_iter(batch))
-    assert got == [(500 + i, ts if magic else -1, k, v) for i,
-                   (ts, k, v) in enumerate(PEER_RECORDS)]
+    assert got == [(500 + i, ts if magic else -1, k, v)
+                   for i, (ts, k, v) in enumerate(PEER_RECORDS)]
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -939,8 +934,8 @@ def test_kafka_python_round_trips(L, magic, codec):
         bld.append(i, ts, k, v)
     raw = bytes(bld.build())
     got = [r for b in walk(L, raw) for r in b]
-    assert fields(got) == [(i, ts if magic else -1, k, v) for i,
-                           (ts, k, v) in enumerate(PEER_RECORDS)]
+    assert fields(got) == [(i, ts if magic else -1, k, v)
+                           for i, (ts, k, v) in enumerate(PEER_RECORDS)]
     # we build -> kafka-python reads
     ours = L.LegacyRecordsBuilder(magic, codec, 300, "create_time")
     for ts, k, v in PEER_RECORDS:
@@ -959,8 +954,8 @@ def test_kafka_python_round_trips(L, magic, codec):
         batch = mr.next_batch()
         assert batch.validate_crc()
         seen.extend(_peer_iter(batch))
-    assert seen == [(300 + i, ts if magic else -1, k, v) for i,
-                    (ts, k, v) in enumerate(PEER_RECORDS)]
+    assert seen == [(300 + i, ts if magic else -1, k, v)
+                    for i, (ts, k, v) in enumerate(PEER_RECORDS)]
 
 
 def test_aiokafka_reads_log_append_time_wrapper(L):

@@ -46,8 +46,8 @@ def test_ci_runs_the_readme_test_command_in_a_fresh_venv():
     lines = [shlex.split(line) for line in run.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     commands = [" ".join(words) for words in lines]
     venv = next(i for i, c in enumerate(commands) if c.startswith("python3 -m venv"))
-    activate = next(i for i,
-                    c in enumerate(commands) if re.match(r"(\.|source) \S*bin/activate", c))
+    activate = next(i for i, c in enumerate(commands)
+                    if re.match(r"(\.|source) \S*bin/activate", c))
     test = next(i for i, c in enumerate(commands) if c.endswith("scripts/test.sh"))
     assert venv < activate < test
 

@@ -106,8 +106,7 @@ def dump_lines(data: bytes, base_offset: int, deep: bool, print_data: bool,
                 f"lastSequence: {lseq} producerId: {pid} producerEpoch: {epoch} "
                 f"partitionLeaderEpoch: {ple} isTransactional: {str(bool(attrs & 0x10)).lower()} "
                 f"isControl: {str(bool(attrs & 0x20)).lower()} deleteHorizonMs: {dh} position: "
-                f"{pos} "
-                f"{tstype}: {max_ts} size: {size} magic: 2 compresscodec: none crc: {crc} "
+                f"{pos} {tstype}: {max_ts} size: {size} magic: 2 compresscodec: none crc: {crc} "
                 f"isvalid: {str(valid).lower()}"
             )
             if deep:
@@ -158,8 +157,7 @@ def dump_lines(data: bytes, base_offset: int, deep: bool, print_data: bool,
             else:
                 ts, tstype, p = -1, "NoTimestampType", pos + 18
             out.append(f"offset: {offset} position: {pos} {tstype}: {ts} size: {size} magic: "
-                       f"{magic} "
-                       f"compresscodec: none crc: {crc} isvalid: {str(valid).lower()}")
+                       f"{magic} compresscodec: none crc: {crc} isvalid: {str(valid).lower()}")
             if deep:
                 klen = struct.unpack_from(">i", data, p)[0]
                 key = None if klen < 0 else data[p + 4 : p + 4 + klen]
@@ -167,13 +165,8 @@ def dump_lines(data: bytes, base_offset: int, deep: bool, print_data: bool,
                 vlen = struct.unpack_from(">i", data, p)[0]
                 val = None if vlen < 0 else data[p + 4 : p + 4 + vlen]
                 line = (f"| offset: {offset} {tstype}: {ts} keySize: {klen if klen >= 0 else -1} "
-                        f"valueSize: {vlen if vlen >= 0 else -1} isValid: {str(valid).lower()} crc: "
-                        f""
-                        f""
-                        f""
-                        f""
-                        f""
-                        f"{crc}}}")
+                        f"valueSize: {vlen if vlen >= 0 else -1} isValid: {str(valid).lower()} "
+                        f"crc: {crc}}}")
                 if print_data:
                     if key is not None:
                         line += " key: " + _text(key)

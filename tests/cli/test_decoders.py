@@ -121,8 +121,7 @@ def test_offsets_decoder_record_types():
     # a value that does not parse
     k, v = p.parse(Rec(struct.pack(">h", 3) + gid, struct.pack(">h", 0)))
     assert v is None and k.startswith("Error at offset 0, skipping. Could not read record with "
-                                      "version 0 from "
-                                      "value's buffer due to: ")
+                                      "version 0 from value's buffer due to: ")
     # GroupMetadata with an unparsable consumer subscription keeps its base64 bytes
     member = (struct.pack(">h", 1) + b"m" + struct.pack(">h", 1) + b"c" + struct.pack(">h", 1) + b"h"
               + struct.pack(">ii", 1000, 2000) + struct.pack(">i", 2) + b"\x7f\x7f" + struct.pack(">i", -1) + b"")
@@ -365,12 +364,10 @@ def test_coordinator_reader_errors_are_kafkas():
         "due to: null.")
     assert p.parse(Rec(struct.pack(">hh", 3, 5) + b"g", None, 2))[0] == (
         "Error at offset 2, skipping. Could not read record with version 3 from key's buffer due "
-        "to: "
-        "Error reading byte array of 5 byte(s): only 1 byte(s) available.")
+        "to: Error reading byte array of 5 byte(s): only 1 byte(s) available.")
     assert p.parse(Rec(key, struct.pack(">hi", 0, 1) + uv(9), 3))[0] == (
         "Error at offset 3, skipping. Could not read record with version 0 from value's buffer due "
-        "to: "
-        "Tried to read 9 tagged fields, but there are only 0 bytes remaining..")
+        "to: Tried to read 9 tagged fields, but there are only 0 bytes remaining..")
 
 
 def test_tagged_nullable_struct_marker():

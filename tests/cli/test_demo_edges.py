@@ -6,8 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
 from .conftest import child_env
 
 BLOCK_PYARROW = (

@@ -246,14 +246,8 @@ def test_corpus_producer_snapshots(corpus):
         f"Dumping {rel}",
         "producerId: 0 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: "
         "OptionalLong.empty "
-        "lastTimestamp: 1726045973899 firstSequence: 0 lastSequence: 0 lastOffset: 0 offsetDelta: 0 "
-        ""
-        ""
-        ""
-        ""
-        ""
-        ""
-        "timestamp: 1726045973899",
+        "lastTimestamp: 1726045973899 firstSequence: 0 lastSequence: 0 lastOffset: 0 offsetDelta: "
+        "0 timestamp: 1726045973899",
     ]
     rel = "LDI-POC@8030792/__consumer_offsets-6/00000000000000000013.snapshot"
     r = run_cli("dump", "--files", rel, cwd=files_dir)

@@ -568,8 +568,8 @@ def serve_phase(env, broker: ks.Broker, stage: Path, cases: List[Case], staged, 
     for c in cases:
         topics.setdefault(c.topic, []).append(c.partition)
     dumps = dump_steps(stage, cases, mode)
-    steps: List[Dict[str, Any]] = [{k: v for k,
-                                    v in d.items() if k not in ("tag", "files")} for d in dumps]
+    steps: List[Dict[str, Any]] = [{k: v for k, v in d.items() if k not in ("tag", "files")}
+                                   for d in dumps]
     for topic, parts in topics.items():
         for iso in ISOLATIONS:
             steps.append({"op": "consume", "topic": topic, "partitions": parts, "isolation": iso})

@@ -830,8 +830,7 @@ def test_writer_same_records_as_the_connector(writes, topic):
         first = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b),
                      min(len(want), len(got)))
         assert got == want, (f"{topic}-{p}: kafkalog {len(got)} placed rows, the connector "
-                             f"{len(want)}; "
-                             f"first difference at #{first}")
+                             f"{len(want)}; first difference at #{first}")
     sticky = lambda placed: sorted((r["write"], r["i"])  # noqa: E731
                                    for rows in placed.values() for r in rows if _sticky(r))
     assert sticky(ours) == sticky(sink) and sticky(sink)

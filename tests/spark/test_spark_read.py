@@ -290,9 +290,9 @@ def test_conformance_directories(spark, corpus, oracle):
     """The real log directories of the corpus (several clusters: read one root at a time)."""
     from functools import reduce
 
-    import kafkalog.arrow as ka
     from pyspark.sql import functions as F
 
+    import kafkalog.arrow as ka
     from kafkalog.spark import _discovery, _options
 
     roots = sorted(str(p) for p in (corpus / "files").iterdir() if p.is_dir())

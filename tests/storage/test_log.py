@@ -12,7 +12,6 @@ import uuid
 import pytest
 
 from kafkalog import control
-from kafkalog.storage import checkpoints, files
 from kafkalog._crc_py import crc32c
 from kafkalog.errors import (
     CorruptRecordError,
@@ -24,10 +23,11 @@ from kafkalog.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from kafkalog.storage.txn_index import AbortedTxn
-from kafkalog.storage.log import Log, LogConfig
 from kafkalog.records import MemoryRecords, MemoryRecordsBuilder
+from kafkalog.storage import checkpoints, files
 from kafkalog.storage.file_records import TimestampAndOffset
+from kafkalog.storage.log import Log, LogConfig
+from kafkalog.storage.txn_index import AbortedTxn
 
 from .conftest import BASE_TS, FakeClock, all_records, make_batch, values_batch
 

@@ -7,9 +7,9 @@ import os
 import pytest
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError, LogClosedError
-from kafkalog.storage.index import TimestampOffset
 from kafkalog.records import MemoryRecords
 from kafkalog.storage.file_records import TimestampAndOffset
+from kafkalog.storage.index import TimestampOffset
 from kafkalog.storage.segment import Segment
 
 from .conftest import BASE_TS, make_batch
