@@ -54,26 +54,34 @@ def rec_tuples(records):
 # ==============================================================================================
 # Byte-exact vectors (spec section 18)
 # ==============================================================================================
-V76 = h("""0000000000000000 00000040 00000000 02 db5e9cdd 0000 00000000 0000018bcfe56800 0000018bcfe56800
-           ffffffffffffffff ffff ffffffff 00000001  1c 00 00 00 06 6b6579 0a 76616c7565 00""")
-COMMIT_78 = h("""000000000000000a 00000042 00000003 02 40d514e9 0030 00000000 0000018bcfe56800 0000018bcfe56800
-                 00000000000003e8 0005 ffffffff 00000001  20 00 00 00 08 00000001 0c 0000 00000007 00""")
-STRIMZI_COMMIT = h("""0000000000000001 00000042 00000000 02 c84cc350 0030 00000000 000001873eac3de3 000001873eac3de3
-                      0000000000000000 0000 ffffffff 00000001  20 00 00 00 08 00000001 0c 000000000000 00""")
-SNAPSHOT_HEADER = h("""0000000000000000 00000047 00000000 02 cb09f114 0020 00000000 00000180ff31c30d 00000180ff31c30d
-                       ffffffffffffffff ffff ffffffff 00000001  2a 00 00 00 08 00000003 16 0000 0000000000002710 00 00""")
+V76 = h("""
+    0000000000000000 00000040 00000000 02 db5e9cdd 0000 00000000 0000018bcfe56800 0000018bcfe56800
+    ffffffffffffffff ffff ffffffff 00000001  1c 00 00 00 06 6b6579 0a 76616c7565 00""")
+COMMIT_78 = h("""
+    000000000000000a 00000042 00000003 02 40d514e9 0030 00000000 0000018bcfe56800 0000018bcfe56800
+    00000000000003e8 0005 ffffffff 00000001  20 00 00 00 08 00000001 0c 0000 00000007 00""")
+STRIMZI_COMMIT = h("""
+    0000000000000001 00000042 00000000 02 c84cc350 0030 00000000 000001873eac3de3 000001873eac3de3
+    0000000000000000 0000 ffffffff 00000001  20 00 00 00 08 00000001 0c 000000000000 00""")
+SNAPSHOT_HEADER = h("""
+    0000000000000000 00000047 00000000 02 cb09f114 0020 00000000 00000180ff31c30d 00000180ff31c30d
+    ffffffffffffffff ffff ffffffff 00000001
+    2a 00 00 00 08 00000003 16 0000 0000000000002710 00 00""")
 SARAMA_RECORD = h("28 00 0a 00 08 01020304 06 050607 02 06 08090a 04 0b0c")
-SARAMA_EMPTY = h("""0000000000000000 00000031 00000000 02 595fb7dd 0000 00000000 0000000000000000 0000000000000000
-                    0000000000000000 0000 00000000 00000000""")
-SARAMA_CONTROL_EMPTY = h("""0000000000000000 00000031 00000000 02 512e43d9 0020 00000000 0000000000000000 0000000000000000
-                            0000000000000000 0000 00000000 00000000""")
+SARAMA_EMPTY = h("""
+    0000000000000000 00000031 00000000 02 595fb7dd 0000 00000000 0000000000000000 0000000000000000
+    0000000000000000 0000 00000000 00000000""")
+SARAMA_CONTROL_EMPTY = h("""
+    0000000000000000 00000031 00000000 02 512e43d9 0020 00000000 0000000000000000 0000000000000000
+    0000000000000000 0000 00000000 00000000""")
 
 
 def sarama_batch(attributes: int, crc: str, section: bytes) -> bytes:
     """The sarama record_test.go batch around ``section`` (spec 18.1 b)."""
     length = 49 + len(section)
     return (struct.pack(">qiib", 0, length, 0, 2) + h(crc) + struct.pack(">hi", attributes, 0)
-            + h("000001588dcd5938 0000000000000000 0000000000000000 0000 00000000 00000001") + section)
+            + h("000001588dcd5938 0000000000000000 0000000000000000 0000 00000000 00000001")
+            + section)
 
 
 SARAMA_NONE = sarama_batch(0, "547961fd", SARAMA_RECORD)
@@ -108,7 +116,8 @@ def test_commit_marker_vector(twin):
     assert b.build() == COMMIT_78
     bt = twin.RecordBatch(COMMIT_78)
     assert bt.crc == 1087706345 and bt.is_valid()
-    assert (bt.is_control_batch, bt.is_transactional, bt.producer_id, bt.producer_epoch) == (True, True, 1000, 5)
+    assert (bt.is_control_batch, bt.is_transactional, bt.producer_id,
+            bt.producer_epoch) == (True, True, 1000, 5)
     assert (bt.base_sequence, bt.last_sequence, bt.partition_leader_epoch) == (-1, -1, 3)
     assert rec_tuples(bt) == [(10, TS, h("00000001"), h("000000000007"), ())]
 
@@ -466,7 +475,8 @@ GOOD = h("1c 00 00 00 06 6b6579 0a 76616c7565 00")   # the 76-byte vector's reco
 
 
 def test_good_section_decodes(twin):
-    assert rec_tuples(twin.RecordBatch(batch_with_records(GOOD, 1))) == [(0, TS, b"key", b"value", ())]
+    assert rec_tuples(twin.RecordBatch(batch_with_records(GOOD, 1))) == [
+        (0, TS, b"key", b"value", ())]
 
 
 def test_record_count_larger_than_records(twin):
@@ -654,7 +664,8 @@ def test_record_object(twin):
     assert r == twin.Record(5, TS, b"k", None, [("h", b"v")])
     assert r != twin.Record(6, TS, b"k", None, (("h", b"v"),))
     assert (r == 5) is False and r != "x"
-    assert repr(r) == "Record(offset=5, timestamp=1700000000000, key=b'k', value=None, headers=(('h', b'v'),))"
+    assert repr(r) == ("Record(offset=5, timestamp=1700000000000, key=b'k', value=None, "
+                       "headers=(('h', b'v'),))")
     assert twin.Record(1, 2, None, b"v").headers == ()
     with pytest.raises(TypeError):
         hash(r)
@@ -791,9 +802,10 @@ def test_record_size_helpers(twin):
 
 
 def test_builder_configuration(twin):
-    b = twin.MemoryRecordsBuilder(2, CompressionType.GZIP, 7, TimestampType.LOG_APPEND_TIME, 1, 2, 3, True, 4,
-                                  is_control_batch=True)
-    assert (b.magic, b.compression_type, b.base_offset, b.timestamp_type) == (2, CompressionType.GZIP, 7, TimestampType.LOG_APPEND_TIME)
+    b = twin.MemoryRecordsBuilder(2, CompressionType.GZIP, 7, TimestampType.LOG_APPEND_TIME, 1, 2,
+                                  3, True, 4, is_control_batch=True)
+    assert (b.magic, b.compression_type, b.base_offset, b.timestamp_type) == (
+        2, CompressionType.GZIP, 7, TimestampType.LOG_APPEND_TIME)
     assert (b.producer_id, b.producer_epoch, b.base_sequence, b.is_transactional,
             b.is_control_batch,
             b.partition_leader_epoch) == (1, 2, 3, True, True, 4)

@@ -85,9 +85,10 @@ def test_metadata_records_of_several_types():
         (uv(1) + uv(4) + uv(0) + b"\x02" + cstr("t") + cstr("retention.ms") + b"\x00" + b"\x00",
          '{"type":"CONFIG_RECORD","version":0,"data":{"resourceType":2,"resourceName":"t",'
          '"name":"retention.ms","value":null}}'),
-        (uv(1) + uv(14) + uv(0) + uv(2) + cstr("user") + cstr("alice") + b"\x00" + cstr("producer_byte_rate")
-         + struct.pack(">d", 1024.0) + b"\x00" + b"\x00",
-         '{"type":"CLIENT_QUOTA_RECORD","version":0,"data":{"entity":[{"entityType":"user","entityName":"alice"}],'
+        (uv(1) + uv(14) + uv(0) + uv(2) + cstr("user") + cstr("alice") + b"\x00"
+         + cstr("producer_byte_rate") + struct.pack(">d", 1024.0) + b"\x00" + b"\x00",
+         '{"type":"CLIENT_QUOTA_RECORD","version":0,"data":{"entity":[{"entityType":"user",'
+         '"entityName":"alice"}],'
          '"key":"producer_byte_rate","value":1024.0,"remove":false}}'),
         (uv(1) + uv(20) + uv(0) + b"\x00", '{"type":"NO_OP_RECORD","version":0,"data":{}}'),
     ]
@@ -114,19 +115,22 @@ def test_offsets_decoder_record_types():
                  '"rebalanceTimeoutMs":5000,"serverAssignor":"uniform"}}')
     # v8 current member assignment
     tp = uuid.UUID(int=2).bytes
-    v8 = struct.pack(">hiib", 0, 3, 2, 0) + uv(2) + tp + uv(3) + struct.pack(">ii", 0, 1) + b"\x00" + uv(1) + b"\x00"
+    v8 = (struct.pack(">hiib", 0, 3, 2, 0) + uv(2) + tp + uv(3) + struct.pack(">ii", 0, 1) + b"\x00"
+          + uv(1) + b"\x00")
     k, v = p.parse(Rec(struct.pack(">h", 8) + gid + mid, v8))
-    assert v == ('{"version":"0","data":{"memberEpoch":3,"previousMemberEpoch":2,"state":0,"assignedPartitions":'
+    assert v == ('{"version":"0","data":{"memberEpoch":3,"previousMemberEpoch":2,"state":0,'
+                 '"assignedPartitions":'
                  '[{"topicId":"AAAAAAAAAAAAAAAAAAAAAg","partitions":[0,1]}],"partitionsPendingRevocation":[]}}')
     # a value that does not parse
     k, v = p.parse(Rec(struct.pack(">h", 3) + gid, struct.pack(">h", 0)))
     assert v is None and k.startswith("Error at offset 0, skipping. Could not read record with "
                                       "version 0 from value's buffer due to: ")
     # GroupMetadata with an unparsable consumer subscription keeps its base64 bytes
-    member = (struct.pack(">h", 1) + b"m" + struct.pack(">h", 1) + b"c" + struct.pack(">h", 1) + b"h"
-              + struct.pack(">ii", 1000, 2000) + struct.pack(">i", 2) + b"\x7f\x7f" + struct.pack(">i", -1) + b"")
-    gm = (struct.pack(">h", 1) + struct.pack(">h", 8) + b"consumer" + struct.pack(">i", 1) + struct.pack(">h", -1)
-          + struct.pack(">h", -1) + struct.pack(">i", 1) + member)
+    member = (struct.pack(">h", 1) + b"m" + struct.pack(">h", 1) + b"c" + struct.pack(">h", 1)
+              + b"h" + struct.pack(">ii", 1000, 2000) + struct.pack(">i", 2) + b"\x7f\x7f"
+              + struct.pack(">i", -1) + b"")
+    gm = (struct.pack(">h", 1) + struct.pack(">h", 8) + b"consumer" + struct.pack(">i", 1)
+          + struct.pack(">h", -1) + struct.pack(">h", -1) + struct.pack(">i", 1) + member)
     with pytest.raises(DecodeError):
         # a null non-nullable bytes field is an error
         from kafkalog.tools.decoders import _GROUP_RECORDS, _Reader
@@ -135,7 +139,8 @@ def test_offsets_decoder_record_types():
     member = member[:-4] + struct.pack(">i", 0)
     gm = gm[: len(gm) - len(member)] + member
     _, v = p.parse(Rec(struct.pack(">h", 2) + gid, gm))
-    assert '"subscription":"f38="' in v and '"assignment":{"assignedPartitions":[],"userData":null}' not in v
+    assert ('"subscription":"f38="' in v
+            and '"assignment":{"assignedPartitions":[],"userData":null}' not in v)
 
 
 def test_offsets_decoder_missing_key_is_fatal():
@@ -152,7 +157,8 @@ def test_control_record_errors():
 
 def test_value_decoders():
     assert make_value_decoder(None).text(b"\xff") == "\ufffd"
-    assert make_value_decoder("org.apache.kafka.tools.api.IntegerDecoder").text(struct.pack(">i", -3)) == "-3"
+    assert make_value_decoder("org.apache.kafka.tools.api.IntegerDecoder").text(
+        struct.pack(">i", -3)) == "-3"
     assert make_value_decoder("json").obj(b'{"a":1}') == {"a": 1}
     with pytest.raises(ValueError):
         make_value_decoder("com.example.Foo")
@@ -251,7 +257,8 @@ def test_register_broker_v4_and_registration_change_v3_cordoned_log_dirs():
     body = (struct.pack(">i", 1) + b"\x00" + inc + struct.pack(">q", 7) + ep + uv(1) + b"\x00"
             + b"\x01" + b"\x01")   # features [], rack null, fenced, inControlledShutdown
     dirs = uv(3) + d1 + d2
-    tags = uv(2) + uv(0) + uv(len(dirs)) + dirs + uv(1) + uv(2) + uv(1)   # LogDirs, CordonedLogDirs []
+    # LogDirs, CordonedLogDirs []
+    tags = uv(2) + uv(0) + uv(len(dirs)) + dirs + uv(1) + uv(2) + uv(1)
     name, version, data = read_metadata_record(uv(1) + uv(0) + uv(4) + body + tags)
     assert (name, version) == ("REGISTER_BROKER_RECORD", 4)
     assert list(data)[-3:] == ["inControlledShutdown", "logDirs", "cordonedLogDirs"]
@@ -282,7 +289,8 @@ def test_metadata_versions_past_the_valid_ones():
     p = ClusterMetadataMessageParser()
     topic = cstr("foo") + uuid.UUID(int=0).bytes + b"\x00"
     assert p.parse(Rec(None, uv(1) + uv(2) + uv(7) + topic, 1)) == \
-        (None, '{"type":"TOPIC_RECORD","version":7,"data":{"name":"foo","topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}')
+        (None, '{"type":"TOPIC_RECORD","version":7,"data":{"name":"foo",'
+               '"topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}')
     minus_one = b"\xff\xff\xff\xff\x0f"   # the varint of the Java int -1
     assert p.parse(Rec(None, uv(1) + uv(20) + minus_one + b"\x00", 2)) == \
         (None, '{"type":"NO_OP_RECORD","version":-1,"data":{}}')
@@ -297,7 +305,8 @@ def test_metadata_versions_past_the_valid_ones():
 def test_offset_commit_v4_topic_id():
     """OffsetCommitValue v4's tagged topicId (tag 0) is printed after commitTimestamp, unless it is
     the zero UUID (its default)."""
-    key = struct.pack(">h", 1) + struct.pack(">h", 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 4)
+    key = (struct.pack(">h", 1) + struct.pack(">h", 1) + b"g" + struct.pack(">h", 1) + b"t"
+           + struct.pack(">i", 4))
     tid = base64.urlsafe_b64decode("1sSmBta9QQuaScyOfs4Qog==")   # the broker matrix's topic id
     v4 = struct.pack(">hqi", 4, 140, 0) + uv(1) + struct.pack(">q", 1795764032291)
     _, v = OffsetsMessageParser().parse(Rec(key, v4 + uv(1) + uv(0) + uv(16) + tid))
@@ -316,7 +325,8 @@ def test_offsets_record_types_of_kafka_4_4():
     assert p.parse(Rec(struct.pack(">h", 0) + okey, v0)) == (
         '{"type":"0","data":{"group":"g","topic":"t","partition":0}}',
         '{"version":"0","data":{"offset":5,"metadata":"","commitTimestamp":9}}')
-    assert p.parse(Rec(struct.pack(">h", 0) + okey, struct.pack(">h", 1) + v0[2:] + b"\x00" * 8, 6)) == (
+    assert p.parse(Rec(struct.pack(">h", 0) + okey,
+                       struct.pack(">h", 1) + v0[2:] + b"\x00" * 8, 6)) == (
         "Error at offset 6, skipping. Found an unknown record version 1 for 0 type", None)
     share = struct.pack(">h", 11) + struct.pack(">h", 1) + b"s"
     assert p.parse(Rec(share, struct.pack(">hiq", 0, 3, -7) + b"\x00")) == (
@@ -341,10 +351,12 @@ def test_transaction_log_decoder_prints_json():
         '"transactionTimeoutMs":600000,"transactionStatus":"Ongoing","transactionPartitions":'
         '[{"topic":"txn","partitionIds":[0]}],"transactionLastUpdateTimestampMs":1795764030807,'
         '"transactionStartTimestampMs":1795764030807,"clientTransactionVersion":2}}')
-    v0 = struct.pack(">hqhib", 0, 0, 0, 60000, 9) + struct.pack(">i", -1) + struct.pack(">qq", 1, -1)
+    v0 = (struct.pack(">hqhib", 0, 0, 0, 60000, 9) + struct.pack(">i", -1)
+          + struct.pack(">qq", 1, -1))
     _, v = p.parse(Rec(key, v0))
     assert '"transactionStatus":"9","transactionPartitions":null' in v
-    assert p.parse(Rec(key, None)) == ('{"type":"0","data":{"transactionalId":"txn-tA"}}', "<DELETE>")
+    assert p.parse(Rec(key, None)) == ('{"type":"0","data":{"transactionalId":"txn-tA"}}',
+                                       "<DELETE>")
     assert p.parse(Rec(struct.pack(">h", 1) + key[2:], v0, 4)) == (
         "Unknown record type 1 at offset 4, skipping.", None)
     assert p.parse(Rec(key, struct.pack(">h", 2) + v0[2:], 5)) == (
@@ -376,7 +388,8 @@ def test_tagged_nullable_struct_marker():
     empty struct, which is left out)."""
     p = OffsetsMessageParser()
     key = struct.pack(">h", 5) + struct.pack(">h", 1) + b"g" + struct.pack(">h", 1) + b"m"
-    body = struct.pack(">h", 0) + b"\x00\x00" + cstr("c") + cstr("h") + uv(1) + b"\x00" + struct.pack(">i", 5) + b"\x00"
+    body = (struct.pack(">h", 0) + b"\x00\x00" + cstr("c") + cstr("h") + uv(1) + b"\x00"
+            + struct.pack(">i", 5) + b"\x00")
     classic = struct.pack(">i", 45000) + uv(2) + cstr("n") + uv(2) + b"\x07" + b"\x00" + b"\x00"
     empty = struct.pack(">i", 0) + uv(1) + b"\x00"
 
