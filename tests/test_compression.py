@@ -76,13 +76,16 @@ GiB = 1 << 30
 HELLO = b"hello kafka " * 3
 # spec §18.2
 LZ4_HELLO_V1 = bytes.fromhex(
-    "04224d18 60 40 82 16000000 cf68656c6c6f206b61666b61200c00005061666b6120 00000000".replace(" ", "")
+    "04224d18 60 40 82 16000000 cf68656c6c6f206b61666b61200c00005061666b6120 00000000"
+    .replace(" ", "")
 )
 LZ4_HELLO_V0 = bytes.fromhex(
-    "04224d18 60 40 1a 16000000 cf68656c6c6f206b61666b61200c00005061666b6120 00000000".replace(" ", "")
+    "04224d18 60 40 1a 16000000 cf68656c6c6f206b61666b61200c00005061666b6120 00000000"
+    .replace(" ", "")
 )
 XERIAL_HELLO = bytes.fromhex(
-    "82534e4150505900 00000001 00000001 00000011 242c68656c6c6f206b61666b61205e0c00".replace(" ", "")
+    "82534e4150505900 00000001 00000001 00000011 242c68656c6c6f206b61666b61205e0c00"
+    .replace(" ", "")
 )
 XERIAL_HEADER = bytes.fromhex("82534e4150505900 00000001 00000001".replace(" ", ""))
 # spec §18.1(b): the one sarama record (21 bytes) its batches compress
@@ -335,7 +338,8 @@ def test_sarama_vectors():
     assert decompress(GZIP, gz2) == SARAMA_RECORD
     raw_snappy = bytes.fromhex("1550") + SARAMA_RECORD
     assert decompress(SNAPPY, raw_snappy) == SARAMA_RECORD
-    lz4 = bytes.fromhex("04224d18 6470b9 15000080".replace(" ", "")) + SARAMA_RECORD + bytes.fromhex("000000000c3bef92")
+    lz4 = (bytes.fromhex("04224d18 6470b9 15000080".replace(" ", "")) + SARAMA_RECORD
+           + bytes.fromhex("000000000c3bef92"))
     for magic in (0, 1, 2):
         assert decompress(LZ4, lz4, magic=magic) == SARAMA_RECORD
 
@@ -413,7 +417,8 @@ def test_gzip_optional_header_fields():
     # FEXTRA + FNAME + FCOMMENT + FHCRC, built by hand
     body = zlib.compressobj(6, zlib.DEFLATED, -15)
     deflated = body.compress(HELLO) + body.flush()
-    header = b"\x1f\x8b\x08" + bytes([4 | 8 | 16 | 2]) + b"\0\0\0\0\0\xff" + b"\x03\x00abc" + b"nm\0" + b"cm\0"
+    header = (b"\x1f\x8b\x08" + bytes([4 | 8 | 16 | 2]) + b"\0\0\0\0\0\xff" + b"\x03\x00abc"
+              + b"nm\0" + b"cm\0")
     header += struct.pack("<H", zlib.crc32(header) & 0xFFFF)
     member = header + deflated + struct.pack("<II", zlib.crc32(HELLO), len(HELLO))
     assert decompress(GZIP, buf.getvalue()) == JSON_BATCH
@@ -473,7 +478,8 @@ def test_snappy_raw_input():
 
 def test_snappy_concatenated_xerial_streams():
     a, b = JSON_BATCH, PAYLOADS["compressible-100KiB"]
-    stream = compress(SNAPPY, a) + compress(SNAPPY, b) + compress(SNAPPY, b"") + compress(SNAPPY, HELLO)
+    stream = (compress(SNAPPY, a) + compress(SNAPPY, b) + compress(SNAPPY, b"")
+              + compress(SNAPPY, HELLO))
     assert decompress(SNAPPY, stream) == a + b + HELLO
     with pytest.raises(DecompressedSizeError):
         decompress(SNAPPY, stream, max_size=len(a + b + HELLO) - 1)
@@ -502,7 +508,8 @@ def test_snappy_xerial_edge_cases():
     with pytest.raises(DecompressionError, match="version"):
         decompress(SNAPPY, XERIAL_HEADER[:8] + bytes(8) + struct.pack(">i", len(chunk)) + chunk)
     # other header versions are accepted (Java checks version >= 1 only)
-    assert decompress(SNAPPY, XERIAL_HEADER[:8] + struct.pack(">ii", 7, 3) + struct.pack(">i", len(chunk)) + chunk) == HELLO
+    assert decompress(SNAPPY, XERIAL_HEADER[:8] + struct.pack(">ii", 7, 3)
+                      + struct.pack(">i", len(chunk)) + chunk) == HELLO
     # header only: empty output
     assert decompress(SNAPPY, XERIAL_HEADER) == b""
     corrupt = bytearray(one)
@@ -633,7 +640,8 @@ def test_lz4_block_checks():
         decompress(LZ4, _frame(0x60, 0x40, [(len(big) | 0x80000000, big)]))
     assert decompress(LZ4, _frame(0x60, 0x50, [(len(big) | 0x80000000, big)])) == big
     # stored blocks, mixed with compressed ones
-    assert decompress(LZ4, _frame(0x60, 0x40, [(0x80000003, b"abc"), (len(blk), blk), (0x80000001, b"!")])) == b"abc" + HELLO + b"!"
+    assert decompress(LZ4, _frame(0x60, 0x40, [(0x80000003, b"abc"), (len(blk), blk),
+                                               (0x80000001, b"!")])) == b"abc" + HELLO + b"!"
     # missing end mark, truncated block, truncated block header
     for frame in (
         _frame(0x60, 0x40, [(len(blk), blk)], end=False),
@@ -901,7 +909,8 @@ def test_bomb_peak_rss(bombs, tmp_path):
         path = tmp_path / f"{name}.bin"
         path.write_bytes(bomb)
         out = subprocess.run(
-            [sys.executable, str(script), str(codec), str(path)], capture_output=True, text=True, timeout=120
+            [sys.executable, str(script), str(codec), str(path)], capture_output=True, text=True,
+            timeout=120,
         )
         assert out.returncode == 0, out.stderr
         delta = int(out.stdout.strip().splitlines()[-1])
@@ -1056,7 +1065,8 @@ def test_snappy_falls_back_to_python_snappy(monkeypatch, fresh_libraries):
     assert compression.available(SNAPPY)
     assert compress(SNAPPY, HELLO) == XERIAL_HELLO
     assert decompress(SNAPPY, XERIAL_HELLO) == HELLO
-    assert decompress(SNAPPY, compress(SNAPPY, PAYLOADS["compressible-100KiB"])) == PAYLOADS["compressible-100KiB"]
+    assert (decompress(SNAPPY, compress(SNAPPY, PAYLOADS["compressible-100KiB"]))
+            == PAYLOADS["compressible-100KiB"])
     with pytest.raises(DecompressionError, match="snappy"):
         decompress(SNAPPY, XERIAL_HELLO[:-3] + b"\xff\xff\xff")
 
@@ -1081,7 +1091,8 @@ def test_import_is_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[] ['kafkalog._format', 'kafkalog.compression', 'kafkalog.errors']"
+    assert out.stdout.strip() == ("[] ['kafkalog._format', 'kafkalog.compression', "
+                                  "'kafkalog.errors']")
 
 
 def test_thread_safety():
@@ -1146,7 +1157,8 @@ def test_cross_client_codecs(client):
             checked.append("gzip")
         if mod.has_snappy():
             assert decompress(SNAPPY, bytes(mod.snappy_encode(data))) == data  # xerial
-            assert decompress(SNAPPY, bytes(mod.snappy_encode(data, xerial_compatible=False))) == data  # raw
+            assert decompress(SNAPPY, bytes(mod.snappy_encode(data, xerial_compatible=False))
+                              ) == data  # raw
             assert decompress(SNAPPY, bytes(mod.snappy_encode(data, xerial_blocksize=4096))) == data
             assert bytes(mod.snappy_decode(compress(SNAPPY, data))) == data
             checked.append("snappy")
@@ -1297,7 +1309,8 @@ def test_conformance_corpus_streams():
             else:
                 if "decompressed" in info:
                     d = info["decompressed"]
-                    assert out == (d["utf8"].encode() if "utf8" in d else bytes.fromhex(d["hex"])), v["id"]
+                    assert out == (d["utf8"].encode() if "utf8" in d
+                                   else bytes.fromhex(d["hex"])), v["id"]
                 if "decompressed_sha256" in info:
                     assert hashlib.sha256(out).hexdigest() == info["decompressed_sha256"], v["id"]
                 if "decompressed_length" in info:

@@ -133,7 +133,8 @@ def test_transactional_producer_fields_and_sequence_wrap(chdir_tmp):
     r = run_cli("dump", "--deep-iteration", "--files", LOG)
     g = V2_LINE.match(r.lines[2]).groups()
     assert g[3:10] == (str(2**31 - 2), "0", "7", "1", "0", "true", "false")
-    assert [ln.split(" sequence: ")[1].split(" ")[0] for ln in r.lines[3:6]] == [str(2**31 - 2), str(2**31 - 1), "0"]
+    assert [ln.split(" sequence: ")[1].split(" ")[0] for ln in r.lines[3:6]] == [
+        str(2**31 - 2), str(2**31 - 1), "0"]
     # deep iteration without --print-data-log: no key/payload
     assert r.lines[3].endswith("headerKeys: []")
 
@@ -145,7 +146,8 @@ def test_invalid_utf8_is_replaced_like_java(chdir_tmp):
 
 
 @pytest.mark.parametrize("flags", [[], ["--skip-record-metadata"],
-                                   ["--value-decoder-class", "org.apache.kafka.tools.api.StringDecoder"]])
+                                   ["--value-decoder-class",
+                                    "org.apache.kafka.tools.api.StringDecoder"]])
 def test_malformed_utf8_has_javas_replacements(chdir_tmp, flags):
     """74 ED B6 0D: Java's decoder replaces ED B6 (a lead and its continuation, cut short) by one
     U+FFFD, as Kafka 4.4 prints it (Python's own replacement makes two).  Every way a record line
@@ -302,7 +304,8 @@ def test_index_sanity_check_failures(tmp_path):
                            "is neither positive nor a multiple of 8"]
     idx.write_bytes(raw[:-8] + struct.pack(">ii", -5, 0))
     r = run_cli("dump", "--index-sanity-check", "--files", str(idx))
-    assert r.rc == 1 and "has non-zero size but the last offset is -5 which is less than the base offset 0" in r.err
+    assert r.rc == 1 and ("has non-zero size but the last offset is -5 which is less than the "
+                          "base offset 0") in r.err
 
 
 def test_time_index_entries_and_reports(tmp_path):
@@ -388,7 +391,8 @@ def test_kraft_control_records(chdir_tmp):
     voters = (struct.pack(">h", 0) + b"\x02" + struct.pack(">i", 1) + voter_dir + b"\x02"
               + b"\x0bCONTROLLER" + b"\x0alocalhost" + struct.pack(">H", 9093) + b"\x00"
               + struct.pack(">hh", 0, 1) + b"\x00" + b"\x00" + b"\x00")
-    leader = struct.pack(">hi", 0, 1) + b"\x02" + struct.pack(">i", 1) + b"\x00" + b"\x02" + struct.pack(">i", 1) + b"\x00\x00"
+    leader = (struct.pack(">hi", 0, 1) + b"\x02" + struct.pack(">i", 1) + b"\x00" + b"\x02"
+              + struct.pack(">i", 1) + b"\x00\x00")
     data = (_control(2, leader) + _control(5, struct.pack(">hh", 0, 1) + b"\x00", 1)
             + _control(6, voters, 2) + _control(9, b"\x00", 3))
     write(chdir_tmp / LOG, data)
@@ -413,7 +417,8 @@ def test_offsets_decoder_spec_examples(chdir_tmp):
     key3 = struct.pack(">hh", 3, 5) + b"group"
     val3 = struct.pack(">hi", 0, 10) + b"\x00"
     key1 = struct.pack(">hh", 1, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 4)
-    val1 = struct.pack(">hqi", 3, 100, 7) + struct.pack(">h", 2) + b"md" + struct.pack(">q", BASE_TS)
+    val1 = (struct.pack(">hqi", 3, 100, 7) + struct.pack(">h", 2) + b"md"
+            + struct.pack(">q", BASE_TS))
     key99 = struct.pack(">h", 99)
     b = v2_batch([(BASE_TS, key3, val3), (BASE_TS, key1, val1), (BASE_TS, key1, None),
                   (BASE_TS, key99, b"x")])
@@ -423,7 +428,8 @@ def test_offsets_decoder_spec_examples(chdir_tmp):
     assert rec == [
         'key: {"type":"3","data":{"groupId":"group"}} payload: {"version":"0","data":{"epoch":10}}',
         'key: {"type":"1","data":{"group":"g","topic":"t","partition":4}} payload: '
-        '{"version":"3","data":{"offset":100,"leaderEpoch":7,"metadata":"md","commitTimestamp":%d}}' % BASE_TS,
+        '{"version":"3","data":{"offset":100,"leaderEpoch":7,"metadata":"md",'
+        '"commitTimestamp":%d}}' % BASE_TS,
         'key: {"type":"1","data":{"group":"g","topic":"t","partition":4}} payload: <DELETE>',
         "key: Unknown record type 99 at offset 3, skipping.",
     ]
@@ -438,8 +444,9 @@ def test_transaction_log_decoder_prints_json(chdir_tmp):
     key = struct.pack(">hh", 0, 11) + b"kafka-txn-0"
     value = struct.pack(">hqhibiqq", 0, 0, 0, 60000, 0, 0, 1680383478418, -1)
     assert len(value) == 37
-    ongoing = struct.pack(">hqhib", 0, 5, 1, 60000, 1) + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" \
-        + struct.pack(">iii", 2, 0, 3) + struct.pack(">qq", 1680383478500, 1680383478400)
+    ongoing = struct.pack(">hqhib", 0, 5, 1, 60000, 1) + struct.pack(">i", 1) \
+        + struct.pack(">h", 1) + b"t" + struct.pack(">iii", 2, 0, 3) \
+        + struct.pack(">qq", 1680383478500, 1680383478400)
     write(chdir_tmp / LOG, v2_batch([(1680383478420, key, value), (1680383478421, key, ongoing),
                                      (1680383478422, key, None)]))
     r = run_cli("dump", "--transaction-log-decoder", "--files", LOG)
@@ -499,7 +506,8 @@ def test_key_value_decoders(chdir_tmp, decoder, expected):
 def test_unsupported_decoder_class_is_an_error(chdir_tmp):
     write(chdir_tmp / LOG, v2_batch(recs(1)))
     r = run_cli("dump", "--value-decoder-class", "com.example.AvroDecoder", "--files", LOG)
-    assert r.rc == 1 and len(r.err_lines) == 1 and "unsupported decoder 'com.example.AvroDecoder'" in r.err
+    assert r.rc == 1 and len(r.err_lines) == 1 \
+        and "unsupported decoder 'com.example.AvroDecoder'" in r.err
 
 
 # -- JSON
@@ -513,7 +521,8 @@ def test_json_output(chdir_tmp):
     assert [o["type"] for o in objs] == ["file", "batch", "record", "record", "batch", "record"]
     assert objs[0] == {"type": "file", "file": LOG, "kind": "log", "baseOffset": 0}
     b = objs[1]
-    assert b["baseOffset"] == 0 and b["lastOffset"] == 1 and b["count"] == 2 and b["producerId"] == 3
+    assert b["baseOffset"] == 0 and b["lastOffset"] == 1 and b["count"] == 2 \
+        and b["producerId"] == 3
     assert b["compression"] == "none" and b["isValid"] is True and b["deleteHorizonMs"] is None
     assert b["crc"] == struct.unpack_from(">I", b1,
                                           17)[0] and b["size"] == len(b1) and b["position"] == 0
@@ -543,9 +552,11 @@ def test_json_with_decoders(chdir_tmp):
     assert rec["value"] == {"version": "0", "data": {"epoch": 10}}
     write(chdir_tmp / LOG,
           v2_batch([(BASE_TS, b"1", b'{"a": [1, 2]}'), (BASE_TS, b"2", b"not json")]))
-    r = run_cli("dump", "--json", "--value-decoder", "json", "--key-decoder", "string", "--files", LOG)
+    r = run_cli("dump", "--json", "--value-decoder", "json", "--key-decoder", "string",
+                "--files", LOG)
     recs = [json.loads(ln) for ln in r.lines if '"type":"record"' in ln]
-    assert recs[0]["key"] == "1" and recs[0]["value"] == {"a": [1, 2]} and recs[1]["value"] == "not json"
+    assert recs[0]["key"] == "1" and recs[0]["value"] == {"a": [1, 2]} \
+        and recs[1]["value"] == "not json"
 
 
 def test_json_reports(chdir_tmp):
