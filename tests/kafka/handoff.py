@@ -219,7 +219,8 @@ def write_leader(path: Path, tid: uuid.UUID, base_ts: int) -> Written:
         end = log.log_end_offset
         unc[:] = [r for r in unc if r[0] < end]
         com[:] = [r for r in com if r[0] < end]
-        seqs[7_000_001] = sum(1 for r in unc if owner[r[0]] == 7_000_001)  # the producer goes on from there
+        # the producer goes on from there
+        seqs[7_000_001] = sum(1 for r in unc if owner[r[0]] == 7_000_001)
         for rnd in range(4):
             add(gen.records(7), CODECS[rnd], epoch=1)
         add(gen.records(5), "zstd", pid=7_000_001, epoch=1)
@@ -307,7 +308,8 @@ def write_compacted(path: Path, tid: uuid.UUID, base_ts: int) -> Written:
             for i in range(12):
                 ts += 3
                 k = rnd_.randrange(25)
-                value = None if rnd_.random() < 0.12 else b"v%d-%d " % (rnd, i) * rnd_.randint(1, 30)
+                value = (None if rnd_.random() < 0.12
+                         else b"v%d-%d " % (rnd, i) * rnd_.randint(1, 30))
                 hdr = [("round", b"%d" % rnd)] if i % 3 == 0 else []
                 recs.append((ts - (4000 if i == 5 else 0), b"k%d" % k, value, hdr))
             log.append(batch(recs, codec))
@@ -350,7 +352,8 @@ def write_arrow_log(path: Path, tid: uuid.UUID, base_ts: int) -> Written:
                 "key": pa.array([r[1] for r in recs], pa.binary()),
                 "value": pa.array([r[2] for r in recs], pa.binary()),
                 "headers": pa.array([[{"key": k, "value": v} for k, v in r[3]] for r in recs],
-                                    pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+                                    pa.list_(pa.struct([("key", pa.string()),
+                                                        ("value", pa.binary())]))),
             }
             if with_offsets:
                 cols["offset"] = pa.array(offsets, pa.int64())
@@ -418,7 +421,8 @@ class Case(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
-Row = Tuple[int, Optional[bytes], Optional[bytes], Tuple[Tuple[str, Optional[bytes]], ...], int, int]
+Row = Tuple[int, Optional[bytes], Optional[bytes], Tuple[Tuple[str, Optional[bytes]], ...],
+            int, int]
 
 
 def _b(s: Optional[str]) -> Optional[bytes]:
@@ -449,8 +453,9 @@ def read_dir(path: Path) -> Staged:
             for r in batch:
                 types[r.offset] = int(batch.timestamp_type)
                 seg[2].append((r.offset, r.timestamp))
-        rows = {iso: [(r.offset, _opt(r.key), _opt(r.value), tuple((k, _opt(v)) for k, v in r.headers),
-                       r.timestamp, types[r.offset]) for r in log.iter_records(isolation=iso)]
+        rows = {iso: [(r.offset, _opt(r.key), _opt(r.value),
+                       tuple((k, _opt(v)) for k, v in r.headers), r.timestamp, types[r.offset])
+                      for r in log.iter_records(isolation=iso)]
                 for iso in ISOLATIONS}
         bounds = (log.log_start_offset, log.log_end_offset, log.last_stable_offset)
     return Staged(rows, bounds, [tuple(segs[b]) for b in bases])
@@ -547,7 +552,8 @@ def dump_steps(stage: Path, cases: List[Case], mode: str) -> List[Dict[str, Any]
     indexes, snapshots = [], []
     for c in cases:
         d = stage / c.name
-        indexes += sorted(str(f) for f in d.glob("*.index")) + sorted(str(f) for f in d.glob("*.timeindex"))
+        indexes += (sorted(str(f) for f in d.glob("*.index"))
+                    + sorted(str(f) for f in d.glob("*.timeindex")))
         snapshots += sorted(str(f) for f in d.glob("*.snapshot"))
     cls = "org.apache.kafka.tools.DumpLogSegments"
     return [{"op": "dump_log", "class": cls,
@@ -622,7 +628,8 @@ def serve_phase(env, broker: ks.Broker, stage: Path, cases: List[Case], staged, 
 
 
 def assert_same(kafka: List[Row], kafkalog: List[Row], what: str) -> None:
-    assert len(kafkalog) == len(kafka), f"{what}: kafkalog {len(kafkalog)} records, Kafka {len(kafka)}"
+    assert len(kafkalog) == len(kafka), \
+        f"{what}: kafkalog {len(kafkalog)} records, Kafka {len(kafka)}"
     for a, b in zip(kafka, kafkalog):
         assert b == a, f"{what}: at offset {a[0]} kafkalog {b!r}, Kafka {a!r}"
 
@@ -630,7 +637,8 @@ def assert_same(kafka: List[Row], kafkalog: List[Row], what: str) -> None:
 def create_topics(env, broker: ks.Broker, topics: List[Dict[str, Any]]) -> None:
     """Create ``topics`` (KafkaTool's ``create_topics`` entries) on the running broker and wait
     until each of their partitions has its directory with the broker's ``partition.metadata``."""
-    ks.run_tool(env, {"bootstrap": broker.bootstrap, "steps": [{"op": "create_topics", "topics": topics}]})
+    ks.run_tool(env, {"bootstrap": broker.bootstrap,
+                      "steps": [{"op": "create_topics", "topics": topics}]})
     deadline = time.monotonic() + 60
     while not all((broker.partition_dir(t["name"], p) / kfiles.PARTITION_METADATA_FILE).exists()
                   for t in topics for p in range(t["partitions"])):
@@ -717,7 +725,8 @@ def check_dump_log(s: Served, mode: str, producers: bool = True) -> None:
     snap = s.dumps[f"{mode}/snapshot"]
     out = base64.b64decode(snap["stdout"]).decode()
     assert snap["error"] is None, snap["error"]
-    assert out.count("Dumping") == len(snap["files"]) and ("producerId" in out) == producers, out[-2000:]
+    assert out.count("Dumping") == len(snap["files"]) and ("producerId" in out) == producers, \
+        out[-2000:]
 
 
 def check_round_trip(s: Served, case: Case, isolation: str) -> None:

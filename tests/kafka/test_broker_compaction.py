@@ -87,7 +87,8 @@ class Rounds:
         self.ts = base_ts
         self.future_ts = int(time.time() * 1000) + 60_000
 
-    def rec(self, key: str, value: Optional[str], headers=(), ts: Optional[int] = None) -> Dict[str, Any]:
+    def rec(self, key: str, value: Optional[str], headers=(),
+            ts: Optional[int] = None) -> Dict[str, Any]:
         self.ts += 3
         return {"key": b64(key.encode()), "value": b64(None if value is None else value.encode()),
                 "timestamp": self.ts if ts is None else ts,
@@ -135,17 +136,21 @@ def round_steps(rnd: int, g: Rounds) -> List[Dict[str, Any]]:
                                 g.rec("k1", None, [("why", b"future")], ts=g.future_ts),
                                 g.rec("k2", None)]))  # superseded below
         steps.append(send("z", g.versions("r1z", ["k3", "k4", "k5", "k6"], 12)))
-        steps += txn("t", [g.rec("c0", "committed-c0", [("txn", b"1")]), g.rec("c1", "committed-c1")], True)
-        steps += txn("t", [g.rec("k7", "aborted-k7"), g.rec("k8", "aborted-k8", [("a", b"")])], False)
+        steps += txn("t", [g.rec("c0", "committed-c0", [("txn", b"1")]),
+                           g.rec("c1", "committed-c1")], True)
+        steps += txn("t", [g.rec("k7", "aborted-k7"), g.rec("k8", "aborted-k8", [("a", b"")])],
+                     False)
         steps += txn("t", [g.rec("d0", "committed-d0"), g.rec("d1", "committed-d1")],
                      True)  # superseded below
         steps.append(send("p", g.versions("r1q", KEYS[2:], 16)))
-        steps.append(send("p", [g.rec("c0", "plain-c0"), g.rec("d0", "plain-d0"), g.rec("d1", "plain-d1")]))
+        steps.append(send("p", [g.rec("c0", "plain-c0"), g.rec("d0", "plain-d0"),
+                                g.rec("d1", "plain-d1")]))
         steps += txn("t", [g.rec("c2", "committed-c2")], True)
         steps.append(send("z", g.versions("r1y", KEYS[2:], 14)))
     elif rnd == 2:
         steps.append(send("p", g.versions("r2p", KEYS[2:], 11)))
-        steps.append(send("p", [g.rec("k5", None, [("t", b"2")], ts=g.ts - 3600_000), g.rec("k6", None)]))
+        steps.append(send("p", [g.rec("k5", None, [("t", b"2")], ts=g.ts - 3600_000),
+                                g.rec("k6", None)]))
         for i in range(3):
             steps.append(send("p", g.versions(f"r2q{i}", ["k2", "k3", "k4", "k7", "k8", "k9"], 11)))
         steps += txn("t", [g.rec("k9", "aborted-k9")], False)
@@ -244,15 +249,19 @@ def assert_same_clean(ours: Layout, kafka: Layout, pass_no: int, started: int,
                 assert o_raw == k_raw, f"{where}: the bytes differ\n{o}\n{k}"
         else:
             # a horizon written by this pass: the only clock-dependent value
-            assert o["horizon"] == started + RETENTION_MS, f"{where}: kafkalog's horizon {o['horizon']}"
+            assert o["horizon"] == started + RETENTION_MS, \
+                f"{where}: kafkalog's horizon {o['horizon']}"
             assert k["horizon"] is not None and \
                 started + RETENTION_MS <= k["horizon"] <= seen_done + RETENTION_MS, \
-                f"{where}: Kafka's horizon {k['horizon']} is not its pass's time + delete.retention.ms"
+                f"{where}: Kafka's horizon {k['horizon']} is not its pass's time " \
+                "+ delete.retention.ms"
         o_rest = {n: v for n, v in o.items() if n != "horizon"}
         k_rest = {n: v for n, v in k.items() if n != "horizon"}
         assert o_rest == k_rest, f"{where}: differs\nkafkalog: {o_rest}\nkafka:    {k_rest}"
-    assert ours.segments == kafka.segments, f"{what}: segments {ours.segments} != Kafka's {kafka.segments}"
-    assert ours.aborted == kafka.aborted, f"{what}: transaction index {ours.aborted} != {kafka.aborted}"
+    assert ours.segments == kafka.segments, \
+        f"{what}: segments {ours.segments} != Kafka's {kafka.segments}"
+    assert ours.aborted == kafka.aborted, \
+        f"{what}: transaction index {ours.aborted} != {kafka.aborted}"
 
 
 def live(rows: List[Dict[str, Any]]) -> Dict[bytes, Optional[bytes]]:
@@ -289,13 +298,15 @@ def test_kafka_cleaner_and_kafkalog_cleaner_agree(kafka_env, tmp_path):
     results: List[Tuple[Layout, Layout]] = []  # (kafkalog's, Kafka's) per pass
     uppers: List[int] = []  # where each pass stopped
     try:
-        tool([{"op": "create_topics", "topics": [{"name": TOPIC, "partitions": 1, "configs": TOPIC_CONFIGS}]},
+        tool([{"op": "create_topics",
+               "topics": [{"name": TOPIC, "partitions": 1, "configs": TOPIC_CONFIGS}]},
               *PRODUCERS, *round_steps(1, g), stable])
         started = seen_done = 0
         for rnd in (1, 2, 3):
             if rnd > 1:
                 # the cleaner off for the topic while the next round is produced
-                tool([{"op": "alter_topic", "topic": TOPIC, "configs": {"min.cleanable.dirty.ratio": "1.0"}},
+                tool([{"op": "alter_topic", "topic": TOPIC,
+                       "configs": {"min.cleanable.dirty.ratio": "1.0"}},
                       *PRODUCERS, *round_steps(rnd, g), stable])
             copy = snapshot(broker, tmp_path / f"input{rnd}")
             before = layout(copy)
@@ -312,7 +323,8 @@ def test_kafka_cleaner_and_kafkalog_cleaner_agree(kafka_env, tmp_path):
             while now_ms() <= seen_done + RETENTION_MS:
                 time.sleep(0.05)
             started = now_ms()
-            tool([{"op": "alter_topic", "topic": TOPIC, "configs": {"min.cleanable.dirty.ratio": "0.0"}}])
+            tool([{"op": "alter_topic", "topic": TOPIC,
+                   "configs": {"min.cleanable.dirty.ratio": "0.0"}}])
             wait_for(f"the broker's cleaner pass {rnd} up to {upper}",
                      lambda: kafka_checkpoint(broker) == upper, broker)
             seen_done = now_ms()
