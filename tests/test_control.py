@@ -47,8 +47,10 @@ def test_type_ids():
 # ----------------------------------------------------------------------------------------------
 # conformance vectors (kind "other": control_record_key / control_record_value)
 # ----------------------------------------------------------------------------------------------
-KEY_VECTORS = [v for v in VECTORS.values() if v["expect"].get("record_part") == "control_record_key"]
-VALUE_VECTORS = [v for v in VECTORS.values() if v["expect"].get("record_part") == "control_record_value"]
+KEY_VECTORS = [v for v in VECTORS.values()
+               if v["expect"].get("record_part") == "control_record_key"]
+VALUE_VECTORS = [v for v in VECTORS.values()
+                 if v["expect"].get("record_part") == "control_record_value"]
 
 
 @pytest.mark.parametrize("vec", KEY_VECTORS, ids=lambda v: v["id"])
@@ -79,7 +81,8 @@ def test_conformance_marker_values(vec):
 
 def test_conformance_key_value_pairs():
     pairs = [("sarama/control_record/abort_key", "sarama/control_record/abort_value", "ABORT", 10),
-             ("sarama/control_record/commit_key", "sarama/control_record/commit_value", "COMMIT", 15)]
+             ("sarama/control_record/commit_key", "sarama/control_record/commit_value", "COMMIT",
+              15)]
     for k, v, name, epoch in pairs:
         if k not in VECTORS:
             pytest.skip(CONFORMANCE_SKIP_REASON)
@@ -120,11 +123,13 @@ def test_conformance_control_batches():
 # ----------------------------------------------------------------------------------------------
 SPEC_COMMIT_10 = bytes.fromhex(
     "000000000000000a 00000042 00000003 02 40d514e9 0030 00000000 0000018bcfe56800 0000018bcfe56800"
-    "00000000000003e8 0005 ffffffff 00000001  20 00 00 00 08 00000001 0c 0000 00000007 00".replace(" ", "")
+    "00000000000003e8 0005 ffffffff 00000001  "
+    "20 00 00 00 08 00000001 0c 0000 00000007 00".replace(" ", "")
 )
 SPEC_COMMIT_1 = bytes.fromhex(
     "0000000000000001 00000042 00000000 02 c84cc350 0030 00000000 000001873eac3de3 000001873eac3de3"
-    "0000000000000000 0000 ffffffff 00000001  20 00 00 00 08 00000001 0c 000000000000 00".replace(" ", "")
+    "0000000000000000 0000 ffffffff 00000001  "
+    "20 00 00 00 08 00000001 0c 000000000000 00".replace(" ", "")
 )
 
 
@@ -231,7 +236,8 @@ def test_kraft_voters():
     d1 = uuid.UUID("12345678-1234-5678-1234-567812345678")
     voter = (
         struct.pack(">i", 1) + d1.bytes
-        + uvarint(2) + compact_str("CONTROLLER") + compact_str("localhost") + struct.pack(">H", 9093) + b"\x00"
+        + uvarint(2) + compact_str("CONTROLLER") + compact_str("localhost")
+        + struct.pack(">H", 9093) + b"\x00"
         + struct.pack(">hh", 0, 1) + b"\x00"
         + b"\x00"
     )
@@ -271,10 +277,12 @@ def test_real_kraft_logs_decode():
 
 def test_unknown_types_do_not_crash():
     rec = parse_control_record(b"\x00\x00\x00\x80", b"anything at all")
-    assert rec.type is ControlRecordType.UNKNOWN and rec.type_id == 128 and rec.value == b"anything at all"
+    assert rec.type is ControlRecordType.UNKNOWN and rec.type_id == 128 \
+        and rec.value == b"anything at all"
     rec = parse_control_record(b"\x00\x00\x7f\xff", None)
     assert rec.type is ControlRecordType.UNKNOWN and rec.value is None
-    assert parse_control_key(b"\x00\x05\x00\x01\xff") == (5, ControlRecordType.COMMIT)  # newer version, extra bytes
+    # newer version, extra bytes
+    assert parse_control_key(b"\x00\x05\x00\x01\xff") == (5, ControlRecordType.COMMIT)
     assert parse_control_key(b"\x00\x00\x00\x80") == (0, 128)
 
 

@@ -455,11 +455,13 @@ def test_header_facts(L):
     b = L.LegacyRecordBatch(V1_KV)
     assert (b.partition_leader_epoch, b.producer_id, b.producer_epoch) == (-1, -1, -1)
     assert (b.base_sequence, b.last_sequence) == (-1, -1)
-    assert not (b.is_transactional or b.is_control_batch or b.has_producer_id or b.has_delete_horizon)
+    assert not (b.is_transactional or b.is_control_batch or b.has_producer_id
+                or b.has_delete_horizon)
     assert b.delete_horizon_ms is None
     assert (b.base_offset, b.last_offset, b.next_offset, b.last_offset_delta) == (5, 5, 6, 0)
     assert (b.length, b.size_in_bytes, b.records_count, len(b)) == (24, 36, 1, 1)
-    assert b.timestamp_type == TimestampType.CREATE_TIME and b.compression_type == CompressionType.NONE
+    assert b.timestamp_type == TimestampType.CREATE_TIME \
+        and b.compression_type == CompressionType.NONE
     assert b.wrapper == list(b)[0]
     assert bytes(b.records_section()) == V1_KV
     assert "LegacyRecordBatch(magic=1, offset=5" in repr(b)
@@ -497,7 +499,8 @@ def test_record_equality_and_repr(L):
     assert r != (5, 17, b"k", b"v")
     with pytest.raises(TypeError):
         hash(r)
-    assert repr(r) == "LegacyRecord(offset=5, timestamp=17, key=b'k', value=b'v', magic=1, attributes=0, crc=%d)" % r.crc
+    assert repr(r) == ("LegacyRecord(offset=5, timestamp=17, key=b'k', value=b'v', magic=1, "
+                       "attributes=0, crc=%d)" % r.crc)
     assert r.is_valid() and r.crc == zlib.crc32(entry(5, 1, 0, b"k", b"v", 17)[16:])
     assert r.size_in_bytes == 24 and r.compression_type == CompressionType.NONE
     r0 = L.LegacyRecord(5, 17, b"k", b"v", magic=0)
@@ -769,7 +772,8 @@ def test_gzip_bomb_default_limit(L):
 # ----------------------------------------------------------------------------------------------
 def _seeds():
     pieces = [V0_MESSAGE1, V1_ABC, V1_KV]
-    pieces.append(wrapper(12, 1, 1, b"".join(entry(i, 1, 0, b"k%d" % i, b"v" * i, 5 + i) for i in range(3)), timestamp=7))
+    pieces.append(wrapper(12, 1, 1, b"".join(entry(i, 1, 0, b"k%d" % i, b"v" * i, 5 + i)
+                                             for i in range(3)), timestamp=7))
     pieces.append(wrapper(2, 0, 2,
                           b"".join(entry(i, 0, 0, b"k%d" % i, b"v" * i) for i in range(3))))
     pieces.append(wrapper(3, 1, 3, b"".join(entry(i, 1, 0, None, b"x" * 20, i) for i in range(4)),
@@ -796,7 +800,8 @@ def test_twins_agree_on_mutated_input():
             raw = bytearray(seed)
             for _k in range(rng.randint(1, 3)):
                 i = rng.randrange(len(raw))
-                raw[i] = rng.randrange(256) if rng.random() < 0.5 else raw[i] ^ (1 << rng.randrange(8))
+                raw[i] = (rng.randrange(256) if rng.random() < 0.5
+                          else raw[i] ^ (1 << rng.randrange(8)))
             if rng.random() < 0.2:
                 raw = raw[: rng.randrange(len(raw))]
             raw = bytes(raw)
@@ -963,7 +968,8 @@ def test_aiokafka_reads_log_append_time_wrapper(L):
     for ts, k, v in PEER_RECORDS[:3]:
         ours.append(ts, k, v)
     batch = aiokafka_legacy.LegacyRecordBatch(ours.build(), 1)
-    assert [(r.offset, r.timestamp, r.timestamp_type) for r in batch] == [(10, 1234, 1), (11, 1234, 1), (12, 1234, 1)]
+    assert [(r.offset, r.timestamp, r.timestamp_type) for r in batch] == [
+        (10, 1234, 1), (11, 1234, 1), (12, 1234, 1)]
 
 
 def test_gzip_value_is_a_standard_gzip_stream(L):

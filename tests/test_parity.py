@@ -52,7 +52,8 @@ def attempt(fn):
     except KafkaLogError as e:
         return ("err", type(e).__name__, e.message, e.position, e.offset)
     except Exception as e:  # pragma: no cover - a parity failure
-        raise AssertionError(f"non-kafkalog error from damaged input: {type(e).__name__}: {e}") from e
+        raise AssertionError(
+            f"non-kafkalog error from damaged input: {type(e).__name__}: {e}") from e
 
 
 def rec_tuples(records):
@@ -298,7 +299,8 @@ op = st.tuples(
     st.integers(-3, 2**20) | st.sampled_from([-1, -2, 2**63, 1.5]),
     st.none() | st.binary(max_size=300) | odd_value,
     st.none() | st.binary(max_size=300) | odd_value,
-    st.lists(st.tuples(st.text(max_size=5) | st.binary(max_size=3), st.none() | st.binary(max_size=8) | odd_value), max_size=3),
+    st.lists(st.tuples(st.text(max_size=5) | st.binary(max_size=3),
+                       st.none() | st.binary(max_size=8) | odd_value), max_size=3),
     st.integers(0, 5),
 )
 
@@ -317,7 +319,8 @@ def test_builder_parity(ops, write_limit, codec, horizon):
         if name == "append_with_offset":
             args = (next_offset + gap - 1, ts, key, value, headers)
         else:
-            args = (ts if isinstance(ts, float) else TS + ts if ts >= 0 else ts, key, value, headers)
+            args = (ts if isinstance(ts, float) else TS + ts if ts >= 0 else ts, key, value,
+                    headers)
         a = arg_outcome(lambda: getattr(bp, name)(*args))
         b = arg_outcome(lambda: getattr(bc, name)(*args))
         assert a == b, (name, args)
@@ -420,8 +423,9 @@ def test_kafkalog_batches_decode_identically_with_peers(peer, recs, codec, base)
 
 
 @FUZZ
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-1, 10**6), st.none() | st.binary(max_size=200),
-                          st.none() | st.binary(max_size=200), st.sampled_from([None, (), [], [("h", b"v")]]),
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-1, 10**6),
+                          st.none() | st.binary(max_size=200), st.none() | st.binary(max_size=200),
+                          st.sampled_from([None, (), [], [("h", b"v")]]),
                           st.sampled_from(["same", "ts", "key", "value", "headers", "copy"])),
                 max_size=40),
        st.integers(61, 2000))
@@ -433,7 +437,8 @@ def test_has_room_for_then_append_parity(steps, write_limit):
     for n_checks, ts, key, value, headers, change in steps:
         args = [TS + ts if ts >= 0 else ts, key, value, headers]
         for _ in range(n_checks):
-            assert arg_outcome(lambda: bp.has_room_for(*args)) == arg_outcome(lambda: bc.has_room_for(*args))
+            assert arg_outcome(lambda: bp.has_room_for(*args)) == arg_outcome(
+                lambda: bc.has_room_for(*args))
         if change == "ts":
             args[0] = TS + ts + 1
         elif change == "key":
@@ -451,13 +456,15 @@ def test_has_room_for_then_append_parity(steps, write_limit):
 
 
 LEGACY_VALUES = st.sampled_from([None, b"", b"k", b"v" * 300, bytearray(b"ba"), "str", 7])
-LEGACY_INTS = st.sampled_from([0, 1, 5, -1, -2, 2**31, 2**63 - 1, 2**63, -(2**63) - 1, True, 1.5, "1"])
+LEGACY_INTS = st.sampled_from([0, 1, 5, -1, -2, 2**31, 2**63 - 1, 2**63, -(2**63) - 1, True, 1.5,
+                               "1"])
 
 
 @FUZZ
 @given(st.sampled_from([0, 1]), st.sampled_from(["none", "gzip"]),
        st.sampled_from([None, 0, 40, 200, 2**63, -5]), st.integers(0, 3),
-       st.lists(st.tuples(st.sampled_from(["try", "append", "at"]), LEGACY_INTS | st.integers(0, 10**6),
+       st.lists(st.tuples(st.sampled_from(["try", "append", "at"]),
+                          LEGACY_INTS | st.integers(0, 10**6),
                           LEGACY_INTS, LEGACY_VALUES, LEGACY_VALUES,
                           st.sampled_from([(), None, [("h", b"v")]])), max_size=25))
 def test_legacy_try_append_parity(magic, codec, write_limit, base, steps):

@@ -20,17 +20,19 @@ LOG = "00000000000000000000.log"
 def test_version():
     r = run_cli("--version")
     assert r.rc == 0
-    assert r.text.strip() == f"kafkalog {kafkalog.__version__} (implementation: {kafkalog.IMPLEMENTATION})" or (
+    assert r.text.strip() == (f"kafkalog {kafkalog.__version__} "
+                              f"(implementation: {kafkalog.IMPLEMENTATION})") or (
         r.text.startswith(f"kafkalog {kafkalog.__version__} (implementation: "
                           f"{kafkalog.IMPLEMENTATION};"))
 
 
 @pytest.mark.parametrize("cmd,flags", [
-    ("dump", ["--files", "--print-data-log", "--deep-iteration", "--skip-record-metadata", "--verify-index-only",
-              "--index-sanity-check", "--max-message-size", "--max-bytes", "--offsets-decoder",
-              "--transaction-log-decoder", "--cluster-metadata-decoder", "--key-decoder-class",
-              "--value-decoder-class", "--key-decoder", "--value-decoder", "--json", "--binary-encoding",
-              "--print-headers", "--from-offset", "--to-offset", "--from-timestamp", "--no-progress"]),
+    ("dump", ["--files", "--print-data-log", "--deep-iteration", "--skip-record-metadata",
+              "--verify-index-only", "--index-sanity-check", "--max-message-size", "--max-bytes",
+              "--offsets-decoder", "--transaction-log-decoder", "--cluster-metadata-decoder",
+              "--key-decoder-class", "--value-decoder-class", "--key-decoder", "--value-decoder",
+              "--json", "--binary-encoding", "--print-headers", "--from-offset", "--to-offset",
+              "--from-timestamp", "--no-progress"]),
     ("verify", ["--deep", "--json", "--strict", "--quiet", "--max-problems"]),
     ("salvage", ["--deep", "--segment-bytes", "--json"]),
     ("stats", ["--json", "--shallow", "--segments"]),
@@ -80,7 +82,8 @@ def test_unsupported_kafka_decoders_are_refused(chdir_tmp):
 
 
 def _many_records(path, n=3000):
-    batches = [v2_batch([(BASE_TS + i, b"key-%d" % i, b"value-%d " % i * 20) for i in range(j, j + 100)],
+    batches = [v2_batch([(BASE_TS + i, b"key-%d" % i, b"value-%d " % i * 20)
+                         for i in range(j, j + 100)],
                         base_offset=j) for j in range(0, n, 100)]
     write(path, *batches)
 
@@ -127,7 +130,8 @@ def test_progress_bar_draws_on_a_terminal_only():
 def big_segment(path, size_bytes: int) -> int:
     """A segment of ~size_bytes: one 16 KiB batch template repeated with increasing base offsets
     (the base offset is outside the CRC, so every copy stays valid)."""
-    tmpl = bytearray(v2_batch([(BASE_TS + i, b"key-%04d" % i, bytes([65 + i % 26]) * 1000) for i in range(16)]))
+    tmpl = bytearray(v2_batch([(BASE_TS + i, b"key-%04d" % i, bytes([65 + i % 26]) * 1000)
+                               for i in range(16)]))
     n = max(size_bytes // len(tmpl), 1)
     with open(path, "wb") as f:
         chunk = bytearray()
@@ -174,4 +178,5 @@ def test_memory_stays_flat_on_a_large_segment(tmp_path):
         rc1, peak = _peak_rss_kb([*cmd, big])
         assert rc0 == rc1 == 0
         growth_mb = (peak - base) / 1024
-        assert growth_mb < 64, f"{cmd}: peak RSS grew by {growth_mb:.0f} MB on a {size_mb} MB segment"
+        assert growth_mb < 64, \
+            f"{cmd}: peak RSS grew by {growth_mb:.0f} MB on a {size_mb} MB segment"

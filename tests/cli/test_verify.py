@@ -36,7 +36,8 @@ def test_real_broker_directories_pass(corpus):
     files_dir = corpus / "files"
     for d in sorted(p for p in files_dir.iterdir() if p.is_dir()):
         if d.name == "KafkaDemo@3152aef":
-            continue  # index files only (the .log is not in the snapshot): warnings, no log to check
+            # index files only (the .log is not in the snapshot): warnings, no log to check
+            continue
         r = run_cli("verify", "--deep", str(d))
         assert r.rc == 0, r
 
@@ -66,10 +67,12 @@ def test_truncated_tail_and_garbage(tmp_path):
         f.write(batches[0][:30])
     r = run_cli("verify", str(d))
     assert r.rc == 1
-    assert any(p.startswith(f"{log}:{size}: error: offset 0: truncated batch") for p in _problems(r))
+    assert any(p.startswith(f"{log}:{size}: error: offset 0: truncated batch")
+               for p in _problems(r))
     log.write_bytes(log.read_bytes()[:size] + b"\x00" * 64)
     r = run_cli("verify", str(d))
-    assert any(p.startswith(f"{log}:{size}: error: corrupt batch header: size 0") for p in _problems(r))
+    assert any(p.startswith(f"{log}:{size}: error: corrupt batch header: size 0")
+               for p in _problems(r))
 
 
 def test_offsets_must_increase(tmp_path):
@@ -81,8 +84,10 @@ def test_offsets_must_increase(tmp_path):
     r = run_cli("verify", str(tmp_path / "t-0"))
     probs = _problems(r)
     path = tmp_path / "t-0" / "00000000000000000004.log"
-    assert f"{path}:{len(a)}: error: offset 5: offsets do not increase: batch starts at 5 after offset 5" in probs
-    assert any(p.startswith(f"{path}:{2 * len(a)}: error: offset 2: offsets do not increase") for p in probs)
+    assert (f"{path}:{len(a)}: error: offset 5: offsets do not increase: batch starts at 5 "
+            "after offset 5") in probs
+    assert any(p.startswith(f"{path}:{2 * len(a)}: error: offset 2: offsets do not increase")
+               for p in probs)
     write(tmp_path / "u-0" / "00000000000000000009.log", a)
     r = run_cli("verify", str(tmp_path / "u-0"))
     assert any("offset 5 is below the segment's base offset 9" in p for p in _problems(r))
@@ -106,7 +111,8 @@ def test_offset_index_problems(tmp_path):
     struct.pack_into(">ii", raw, 0, rel, pos + 1)  # entry 0 points inside a batch
     idx.write_bytes(bytes(raw))
     r = run_cli("verify", str(d))
-    assert any(f"points to position {pos + 1}, which is not the start of a batch" in p for p in _problems(r))
+    assert any(f"points to position {pos + 1}, which is not the start of a batch" in p
+               for p in _problems(r))
 
 
 def test_index_entry_for_a_multi_batch_append_is_valid(tmp_path):
@@ -182,8 +188,10 @@ def test_checkpoints_snapshots_and_txn_index(tmp_path):
     assert any(p.startswith(f"{txn}:0: error: offset 3: entry 0: first offset 3 is after last "
                             f"offset 2") for p in probs)
     rp = tmp_path / "recovery-point-offset-checkpoint"
-    assert any(p.startswith(f"{rp}: warning: offset 999: recovery point 999 of t-0 is past") for p in probs)
-    assert any(p.startswith(f"{tmp_path / 'log-start-offset-checkpoint'}: error: Expected 3 entries") for p in probs)
+    assert any(p.startswith(f"{rp}: warning: offset 999: recovery point 999 of t-0 is past")
+               for p in probs)
+    assert any(p.startswith(f"{tmp_path / 'log-start-offset-checkpoint'}: error: "
+                            "Expected 3 entries") for p in probs)
     assert r.rc == 1
 
 

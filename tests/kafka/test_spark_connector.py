@@ -217,9 +217,11 @@ def _offsets_json(facts: Facts) -> Dict[str, str]:
             # transaction marker, compacted at an offset the cleaner removed, and both end at one
             "startingOffsets": _j({"codecs": {"1": -2, "2": c2[len(c2) // 4] + 1,
                                               "3": facts.offsets("codecs", 3)[5]},
-                                   "txn": {"0": txn_gaps[0]}, "compacted": {"0": compacted_gaps[0]}}),
+                                   "txn": {"0": txn_gaps[0]},
+                                   "compacted": {"0": compacted_gaps[0]}}),
             "endingOffsets": _j({"codecs": {"1": c1[len(c1) // 2], "2": -1, "3": -1},
-                                 "txn": {"0": txn_gaps[-1]}, "compacted": {"0": compacted_gaps[-1]}})}
+                                 "txn": {"0": txn_gaps[-1]},
+                                 "compacted": {"0": compacted_gaps[-1]}})}
 
 
 def _starting_timestamp(facts: Facts) -> Dict[str, str]:
@@ -614,7 +616,8 @@ def write_rows(write: int, count: int, base_ts: int) -> List[Dict[str, Any]]:
     rows = []
     for i in range(count):
         key = [None, b"", b"key-%d" % (i % 17), rnd.randbytes(rnd.randint(1, 30))][i % 4]
-        value: Optional[bytes] = (b"w%d row %d " % (write, i) + b"spark to kafka " * rnd.randint(0, 20)
+        value: Optional[bytes] = (b"w%d row %d " % (write, i)
+                                  + b"spark to kafka " * rnd.randint(0, 20)
                                   + rnd.randbytes(rnd.randint(0, 120)))
         headers = HEADERS[i % len(HEADERS)]
         if i % 11 == 0 or i % 13 == 0:  # a null or an empty value: the row header keeps it unique
@@ -640,7 +643,8 @@ def rows_df(spark, rows: List[Dict[str, Any]]):
     data = [(r["key"], r["value"],
              None if r["headers"] is None else [list(h) for h in r["headers"]],
              r["partition"],
-             None if r["timestamp"] is None else datetime.fromtimestamp(r["timestamp"] / 1000, timezone.utc))
+             None if r["timestamp"] is None
+             else datetime.fromtimestamp(r["timestamp"] / 1000, timezone.utc))
             for r in rows]
     return spark.createDataFrame(data, schema)  # two slices, in order (local[2])
 
@@ -726,7 +730,8 @@ def writes(kafka_env, session, tmp_path_factory) -> Writes:
         answers["kafkalog/sink"] = read("kafkalog", "sink", broker.log_dir)
         # Kafka's form of the id (a UUID string is the other form the option takes: see
         # test_writer_topic_id_forms)
-        tids = {t: topic_id_to_string(ho.topic_id(broker.partition_dir(t, 0))) for t in ("ow", "ap")}
+        tids = {t: topic_id_to_string(ho.topic_id(broker.partition_dir(t, 0)))
+                for t in ("ow", "ap")}
 
         # kafkalog: the first DataFrame in one task, the second in two (pieces joined at commit)
         for topic, w, mode, codec in (("ap", 1, "append", "lz4"), ("ow", 1, "append", "zstd"),
@@ -779,7 +784,8 @@ def _placed(writes: Writes, answer: Answer, topic: str) -> Dict[int, List[Dict[s
     for rec in _records(answer):
         if rec["topic"] == topic:
             row = writes.rows.get(ident(rec["key"], rec["value"], rec["headers"]))
-            assert row is not None, f"{topic}-{rec['partition']}@{rec['offset']}: a record no row wrote: {rec}"
+            assert row is not None, \
+                f"{topic}-{rec['partition']}@{rec['offset']}: a record no row wrote: {rec}"
             out[rec["partition"]].append(row)
     return out
 
