@@ -39,7 +39,8 @@ def test_import_is_light():
     assert out == "[]"
 
 
-@pytest.mark.parametrize("value,expected", [("1", "python"), ("true", "python"), (" YES ", "python"), ("on", "python")])
+@pytest.mark.parametrize("value,expected", [("1", "python"), ("true", "python"),
+                                            (" YES ", "python"), ("on", "python")])
 def test_env_var_forces_pure(value, expected):
     assert _run("import kafkalog; print(kafkalog.IMPLEMENTATION)",
                 KAFKALOG_PURE_PYTHON=value) == expected

@@ -429,7 +429,8 @@ def test_schema_equals_spark_kafka_schema():
         ]
     )
     want = to_arrow_schema(spark, timezone="UTC")
-    names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+    names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
+             "headers"]
     assert ka.schema(names, timestamp_unit="us").equals(want)
     rb = next(ka.iter_batches(build_log(2, "none", headers=True), names, timestamp_unit="us",
                               topic="t", partition=0))

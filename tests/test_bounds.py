@@ -120,7 +120,8 @@ def _cases(tmp_path):
         path = tmp_path / f"{name}.bin"
         if isinstance(data, bytes):
             path.write_bytes(data)
-        cases.append({"name": name, "path": str(path), "kind": kind, "expect": list(expect), **extra})
+        cases.append({"name": name, "path": str(path), "kind": kind, "expect": list(expect),
+                      **extra})
 
     good = _record()
     # v2 batch framing

@@ -132,7 +132,8 @@ def test_up_convert_each_codec(magic, codec):
     [b] = batches(out)
     assert b.magic == 2 and b.compression_type == CompressionType.parse(codec)
     assert (b.base_offset, b.last_offset, b.records_count) == (20, 22, 3)
-    assert (b.producer_id, b.producer_epoch, b.base_sequence, b.partition_leader_epoch) == (-1, -1, -1, -1)
+    assert (b.producer_id, b.producer_epoch, b.base_sequence,
+            b.partition_leader_epoch) == (-1, -1, -1, -1)
     assert b.timestamp_type == TimestampType.CREATE_TIME and not b.is_transactional
     assert recs(out) == [(20 + i, ts if magic else -1, k, v) for i, (ts, k, v) in enumerate(ITEMS)]
 

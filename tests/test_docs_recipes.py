@@ -94,7 +94,8 @@ def test_duckdb_recipe(root, orders):
 
     for r in orders:
         if r["partition"] == 1 and r["offset"] >= 100 and r["value"] is not None:
-            totals[None if r["key"] is None else r["key"].decode()] += json.loads(r["value"])["amount"]
+            totals[None if r["key"] is None else r["key"].decode()] += \
+                json.loads(r["value"])["amount"]
     want = sorted(totals.items(), key=lambda kv: -kv[1])[:5]
     assert [k for k, _ in ns["amounts"]] == [k for k, _ in want]
     assert [round(v, 6) for _, v in ns["amounts"]] == [round(v, 6) for _, v in want]

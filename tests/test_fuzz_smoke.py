@@ -189,7 +189,8 @@ def test_runner_falls_back_to_the_mutator_without_atheris(tmp_path):
     env = dict(os.environ, KAFKALOG_FUZZ_DIR=str(tmp_path / "fuzz"))
     env["PYTHONPATH"] = os.pathsep.join(
         [str(blocker)] + [p for p in (env.get("PYTHONPATH") or "").split(os.pathsep) if p])
-    proc = subprocess.run([sys.executable, str(ROOT / "fuzz" / "run.py"), "varint", "--seconds", "1"],
+    proc = subprocess.run([sys.executable, str(ROOT / "fuzz" / "run.py"), "varint",
+                           "--seconds", "1"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "DONE (mutator) harness=varint" in proc.stdout

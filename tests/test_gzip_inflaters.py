@@ -41,7 +41,8 @@ def _child(code, inflater_env, *flags):
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
     env = dict(os.environ, KAFKALOG_GZIP_INFLATER=inflater_env,
                PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, *flags, "-c", code], env=env, capture_output=True, text=True)
+    return subprocess.run([sys.executable, *flags, "-c", code], env=env, capture_output=True,
+                          text=True)
 
 
 def _answer(data, max_size):
@@ -75,7 +76,8 @@ def _cases(seed, n):
             b = bytearray(packed)
             b[3] |= rnd.choice((0x20, 0x40, 0x80))
             packed = bytes(b)
-        max_size = rnd.choice((compression.DEFAULT_MAX_DECOMPRESSED_SIZE, size, max(size - 1, 0), size * 2))
+        max_size = rnd.choice((compression.DEFAULT_MAX_DECOMPRESSED_SIZE, size, max(size - 1, 0),
+                               size * 2))
         yield packed, max_size
 
 

@@ -90,7 +90,8 @@ def _graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
     for mod in MODULES:
         for target, _name, _line in _imports(mod):
-            # importing a.b.c runs a and a.b first; a package's own __init__ is not an edge to itself
+            # importing a.b.c runs a and a.b first; a package's own __init__ is not an edge to
+            # itself
             parts = target.split(".")
             for i in range(2, len(parts) + 1):
                 t = ".".join(parts[:i])

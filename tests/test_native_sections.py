@@ -170,7 +170,8 @@ def test_lz4_end_mark_with_the_uncompressed_bit():
         answers = []
         for mod in (_batch, _batch_py):
             try:
-                answers.append(("ok", [r.value for batch in mod.MemoryRecords(bytes(body), check_crcs=False)
+                answers.append(("ok", [r.value
+                                       for batch in mod.MemoryRecords(bytes(body), check_crcs=False)
                                        for r in batch]))
             except KafkaLogError as exc:
                 answers.append((type(exc).__name__, str(exc)))

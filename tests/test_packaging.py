@@ -22,7 +22,8 @@ except ImportError:  # Python < 3.11
 def _pure_copy(tmp_path, build_info):
     """A copy of the kafkalog package with no compiled modules, as a no-compiler install has."""
     dest = tmp_path / "site" / "kafkalog"
-    shutil.copytree(PKG, dest, ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__", "*.c", "_build_info.json"))
+    shutil.copytree(PKG, dest, ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__", "*.c",
+                                                             "_build_info.json"))
     if build_info is not None:
         (dest / "_build_info.json").write_text(json.dumps(build_info))
     return dest.parent
@@ -47,7 +48,9 @@ def test_build_without_twins_reports_the_recorded_reason(tmp_path):
     version = _run(site, "import sys; sys.argv=['kafkalog', '--version']; from kafkalog.tools.cli "
                    "import main; main()")
     # argparse may wrap the line
-    assert " ".join(version.split()) == f"kafkalog {_run(site, 'import kafkalog; print(kafkalog.__version__)').strip()} (implementation: python; built without the compiled twins: {why})"
+    assert " ".join(version.split()) == (
+        f"kafkalog {_run(site, 'import kafkalog; print(kafkalog.__version__)').strip()} "
+        f"(implementation: python; built without the compiled twins: {why})")
 
 
 def test_missing_twins_without_build_record_name_the_missing_module(tmp_path):
@@ -72,7 +75,9 @@ def test_source_hash_is_stable_and_sees_a_source_change(tmp_path):
         return subprocess.run([sys.executable, "setup.py", "--source-hash"], cwd=str(root),
                               capture_output=True, text=True, check=True).stdout.strip()
     copy = tmp_path / "tree"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__", "build", "dist", ".git", "tests", "bench", "fuzz", "docs"))
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__", "build",
+                                                              "dist", ".git", "tests", "bench",
+                                                              "fuzz", "docs"))
     first = h(copy)
     assert len(first) == 64 and first == h(copy)
     (copy / "src" / "kafkalog" / "_csrc" / "crc32c.h").write_text("/* changed */\n",
@@ -90,9 +95,8 @@ def test_metadata():
     assert "pandas>=2.0,<3" in project["optional-dependencies"]["spark"]
     assert project["dynamic"] == ["version"]  # the version lives in kafkalog/_version.py only
     low = project["requires-python"].removeprefix(">=")
-    pythons = {c.rsplit(" :: ", 1)[1] for c in project["classifiers"] if c.startswith("Programming "
-                                                                                      "Language :: "
-                                                                                      "Python :: 3.")}
+    pythons = {c.rsplit(" :: ", 1)[1] for c in project["classifiers"]
+               if c.startswith("Programming Language :: Python :: 3.")}
     built = {f"3.{b[3:]}" for b in meta["tool"]["cibuildwheel"]["build"].replace("-*", "").split()}
     assert pythons == built and min(pythons, key=lambda v: int(v.split(".")[1])) == low
     assert {"Homepage", "Source", "Changelog"} <= set(project["urls"])

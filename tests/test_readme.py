@@ -43,7 +43,8 @@ def test_links_to_sections_resolve():
 
 def test_ci_runs_the_readme_test_command_in_a_fresh_venv():
     run = (ROOT / ".ci" / "run").read_text()
-    lines = [shlex.split(line) for line in run.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    lines = [shlex.split(line) for line in run.splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
     commands = [" ".join(words) for words in lines]
     venv = next(i for i, c in enumerate(commands) if c.startswith("python3 -m venv"))
     activate = next(i for i, c in enumerate(commands)

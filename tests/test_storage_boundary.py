@@ -1,7 +1,8 @@
 """Only the storage model lists directories or opens files: ``kafkalog.storage.fs`` (byte
 access), ``kafkalog.storage.logdir`` (the directory model) and ``kafkalog.storage.files`` (names
-and the atomic write helpers).  Everything else goes through them, so that the rules (regular files only, one
-grammar, KafkaStorageError) hold everywhere and a new backend needs no change above them."""
+and the atomic write helpers).  Everything else goes through them, so that the rules (regular
+files only, one grammar, KafkaStorageError) hold everywhere and a new backend needs no change
+above them."""
 from __future__ import annotations
 
 import ast

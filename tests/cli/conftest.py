@@ -71,7 +71,8 @@ def run_cli(*args: str, cwd: Optional[os.PathLike] = None) -> Result:
 
 def child_env() -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = PKG_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = PKG_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                      else "")
     return env
 
 

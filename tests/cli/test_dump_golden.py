@@ -29,7 +29,8 @@ ffffffffffffffff ffff ffffffff 00000001  2a 00 00 00 08 00000003 16 0000 0000000
 V1_ABC = hexbytes("0000000000000000 00000019 eac5d7ee 01 00 00000168733b304b ffffffff 00000003 "
                   "616263")
 # §18.1 (a): v0 message, key null, value "message1" (34 bytes, crc 3916773564)
-V0_MESSAGE1 = hexbytes("0000000000000000 00000016 e97538bc 00 00 ffffffff 00000008 6d65737361676531")
+V0_MESSAGE1 = hexbytes("0000000000000000 00000016 e97538bc 00 00 ffffffff 00000008 "
+                       "6d65737361676531")
 # §18.2: v2, key "key" value "value", ts 1700000000000 (76 bytes, crc 3680410845)
 V2_KEY_VALUE = hexbytes("""
 0000000000000000 00000040 00000000 02 db5e9cdd 0000 00000000 0000018bcfe56800 0000018bcfe56800
@@ -198,7 +199,8 @@ def test_corpus_offsets_decoder_every_record(corpus):
 def test_corpus_cluster_metadata_every_record(corpus):
     """Every KRaft metadata record of the corpus decodes to JSON with a known type name."""
     files_dir = corpus / "files"
-    paths = sorted(files_dir.rglob("__cluster_metadata-0/*.log")) + sorted(files_dir.rglob("bootstrap.checkpoint"))
+    paths = (sorted(files_dir.rglob("__cluster_metadata-0/*.log"))
+             + sorted(files_dir.rglob("bootstrap.checkpoint")))
     for p in paths:
         r = run_cli("dump", "--cluster-metadata-decoder", str(p))
         assert r.rc == 0, r

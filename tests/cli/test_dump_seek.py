@@ -15,7 +15,8 @@ LOG = "00000000000000000000.log"
 
 
 def _log(tmp, n=20, per=4, start=0, name="t-0", segment_bytes=1 << 30):
-    batches = [v2_batch([(BASE_TS + 10 * (start + per * i + j), b"k", b"v%d" % (start + per * i + j))
+    batches = [v2_batch([(BASE_TS + 10 * (start + per * i + j), b"k",
+                          b"v%d" % (start + per * i + j))
                          for j in range(per)], base_offset=start + per * i)
                for i in range(n)]
     return make_log_dir(tmp / name, batches, index_interval=150,
@@ -63,7 +64,8 @@ def test_from_timestamp_uses_the_time_index(tmp_path):
                 str(d / LOG))
     assert r.rc == 0, r
     offs = _offsets(r.lines)
-    assert offs[0] == 62 and offs[-1] == 79  # the first record with timestamp >= target, then the rest
+    # the first record with timestamp >= target, then the rest
+    assert offs[0] == 62 and offs[-1] == 79
     # ISO-8601 is accepted too
     import datetime as dt
 

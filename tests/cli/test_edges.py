@@ -153,7 +153,8 @@ def test_verify_and_stats_agree_on_counts(tmp_path):
     s = run_cli("stats", "--json", str(tmp_path))
     assert v.rc == 0 and s.rc == 0, (v, s)
     summary = json.loads(v.lines[-1])
-    parts = [json.loads(line) for line in s.lines if line and json.loads(line).get("type") == "partition"]
+    parts = [json.loads(line) for line in s.lines
+             if line and json.loads(line).get("type") == "partition"]
     assert summary["records"] == 8 == sum(p["records"] for p in parts)
     assert summary["segments"] == sum(p["segments"] for p in parts)
     assert summary["batches"] == sum(p["batches"] for p in parts) == 4

@@ -74,7 +74,8 @@ def test_salvage_skips_damage_and_reports_it(tmp_path):
     # the result is a valid log directory with fresh indexes
     v = run_cli("verify", "--deep", str(tmp_path / "out"))
     assert v.rc == 0, v
-    assert (dst / "00000000000000000000.index").exists() and (dst / "00000000000000000000.timeindex").exists()
+    assert (dst / "00000000000000000000.index").exists() \
+        and (dst / "00000000000000000000.timeindex").exists()
 
 
 def test_salvage_keeps_base_offset_segments_and_codecs(tmp_path):
@@ -84,7 +85,8 @@ def test_salvage_keeps_base_offset_segments_and_codecs(tmp_path):
                           compression="gzip")
     write(tmp_path / "in" / "00000000000000000100.log", *batches, legacy)
     dst = tmp_path / "out" / "t-3"
-    r = run_cli("salvage", "--deep", "--json", str(tmp_path / "in" / "00000000000000000100.log"), str(dst))
+    r = run_cli("salvage", "--deep", "--json", str(tmp_path / "in" / "00000000000000000100.log"),
+                str(dst))
     assert r.rc == 0, r
     objs = [json.loads(ln) for ln in r.lines]
     summary = objs[-1]
@@ -120,7 +122,8 @@ def test_salvage_out_of_order_batches_are_skipped(tmp_path):
     r = run_cli("salvage", str(tmp_path / "in"), str(tmp_path / "out"))
     assert r.rc == 0, r
     assert [o for o, _, _ in _records(tmp_path / "out")] == [10, 11]
-    assert any("valid batch whose offsets 5-5 do not follow offset 10 already copied" in ln for ln in r.lines)
+    assert any("valid batch whose offsets 5-5 do not follow offset 10 already copied" in ln
+               for ln in r.lines)
 
 
 def test_salvage_refuses_bad_destinations(tmp_path):
@@ -139,7 +142,8 @@ def test_resync_scan_unit():
 
     good = _batches(3)
     junk = bytes(range(256)) * 3
-    data = good[0] + junk + good[1] + b"\x00" * 1000 + good[2] + b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+    data = (good[0] + junk + good[1] + b"\x00" * 1000 + good[2]
+            + b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00")
     items = list(scan_segment(memoryview(data), len(data), "x"))
     kinds = [i[0] for i in items]
     assert kinds == ["batch", "lost", "batch", "lost", "batch", "lost"]

@@ -51,8 +51,10 @@ def test_stats_figures(tmp_path):
     # the text form names the same figures
     t = run_cli("stats", str(d))
     assert t.rc == 0
-    assert "batches 4, records 14," in t.text and "producers 2, transactional batches 3, control batches 2 " \
-        "(commit 1, abort 1)" in t.text and "distinct keys 5, null keys 1, tombstones 1" in t.text
+    assert "batches 4, records 14," in t.text \
+        and "producers 2, transactional batches 3, control batches 2 " \
+        "(commit 1, abort 1)" in t.text \
+        and "distinct keys 5, null keys 1, tombstones 1" in t.text
     # shallow: headers only
     s = json.loads(run_cli("stats", "--json", "--shallow", "--no-segments", str(d)).lines[-1])
     assert s["records"] == 14 and s["distinctKeys"] is None and s["compressionRatio"] is None

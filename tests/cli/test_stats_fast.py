@@ -99,7 +99,8 @@ def test_walk_counts_what_the_records_hold(tmp_path, monkeypatch):
     from kafkalog import MemoryRecords
 
     (b,) = MemoryRecords(raw).batches()
-    summary = stats._walk.v2_record_summary(b.records_section(), b.records_count, b.base_timestamp, None)
+    summary = stats._walk.v2_record_summary(b.records_section(), b.records_count, b.base_timestamp,
+                                            None)
     assert summary == (4, 1, 1, BASE_TS - 2, BASE_TS + 3, [b"a", b"a", b"b"])  # the walk was taken
 
 
@@ -112,7 +113,8 @@ def test_twins_agree(specs, cut):
         section = b.records_section()
         section = bytes(section)[: max(0, len(section) - cut)] if cut % 3 == 0 else section
         append_ts = b.max_timestamp if b.timestamp_type.name == "LOG_APPEND_TIME" else None
-        got = {tw.__name__: tw.v2_record_summary(section, b.records_count, b.base_timestamp, append_ts)
+        got = {tw.__name__: tw.v2_record_summary(section, b.records_count, b.base_timestamp,
+                                                 append_ts)
                for tw in TWINS}
         assert len({repr(v) for v in got.values()}) == 1, got
         keys = [bytes([i % 256]) * (i % 7) for i in range(300)] + [b"k%d" % i for i in range(2000)]

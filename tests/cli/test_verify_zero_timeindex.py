@@ -42,7 +42,8 @@ def test_rolled_segment_with_a_zero_time_index_is_an_error(tmp_path, clean, give
     assert r.rc == 1, r
     probs = _problems(r)
     assert len(probs) == 1, probs
-    assert probs[0].startswith(f"{tidx[1]}: error: time index is all zeros and holds no entry"), probs
+    assert probs[0].startswith(f"{tidx[1]}: error: time index is all zeros and holds no entry"), \
+        probs
     assert r.lines[-1].startswith("FAILED:"), r
 
 

@@ -83,5 +83,6 @@ def broker_matrix(kafka_env, tmp_path_factory) -> Matrix:
     finally:
         broker.stop()
     m.broker_log = broker.log_text()
-    assert (broker.log_dir / ".kafka_cleanshutdown").exists(), "the broker did not shut down cleanly"
+    assert (broker.log_dir / ".kafka_cleanshutdown").exists(), \
+        "the broker did not shut down cleanly"
     return m

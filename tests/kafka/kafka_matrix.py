@@ -100,7 +100,8 @@ def producer(name: str, **config: str) -> Dict[str, Any]:
     return {"op": "producer", "name": name, "config": {"batch.size": "8192", **config}}
 
 
-def send(producer: str, topic: str, partition: int, records: List[Dict[str, Any]]) -> Dict[str, Any]:
+def send(producer: str, topic: str, partition: int,
+         records: List[Dict[str, Any]]) -> Dict[str, Any]:
     return {"op": "send", "producer": producer, "topic": topic, "partition": partition,
             "records": records, "flush": True}
 

@@ -351,7 +351,8 @@ class Broker:
 
     def log_tail(self, n: int = 6000) -> str:
         text = self.log_text()
-        console = self.console_path.read_text(errors="replace") if self.console_path.exists() else ""
+        console = (self.console_path.read_text(errors="replace") if self.console_path.exists()
+                   else "")
         return text[-n:] + ("\n--- console ---\n" + console[-2000:] if console.strip() else "")
 
     def stop(self, timeout: float = 120) -> None:

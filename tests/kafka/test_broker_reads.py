@@ -37,7 +37,8 @@ def case_id(case) -> str:
     return f"{state}-{topic}-{p}"
 
 
-Row = Tuple[int, Optional[bytes], Optional[bytes], Tuple[Tuple[str, Optional[bytes]], ...], int, int]
+Row = Tuple[int, Optional[bytes], Optional[bytes], Tuple[Tuple[str, Optional[bytes]], ...],
+            int, int]
 
 
 def _b(s: Optional[str]) -> Optional[bytes]:
@@ -99,7 +100,8 @@ def test_matrix_covers_the_cases(broker_matrix):
     # an open transaction: the last stable offset is below the end of txn-0
     assert m.bounds[("txn", 0, "read_committed")][1] < m.bounds[("txn", 0, "read_uncommitted")][1]
     # aborted transactions: read_committed sees fewer records
-    assert len(m.records[("txn", 1, "read_committed")]) < len(m.records[("txn", 1, "read_uncommitted")])
+    assert len(m.records[("txn", 1, "read_committed")]) < len(
+        m.records[("txn", 1, "read_uncommitted")])
     assert any(r["timestampType"] == 1 for r in m.records[("appendtime", 0, "read_uncommitted")])
     assert m.records[("__consumer_offsets", 0, "read_uncommitted")]
     assert m.records[("__transaction_state", 0, "read_uncommitted")]

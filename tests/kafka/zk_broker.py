@@ -105,7 +105,8 @@ class ZooKeeper:
 
 
 class ZkBroker(ks.Broker):
-    """A Kafka 3.x broker (ZooKeeper mode, id 0) with ``inter.broker.protocol.version`` below 3.0."""
+    """A Kafka 3.x broker (ZooKeeper mode, id 0) with ``inter.broker.protocol.version`` below
+    3.0."""
 
     started_line = "[KafkaServer id=0] started"
 

@@ -152,7 +152,8 @@ def test_negative_timestamps_are_kafkas_earliest_and_latest(sample_root):
     ],
 )
 def test_java_regex_syntax(sample_root, pattern, topics):
-    got = sorted({tp.topic for tp in _discovery.discover(_parse(sample_root, subscribePattern=pattern))})
+    got = sorted({tp.topic
+                  for tp in _discovery.discover(_parse(sample_root, subscribePattern=pattern))})
     assert got == topics
 
 

@@ -1,8 +1,8 @@
 """The last stable offset the Spark source plans with (``TopicPartitionLog.last_stable``: the
 storage read model's, ``LogView.last_stable_offset`` of the directory as files) against the
-one a live ``kafkalog.storage.log.Log`` keeps in its producer state, over generated transactional logs
-(several producers, commits, aborts, rolls, reopens that write snapshots); and batch reads
-with read_committed ending there.  Spark-free; runs in both twins."""
+one a live ``kafkalog.storage.log.Log`` keeps in its producer state, over generated
+transactional logs (several producers, commits, aborts, rolls, reopens that write snapshots);
+and batch reads with read_committed ending there.  Spark-free; runs in both twins."""
 
 from __future__ import annotations
 

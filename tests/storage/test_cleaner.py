@@ -547,7 +547,8 @@ def test_transaction_state_is_carried_across_the_groups_of_a_round(tmpdir_log):
     clock = FakeClock()
     with Log.open(tmpdir_log, _cfg(segment_bytes=600), clock=clock) as log:
         for i in range(4):
-            log.append(_batch([(b"t%d" % i, b"x" * 40)], clock.now, pid=1, epoch=0, seq=i, txn=True))
+            log.append(_batch([(b"t%d" % i, b"x" * 40)], clock.now, pid=1, epoch=0, seq=i,
+                              txn=True))
         log.roll()  # the marker's segment is grouped apart from the data's
         log.append(build_end_txn_marker(True, 1, 0, 0, timestamp=clock.now), origin="coordinator")
         for i in range(4):

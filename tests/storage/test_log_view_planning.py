@@ -1,8 +1,8 @@
 """The planning answers of the read model (``LogView.segments``, ``position_in``,
-``end_position_of``, ``split_positions``, ``max_timestamp_of``), which the Spark planner cuts its splits with, held
-against a plain walk over every batch of the same files, over generated logs: formats v0, v1
-and v2, compressed wrappers, compaction gaps, sparse and dense offset indexes, clean and
-unclean shutdowns."""
+``end_position_of``, ``split_positions``, ``max_timestamp_of``), which the Spark planner cuts
+its splits with, held against a plain walk over every batch of the same files, over generated
+logs: formats v0, v1 and v2, compressed wrappers, compaction gaps, sparse and dense offset
+indexes, clean and unclean shutdowns."""
 from __future__ import annotations
 
 import errno

@@ -471,8 +471,8 @@ def test_log_start_checkpoint_past_the_end_is_said(tmp_path):
 def test_a_2gb_size_field_before_whole_batches(tmp_path, marker):
     """kafkalog's writer marks the first batch of a multi-batch append it has not finished
     by the first byte of its size, 0x7F, the other three real (the batches after it are not
-    the log's yet: a torn tail).  The size field alone is a claim of the damaged bytes, never a reason to
-    end the log: whole batches after it make it damage, reported by every reader."""
+    the log's yet: a torn tail).  The size field alone is a claim of the damaged bytes, never a
+    reason to end the log: whole batches after it make it damage, reported by every reader."""
     d = str(tmp_path / "t-0")
     with Log.open(d) as log:
         for _ in range(8):

@@ -1,6 +1,6 @@
-"""The storage model (kafkalog.storage.logdir over kafkalog.storage.fs): one grammar of Kafka's names, regular
-files only, every OS error a KafkaStorageError - and Log.open, to_arrow and the CLI commands
-all seeing a directory the same way."""
+"""The storage model (kafkalog.storage.logdir over kafkalog.storage.fs): one grammar of Kafka's
+names, regular files only, every OS error a KafkaStorageError - and Log.open, to_arrow and the
+CLI commands all seeing a directory the same way."""
 from __future__ import annotations
 
 import errno

@@ -221,11 +221,13 @@ def test_read_committed_read_is_bounded_by_lso(tmp_path):
             log.read(0, isolation="bogus")
         log.append(build_end_txn_marker(False, 1, 0, 0, timestamp=clock.now), origin="coordinator")
         assert log.last_stable_offset == 3
-        assert [(r.offset, r.value) for r in log.iter_records(isolation="read_committed")] == [(0, b"1")]
+        assert [(r.offset, r.value)
+                for r in log.iter_records(isolation="read_committed")] == [(0, b"1")]
         aborted = log.collect_aborted_transactions(0, 3)
         assert [(a.producer_id, a.first_offset, a.last_offset) for a in aborted] == [(1, 1, 2)]
         # snapshot format round trip: the producer survives a reopen
     with Log.open(tmp_path / "t-0", {"cleanup.policy": "compact"}, clock=clock) as log:
         e = log.producer_state.producers[1]
-        assert (e.producer_epoch, e.last_sequence, e.last_offset, e.current_txn_first_offset) == (0, 0, 1, -1)
+        assert (e.producer_epoch, e.last_sequence, e.last_offset,
+                e.current_txn_first_offset) == (0, 0, 1, -1)
         assert log.last_stable_offset == 3
