@@ -310,7 +310,8 @@ def check_index(data: bytes) -> None:
     """Open the bytes as an offset, time and transaction index (read-only), sanity-check them
     and look up a few targets.  Only KafkaLogError may escape; a lookup returns an entry at or
     below its target (or the documented default) and the index's own entries."""
-    from kafkalog.storage.index import OffsetIndex, TimeIndex, TransactionIndex
+    from kafkalog.storage.index import OffsetIndex, TimeIndex
+    from kafkalog.storage.txn_index import TransactionIndex
 
     base = 100
     probes = [0, base, base + 1, base + 1000, 2**31, -1, 2**62]
@@ -384,7 +385,7 @@ def seeds_index() -> Iterator[bytes]:
 def check_checkpoint(data: bytes) -> None:
     """Each checkpoint reader over the bytes: only KafkaLogError escapes, and what reads back
     round-trips through the matching writer."""
-    from kafkalog.storage import files
+    from kafkalog.storage import checkpoints as files
 
     p = _write("checkpoint", data)
     q = os.path.join(_tmpdir(), "checkpoint.out")

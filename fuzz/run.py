@@ -30,8 +30,10 @@ _INTERESTING32 = [0, 1, -1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 2**31 - 1,
 _INSTRUMENTED = (
     "kafkalog", "kafkalog._batch_py", "kafkalog._legacy_py", "kafkalog._varint_py",
     "kafkalog._crc_py", "kafkalog.compression", "kafkalog.control", "kafkalog.tools.decoders",
-    "kafkalog.storage.files", "kafkalog.storage.index", "kafkalog.storage.log", "kafkalog.storage.producer_state",
-    "kafkalog.storage.segment", "kafkalog._arrow_py", "kafkalog.arrow",
+    "kafkalog.storage.files", "kafkalog.storage.checkpoints", "kafkalog.storage.index",
+    "kafkalog.storage.txn_index", "kafkalog.storage.log", "kafkalog.storage.producer_state",
+    "kafkalog.storage.segment", "kafkalog.storage.file_records", "kafkalog.storage.framing",
+    "kafkalog._arrow_py", "kafkalog.arrow",
 )
 
 
