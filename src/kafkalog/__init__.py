@@ -84,6 +84,9 @@ __all__ = (
     "TransactionIndex",
     "Cleaner",
     "CleanerConfig",
+    # the read model every reader asks (offsets, batches, damage, LSO, aborted transactions)
+    "LogView",
+    "open_view",
 )
 
 # The storage engine is imported on first use, so `import kafkalog` stays light for codec users.
@@ -97,6 +100,8 @@ _LAZY = {
     "TransactionIndex": "storage.txn_index",
     "Cleaner": "storage.cleaner",
     "CleanerConfig": "storage.cleaner",
+    "LogView": "storage.log_view",
+    "open_view": "storage.log",
 }
 
 
