@@ -5,7 +5,7 @@
 # the test extra installs (pip install -e ".[test]").  Exits non-zero if either finds anything;
 # runs both either way.  Extra arguments go to ruff (e.g. scripts/lint.sh --fix).
 #
-# Not yet part of scripts/test.sh: the package sources are not clean yet.
+# scripts/test.sh runs it before the tests (the whole suite and the fast tier).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"

@@ -26,6 +26,12 @@ install_kafkalog "test,fuzz"
 
 # Run from a directory where ./src is not importable, so the installed build is what loads.
 status=0
+# Lint and types first (scripts/lint.sh: ruff over src, tests and bench; mypy over storage and
+# arrow), when the whole suite or the whole fast tier runs (not for a chosen subset of tests).
+if [[ $# -eq 0 ]]; then
+    echo "== lint and types (scripts/lint.sh)"
+    PYTHON="$PY" bash scripts/lint.sh || status=1
+fi
 if [[ -n "$fast" ]]; then
     # the twins side by side (a machine of two cores runs the tier in the time of one pass),
     # each with its own temporary directory; their outputs are printed one after the other
