@@ -62,7 +62,7 @@ def tp_of_dir(directory: str):
 
 
 def _readable_segments(view):
-    """The segments of a :class:`~kafkalog.storage.logdir.PartitionView`; a segment name that
+    """The segments of a :class:`~kafkalog.storage.logdir.PartitionListing`; a segment name that
     cannot be read (a FIFO, a directory...) raises: never skipped silently."""
     for ig in view.refused():
         if ig.name.endswith(".log"):

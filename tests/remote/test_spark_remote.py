@@ -10,11 +10,11 @@ pytest.importorskip("pyspark.sql.datasource", reason="pyspark >= 4.0 is not inst
 
 from kafkalog.spark import (  # noqa: E402
     _errors,
+    _object_stores,  # noqa: E402
     _options,
     _planning,
-    _remote,  # noqa: E402
     _schema,
-    _store,
+    _store_clients,
     _tasks,
 )
 
@@ -88,7 +88,7 @@ def test_remote_pruning_equals_local_pruning(s3_root, log_root):
 
     local = _options.ReadOptions.parse({"path": log_root})
     remote = _options.ReadOptions.parse({"path": s3_root})
-    store = _store.store_of(s3_root, remote.storage_options)
+    store = _store_clients.store_of(s3_root, remote.storage_options)
     ls = _planning.plan(local, pr())
     before = store.bytes_read
     rs = _planning.plan(remote, pr())
@@ -114,7 +114,7 @@ def test_pruned_read_fetches_under_5_percent(s3_env, big_partition, how):
     local = _options.ReadOptions.parse({"path": local_dir, **extra})
     if how == "pushed":
         pruning = _planning.Pruning(offset_lo=9000, offset_hi=9200)
-    store = _store.store_of(uri, remote.storage_options)
+    store = _store_clients.store_of(uri, remote.storage_options)
     before = store.bytes_read
     got = _rows(remote, _planning.plan(remote, pruning))
     pruned = store.bytes_read - before
@@ -146,7 +146,7 @@ def test_storage_options_come_from_spark_options(s3_env, s3_root, log_root):
     opts = {"path": s3_root, "storage.endpoint_url": s3_env, "storage.access_key": "testing-key",
             "storage.secret_key": "testing-secret", "storage.block_size": "65536",
             "storage.retries": "1"}
-    so = _store.storage_options({k.lower(): v for k, v in opts.items()})
+    so = _store_clients.storage_options({k.lower(): v for k, v in opts.items()})
     assert so == {"endpoint_url": s3_env, "access_key": "testing-key",
                   "secret_key": "testing-secret", "block_size": 65536, "retries": 1}
     saved = {k: os.environ.pop(k, None) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
@@ -154,7 +154,7 @@ def test_storage_options_come_from_spark_options(s3_env, s3_root, log_root):
     try:  # no AWS_* variables: the options alone reach the store
         ro = _options.ReadOptions.parse(opts)
         assert ro.storage_options == so
-        _store._STORES.clear()  # no client kept from an earlier test
+        _store_clients._STORES.clear()  # no client kept from an earlier test
         got = _rows(ro, _planning.plan(ro))
     finally:
         for k, v in saved.items():
@@ -190,9 +190,9 @@ def test_object_store_commit_never_mixes_or_replaces(s3_env, s3_root):
     from kafkalog.spark._write import WriteError
 
     with pytest.raises(WriteError, match="overwrite.*not supported on an object store"):
-        _remote.RemoteWriteJob(s3_root, {}, True, None, "job-x")
+        _object_stores.RemoteWriteJob(s3_root, {}, True, None, "job-x")
     # appending to a partition the target holds: refused, and nothing staged stays behind
-    job = _remote.RemoteWriteJob(s3_root, {}, False, "append", "job-" + uuid.uuid4().hex)
+    job = _object_stores.RemoteWriteJob(s3_root, {}, False, "append", "job-" + uuid.uuid4().hex)
     existing = job.existing_partitions()
     topic, part = existing[0].rsplit("-", 1)
     staged = job.write_task(iter([_batch(topic, int(part), [10**9, 10**9 + 1])]), "t0", 0)
@@ -202,7 +202,7 @@ def test_object_store_commit_never_mixes_or_replaces(s3_env, s3_root):
     assert job.existing_partitions() == existing
     # one partition from two tasks: refused; a good job lands whole and reads back
     new = f"{s3_root}-copy-{uuid.uuid4().hex[:6]}"
-    job = _remote.RemoteWriteJob(new, {}, False, "append", "job-" + uuid.uuid4().hex)
+    job = _object_stores.RemoteWriteJob(new, {}, False, "append", "job-" + uuid.uuid4().hex)
     a = job.write_task(iter([_batch("t", 0, [0, 1])]), "t0", 0)
     b = job.write_task(iter([_batch("t", 0, [2, 3])]), "t1", 1)
     with pytest.raises(WriteError, match="t-0 came from two tasks"):
@@ -223,7 +223,7 @@ def test_s3a_is_the_same_store_for_writes(s3_env, s3_root):
     import uuid
 
     new = f"{s3_root}-s3a-{uuid.uuid4().hex[:6]}".replace("s3://", "s3a://", 1)
-    job = _remote.RemoteWriteJob(new, {}, False, "append", "job-" + uuid.uuid4().hex)
+    job = _object_stores.RemoteWriteJob(new, {}, False, "append", "job-" + uuid.uuid4().hex)
     job.commit([job.write_task(iter([_batch("t", 0, [0, 1, 2])]), "t0", 0)])
     assert job.existing_partitions() == ["t-0"]
     for uri in (new, new.replace("s3a://", "s3://", 1)):
@@ -314,7 +314,7 @@ def test_store_errors_name_the_uri_and_never_return_partial_data(s3_env, big_par
     whole = _rows(o, mine)
     try:
         client.put_object(Bucket=BUCKET, Key=key, Body=body[: len(body) // 2])
-        _store._STORES.clear()  # a task in a fresh worker: no listing kept from planning
+        _store_clients._STORES.clear()  # a task in a fresh worker: no listing kept from planning
         with pytest.raises(_errors.DataLossError) as ei:
             _rows(o, mine)
         assert last in str(ei.value) and "truncated or replaced" in str(ei.value)
@@ -357,7 +357,7 @@ def test_preallocated_indexes_of_an_active_segment_are_not_fetched_whole(s3_env,
     extra = {"startingTimestamp": str(1_700_000_000_000 + 1500)}
     remote = _options.ReadOptions.parse({"path": uri, **extra})
     local = _options.ReadOptions.parse({"path": str(tmp_path / "root"), **extra})
-    store = _store.store_of(uri, remote.storage_options)
+    store = _store_clients.store_of(uri, remote.storage_options)
     before = store.bytes_read
     splits = _planning.plan(remote)
     planned = store.bytes_read - before
@@ -391,7 +391,7 @@ def test_hdfs_commit_renames_staged_files_into_place(tmp_path, monkeypatch):
 
     monkeypatch.setattr(kstore_fs, "resolve", fake_resolve)
     target = "hdfs://nn/copies/t"
-    job = _remote.RemoteWriteJob(target, {}, False, "append", "job-" + uuid.uuid4().hex)
+    job = _object_stores.RemoteWriteJob(target, {}, False, "append", "job-" + uuid.uuid4().hex)
     assert job.renames
     staged = job.write_task(iter([_batch("t", 0, [0, 1, 2]), _batch("u", 3, [5, 6])]), "t0", 0)
     root = base / "copies" / "t"

@@ -10,7 +10,7 @@
   to reuse its parse of the old file.
 
 The planner and the worker are two processes in Spark; here each gets its own store clients
-(``kafkalog.spark._store._STORES``), as it would there."""
+(``kafkalog.spark._store_clients._STORES``), as it would there."""
 from __future__ import annotations
 
 import pickle
@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("pyspark.sql.datasource", reason="pyspark >= 4.0 is not installed")
 
-from kafkalog.spark import _options, _planning, _schema, _store, _tasks  # noqa: E402
+from kafkalog.spark import _options, _planning, _schema, _store_clients, _tasks  # noqa: E402
 from kafkalog.storage import checkpoints, files  # noqa: E402
 from kafkalog.storage import store_fs as _store_fs  # noqa: E402
 
@@ -37,11 +37,11 @@ class _Processes:
         self.worker: dict = {}
 
     def plan(self, opts):
-        self.mp.setattr(_store, "_STORES", self.planner)
+        self.mp.setattr(_store_clients, "_STORES", self.planner)
         return _planning.plan(opts)
 
     def read(self, opts, splits):
-        self.mp.setattr(_store, "_STORES", self.worker)
+        self.mp.setattr(_store_clients, "_STORES", self.worker)
         schema = _schema.arrow_schema(opts)
         rows = []
         for s in splits:

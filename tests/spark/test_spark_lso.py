@@ -1,4 +1,4 @@
-"""The last stable offset the Spark source plans with (``TopicPartitionLog.last_stable``: the
+"""The last stable offset the Spark source plans with (``DiscoveredPartition.last_stable``: the
 storage read model's, ``LogView.last_stable_offset`` of the directory as files) against the
 one a live ``kafkalog.storage.log.Log`` keeps in its producer state, over generated
 transactional logs (several producers, commits, aborts, rolls, reopens that write snapshots);
@@ -65,7 +65,7 @@ class TxnLog:
         self.log.close()  # a clean close writes a producer snapshot at the log end
         self.log = Log.open(self.dir, self.config)
 
-    def tp(self) -> _discovery.TopicPartitionLog:
+    def tp(self) -> _discovery.DiscoveredPartition:
         self.log.flush()
         opts = _options.ReadOptions.parse({"path": str(self.dir.parent)})
         (tp,) = _discovery.discover(opts)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kafkalog.errors import KafkaLogError
 from kafkalog.spark import _errors, _options
-from kafkalog.spark._paths import UnsupportedPathError, local_path
+from kafkalog.spark._local_paths import UnsupportedPathError, local_path
 from kafkalog.spark._write import WriteOptions
 
 LOCAL = [
@@ -153,7 +153,7 @@ def test_write_to_a_store_without_a_commit_is_refused_before_any_request(uri, mo
     pytest.importorskip("pyspark.sql.datasource")
     from pyspark.sql import types as T
 
-    from kafkalog.spark import _remote
+    from kafkalog.spark import _object_stores
     from kafkalog.spark._source import KafkaLogDataSource
     from kafkalog.storage import store_fs as kstore_fs
 
@@ -169,7 +169,7 @@ def test_write_to_a_store_without_a_commit_is_refused_before_any_request(uri, mo
             KafkaLogDataSource({"path": uri}).writer(schema, overwrite)
         assert ei.value.uri == uri and repr(uri) in str(ei.value)
     with pytest.raises(UnsupportedPathError):
-        _remote.RemoteWriteJob(uri, {}, False, "append", "job-x")
+        _object_stores.RemoteWriteJob(uri, {}, False, "append", "job-x")
 
 
 def test_spark_write_remote_uri_makes_nothing_local(spark, tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""storage.ranged.local_windows: the windows a Spark task decodes a local segment in."""
+"""storage.ranged_reads.local_windows: the windows a Spark task decodes a local segment in."""
 from __future__ import annotations
 
 import errno
@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from kafkalog.errors import KafkaStorageError
-from kafkalog.storage.ranged import local_windows
+from kafkalog.storage.ranged_reads import local_windows
 
 
 def _entries(rnd: random.Random, n: int) -> list:

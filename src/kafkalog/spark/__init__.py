@@ -20,9 +20,9 @@ parts live in modules of their own: options (:mod:`kafkalog.spark._options`), sc
 (:mod:`~kafkalog.spark._schema`), discovery (:mod:`~kafkalog.spark._discovery`,
 :mod:`~kafkalog.spark._segments`), offsets (:mod:`~kafkalog.spark._offsets`), planning
 (:mod:`~kafkalog.spark._planning`), a task's read (:mod:`~kafkalog.spark._tasks`), errors
-(:mod:`~kafkalog.spark._errors`), stores (:mod:`~kafkalog.spark._store`), and the writer
+(:mod:`~kafkalog.spark._errors`), stores (:mod:`~kafkalog.spark._store_clients`), and the writer
 (:mod:`~kafkalog.spark._write`, its options :mod:`~kafkalog.spark._write_options`, a task's
-staging :mod:`~kafkalog.spark._staging`, :mod:`~kafkalog.spark._remote`; Kafka's default
+staging :mod:`~kafkalog.spark._staging`, :mod:`~kafkalog.spark._object_stores`; Kafka's default
 partitioner is :mod:`kafkalog.partitioner`).  See docs/spark.md for options, schema and
 cluster use.
 """
@@ -40,12 +40,16 @@ __all__ = [
     "KafkaLogArrowWriter",
     "KAFKA_SCHEMA_DDL",
     "HEADERS_DDL",
+    "schema_ddl",
     "schema",
 ]
 
-from ._schema import HEADERS_DDL
+from ._schema import HEADERS_DDL, schema_ddl
 from ._schema import KAFKA_DDL as KAFKA_SCHEMA_DDL
-from ._schema import schema_ddl as schema
+
+#: the former name of :func:`schema_ddl` (it returns Spark's DDL string, where
+#: :func:`kafkalog.arrow.schema` returns a pyarrow schema), kept for existing callers
+schema = schema_ddl
 
 _SPARK_NAMES = {
     "KafkaLogDataSource",
@@ -183,7 +187,7 @@ def write(
 
     from pyspark.sql import functions as F
 
-    from ._paths import local_path
+    from ._local_paths import local_path
     from ._write_options import SAVE_MODES, WriteError, check_option_keys
 
     save_mode = SAVE_MODES.get(str(mode).strip().lower())
@@ -193,16 +197,16 @@ def write(
             "or ignore"
         )
     check_option_keys(options)  # a misspelled option fails here, before any job runs
-    from ._remote import check_writable
-    from ._store import is_remote
+    from ._object_stores import check_writable
+    from ._store_clients import is_remote
 
     remote = is_remote(str(path))
     if remote:
         check_writable(str(path))  # a store the sink cannot write: refused before any request
     if not remote:
         path = os.path.abspath(local_path(str(path)))
-    elif save_mode == "overwrite":  # refused before any job runs (see _remote.RemoteWriteJob)
-        from ._remote import RemoteWriteJob
+    elif save_mode == "overwrite":  # refused before any job (see _object_stores.RemoteWriteJob)
+        from ._object_stores import RemoteWriteJob
 
         RemoteWriteJob(str(path), options, True, None, "")
     if not remote and save_mode == "ignore" and os.path.lexists(path):

@@ -32,11 +32,11 @@ from ..storage.selection import expand_path as _expand
 from ._errors import NoKafkaLogError, OptionError, warn
 from ._options import ReadOptions
 from ._segments import SegmentRef, segment_refs
-from ._store import store_of
+from ._store_clients import store_of
 
 
 @dataclass
-class TopicPartitionLog:
+class DiscoveredPartition:
     """One partition directory (or bare segment list) found under the paths.  Its offsets
     (log start, log end, last stable offset) and timestamp lookups are the storage read
     model's (:class:`kafkalog.storage.log_view.LogView` over the directory), asked once and
@@ -139,7 +139,7 @@ _REPORTED: set = set()  # ignored names already warned about (once per process)
 
 
 def _report_ignored(view: Any) -> None:
-    """Report the names of a partition directory (a PartitionView; None: nothing) that the
+    """Report the names of a partition directory (a PartitionListing; None: nothing) that the
     storage model did not use, as the CLI's ``verify`` reports them: a name of the log's
     grammar that is not a regular file (never opened, never waited on), or one that is almost
     a log file name.  Other unknown names are left alone, as Kafka does."""
@@ -167,10 +167,10 @@ def _parse_tp_dir(name: str) -> Optional[Tuple[str, int]]:
     return pd.topic_partition.topic, pd.topic_partition.partition
 
 
-def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
+def discover(opts: ReadOptions) -> List[DiscoveredPartition]:
     """Every partition log under ``opts.paths`` that the topic options select, sorted by topic
     and partition."""
-    found: List[TopicPartitionLog] = []
+    found: List[DiscoveredPartition] = []
     # a new plan: nothing the stores' clients remember from an earlier plan is trusted (a
     # long-lived planner; kafkalog.storage.fs.FileSystem.refresh)
     for fs in {id(f): f for f in (store_of(raw, opts.storage_options)
@@ -205,7 +205,7 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
                 seg = SegmentRef(sf.base_offset, path, fs.size(path), files,
                                  fs=None if fs.is_local() else fs)
                 found.append(
-                    TopicPartitionLog(tp[0] if tp else None, tp[1] if tp else None, d, [seg],
+                    DiscoveredPartition(tp[0] if tp else None, tp[1] if tp else None, d, [seg],
                                       fs=_fs_arg)
                 )
                 continue
@@ -225,14 +225,14 @@ def discover(opts: ReadOptions) -> List[TopicPartitionLog]:
                 if not loc.holds_logs:
                     _no_kafka_log(path, fs, opts)
                 _report_ignored(view)
-                found.append(TopicPartitionLog(tp[0] if tp else None, tp[1] if tp else None,
+                found.append(DiscoveredPartition(tp[0] if tp else None, tp[1] if tp else None,
                                                path, segs, fs=_fs_arg))
                 continue
             for ref in loc.partitions:  # a log-dir root
                 tp = (ref.topic_partition.topic, ref.topic_partition.partition)
                 psegs = segment_refs(ref.path, fs)
                 _report_ignored(getattr(psegs, "view", None))
-                found.append(TopicPartitionLog(tp[0], tp[1], ref.path, psegs, fs=_fs_arg))
+                found.append(DiscoveredPartition(tp[0], tp[1], ref.path, psegs, fs=_fs_arg))
     selection = _selection(opts)
     found = [tp for tp in found if selection.selects(tp.topic, tp.partition)]
     memo = CheckpointMemo()  # one plan: each root checkpoint read once
@@ -273,8 +273,8 @@ def _real(path: str) -> str:
     return path if _fs.is_uri(path) else os.path.realpath(path)
 
 
-def _dedupe(found: List[TopicPartitionLog], policy: str) -> List[TopicPartitionLog]:
-    by_key: Dict[Any, List[TopicPartitionLog]] = {}
+def _dedupe(found: List[DiscoveredPartition], policy: str) -> List[DiscoveredPartition]:
+    by_key: Dict[Any, List[DiscoveredPartition]] = {}
     order = []
     for tp in found:
         k = tp.key if tp.topic is not None else ("\0dir", tp.directory)

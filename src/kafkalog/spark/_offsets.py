@@ -8,12 +8,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ._discovery import TopicPartitionLog
+from ._discovery import DiscoveredPartition
 from ._errors import OptionError, warn
 from ._options import EARLIEST, EARLIEST_TIMESTAMP, LATEST, LATEST_TIMESTAMP, ReadOptions
 
 
-def offset_for_timestamp(tp: TopicPartitionLog, ts: int) -> Optional[int]:
+def offset_for_timestamp(tp: DiscoveredPartition, ts: int) -> Optional[int]:
     """Kafka's ``fetchOffsetByTimestamp`` (:meth:`LogView.offset_for_timestamp`): the earliest
     offset at or after the log start whose record timestamp is >= ``ts`` (>= 0), or None."""
     if not tp.segments:
@@ -25,19 +25,19 @@ def offset_for_timestamp(tp: TopicPartitionLog, ts: int) -> Optional[int]:
 
 @dataclass
 class Range:
-    tp: TopicPartitionLog
+    tp: DiscoveredPartition
     start: int
     end: int  # exclusive
 
 
-def _spec_lookup(spec: Any, tp: TopicPartitionLog) -> Optional[int]:
+def _spec_lookup(spec: Any, tp: DiscoveredPartition) -> Optional[int]:
     if isinstance(spec, dict) and tp.topic in spec:
         return spec[tp.topic].get(tp.partition)
     return None
 
 
 def _check_spec_tps(
-    spec: Any, name: str, tps: Sequence[TopicPartitionLog], opts: ReadOptions
+    spec: Any, name: str, tps: Sequence[DiscoveredPartition], opts: ReadOptions
 ) -> None:
     if not isinstance(spec, dict):
         return
@@ -53,7 +53,7 @@ def _check_spec_tps(
         warn(msg)
 
 
-def resolve_start(tp: TopicPartitionLog, opts: ReadOptions) -> int:
+def resolve_start(tp: DiscoveredPartition, opts: ReadOptions) -> int:
     earliest, latest = tp.earliest(), tp.latest(opts.read_committed)
     ts = None
     if opts.starting_timestamp is not None:
@@ -109,7 +109,7 @@ def resolve_start(tp: TopicPartitionLog, opts: ReadOptions) -> int:
     return off
 
 
-def resolve_end(tp: TopicPartitionLog, opts: ReadOptions) -> int:
+def resolve_end(tp: DiscoveredPartition, opts: ReadOptions) -> int:
     latest = tp.latest(opts.read_committed)
     ts = None
     if opts.ending_timestamp is not None:
@@ -147,7 +147,7 @@ def resolve_end(tp: TopicPartitionLog, opts: ReadOptions) -> int:
     return off
 
 
-def check_specs(tps: Sequence[TopicPartitionLog], opts: ReadOptions) -> None:
+def check_specs(tps: Sequence[DiscoveredPartition], opts: ReadOptions) -> None:
     """``assign`` and the offset/timestamp JSON options must name partitions that were found."""
     if opts.assign is not None:
         have = {tp.key for tp in tps}
@@ -168,7 +168,7 @@ def check_specs(tps: Sequence[TopicPartitionLog], opts: ReadOptions) -> None:
 
 
 def resolve_ranges(
-    tps: Sequence[TopicPartitionLog], opts: ReadOptions, check: bool = True
+    tps: Sequence[DiscoveredPartition], opts: ReadOptions, check: bool = True
 ) -> List[Range]:
     if check:
         check_specs(tps, opts)

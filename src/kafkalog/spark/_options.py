@@ -7,11 +7,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Container, Dict, List, Mapping, Optional
 
-from . import _store
+from . import _store_clients
 from ._columns import parse_columns
 from ._errors import OptionError
 from ._errors import warn as _warn
-from ._paths import UnsupportedPathError, local_path
+from ._local_paths import UnsupportedPathError, local_path
 from ._pattern import java_regex
 
 MiB = 1024 * 1024
@@ -127,7 +127,7 @@ def check_option_keys(
         if k in rejected:
             raise error(rejected[k])
         if k in known or k.startswith("storage."):
-            continue  # storage.*: the store's options (kafkalog.spark._remote)
+            continue  # storage.*: the store's options (kafkalog.spark._object_stores)
         if k in ignored_names:
             ignored.append(k)
             continue
@@ -262,14 +262,14 @@ def _parse_paths(opts: Mapping[str, str]) -> List[str]:
         paths.extend([str(x) for x in p] if isinstance(p, (list, tuple)) else [str(p)])
     out = []
     for p in paths:
-        if _store.is_remote(p):
-            out.append(p)  # an object store or HDFS: read by kafkalog.spark._remote
+        if _store_clients.is_remote(p):
+            out.append(p)  # an object store or HDFS: read by kafkalog.spark._object_stores
             continue
         try:
             out.append(local_path(p))
         except UnsupportedPathError as e:
             raise OptionError(str(e)) from e
-    remote = [p for p in paths if _store.is_remote(p)]
+    remote = [p for p in paths if _store_clients.is_remote(p)]
     if remote and len(remote) != len(out):
         raise OptionError(
             "cannot mix local paths and object-store or HDFS URIs in one read ("
@@ -493,7 +493,7 @@ class ReadOptions:
 
 def _storage_options(opts: Mapping[str, Any]) -> Dict[str, Any]:
     try:
-        return _store.storage_options(opts)
+        return _store_clients.storage_options(opts)
     except ValueError as e:
         raise OptionError(str(e)) from None
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 from ..storage.logdir import DirVersion
-from ._discovery import TopicPartitionLog, discover
+from ._discovery import DiscoveredPartition, discover
 from ._errors import ConcurrentWriteError, OptionError
 from ._offsets import Range, check_specs, resolve_ranges
 from ._options import OPEN_COST_BYTES, ReadOptions
@@ -67,7 +67,7 @@ class Pruning:
     exclude_unknown_tp: bool = False
     empty: bool = False
 
-    def keeps_tp(self, tp: TopicPartitionLog) -> bool:
+    def keeps_tp(self, tp: DiscoveredPartition) -> bool:
         if self.empty:
             return False
         if tp.topic is None:
@@ -209,7 +209,7 @@ def replanned(fn):
 def plan(
     opts: ReadOptions,
     pruning: Optional[Pruning] = None,
-    tps: Optional[Sequence[TopicPartitionLog]] = None,
+    tps: Optional[Sequence[DiscoveredPartition]] = None,
     ranges: Optional[Sequence[Range]] = None,
 ) -> List[Split]:
     """The splits of a batch read (or of one micro-batch when ``ranges`` is given)."""

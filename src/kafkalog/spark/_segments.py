@@ -69,7 +69,7 @@ class _Segments(list):
     they were listed (the read checks the directory is still that one)."""
 
     version: Optional[DirVersion] = None
-    view: Any = None  # the PartitionView they came from
+    view: Any = None  # the PartitionListing they came from
 
 
 def _refs_of_view(view: Any) -> List[SegmentRef]:

@@ -24,12 +24,12 @@ from . import (
     _columns,
     _discovery,
     _errors,
+    _object_stores,
     _offsets,
     _options,
     _planning,
-    _remote,
     _schema,
-    _store,
+    _store_clients,
     _tasks,
 )
 from . import _write as wcore
@@ -383,7 +383,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_end: Optional[Dict] = None
         self._target = None
 
-    def _scan(self) -> Dict[Any, _discovery.TopicPartitionLog]:
+    def _scan(self) -> Dict[Any, _discovery.DiscoveredPartition]:
         out = {}
         for tp in _discovery.discover(self.opts):
             if tp.topic is None:
@@ -391,7 +391,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             out[(tp.topic, tp.partition)] = tp
         return out
 
-    def _end_of(self, tp: _discovery.TopicPartitionLog) -> int:
+    def _end_of(self, tp: _discovery.DiscoveredPartition) -> int:
         """Where a micro-batch may end: the log end, or the LSO for read_committed."""
         if self.opts.read_committed:
             return tp.last_stable()
@@ -553,7 +553,7 @@ class _FailedStreamReader(DataSourceStreamReader):
 class KafkaLogCommitMessage(WriterCommitMessage):
     def __init__(self, staged: List[wcore.StagedPartition], remote=None) -> None:
         self.staged = staged
-        self.remote = remote  # an object store's upload (_remote.RemoteStaged)
+        self.remote = remote  # an object store's upload (_object_stores.RemoteStaged)
 
 
 class KafkaLogArrowWriter(DataSourceArrowWriter):
@@ -564,16 +564,16 @@ class KafkaLogArrowWriter(DataSourceArrowWriter):
     def __init__(self, options, schema, overwrite: bool) -> None:
         path = str(dict((str(k).lower(), v) for k, v in dict(options).items()).get("path", ""))
         #: the object-store side of the job (None for a local or mounted path)
-        self.remote: Optional[_remote.RemoteWriteJob] = None
-        if _store.is_remote(path):
-            _remote.check_writable(path)
+        self.remote: Optional[_object_stores.RemoteWriteJob] = None
+        if _store_clients.is_remote(path):
+            _object_stores.check_writable(path)
             opts = wcore.WriteOptions.parse({**dict(options), "path": "/nonexistent"})
             wcore.check_columns(schema.fieldNames(), opts)
             self.overwrite = bool(overwrite)
             self.mode = wcore.effective_mode(opts, self.overwrite)
             self.job_id = "job-" + uuid.uuid4().hex
             self.skip = False
-            self.remote = _remote.RemoteWriteJob(path, options, self.overwrite, self.mode,
+            self.remote = _object_stores.RemoteWriteJob(path, options, self.overwrite, self.mode,
                                                  self.job_id)
             return
         self.opts = wcore.WriteOptions.parse(options)

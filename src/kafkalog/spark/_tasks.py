@@ -12,13 +12,13 @@ from ..storage import fs as _fs
 from ..storage import store_fs as _store_fs
 from ..storage.log import open_view
 from ..storage.logdir import dir_version, version_of
-from ..storage.ranged import sound_entries
+from ..storage.ranged_reads import sound_entries
 from ._columns import KAFKA_COLUMNS
 from ._errors import ConcurrentWriteError, DataLossError, OptionError, warn
 from ._options import ReadOptions
 from ._planning import Piece, Pruning, Split
 from ._schema import BATCH_FIELDS, batch_type
-from ._store import store_of
+from ._store_clients import store_of
 
 #: a task reads a local segment in windows of about this many bytes (one buffer, reused)
 _LOCAL_BLOCK = 8 << 20

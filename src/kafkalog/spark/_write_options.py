@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from .._format import INT32_MAX, CompressionType
 from ..storage import files as _files
 from . import _errors, _options
-from ._paths import local_path
+from ._local_paths import local_path
 
 GiB = 1024 * 1024 * 1024
 
@@ -93,7 +93,7 @@ def check_option_keys(options: Mapping[str, Any]) -> List[str]:
     """WriteError for a write option the sink does not know, naming the closest known one
     (``unknown option 'compresion' ...; did you mean 'compression'?``); return the producer
     options (``kafka.*``) that are accepted and ignored.  ``storage.*`` options are the
-    store's (:mod:`kafkalog.spark._remote`)."""
+    store's (:mod:`kafkalog.spark._object_stores`)."""
     return _options.check_option_keys(
         _lower(options), spelling=_OPTION_SPELLING, known=_OPTION_SPELLING, ignored_names=(),
         rejected={}, what="sink", error=WriteOptionError)

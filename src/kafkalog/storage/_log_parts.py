@@ -34,7 +34,7 @@ class LogParts:
         topic_partition: Optional[TopicPartition]
         leader_epoch_cache: LeaderEpochCache
         _store: Optional[_fs.FileSystem]  # None: a local directory
-        _listing: Optional[_logdir.PartitionView]
+        _listing: Optional[_logdir.PartitionListing]
         _swap_notes: List[_logdir.Ignored]
         _clock: Callable[[], int]
         _lock: threading.RLock

@@ -366,7 +366,7 @@ class LogLoader(LogParts):
         if not ro and (not had_clean or recovery_point_ckpt != self._offsets.recovery_point):
             self._write_checkpoints()
 
-    def _scan(self) -> "_logdir.PartitionView":
+    def _scan(self) -> "_logdir.PartitionListing":
         """The directory as the storage model sees it.  A name of the log's grammar that is a
         FIFO, a device, a socket, a directory or a dangling or looping link is refused (never
         opened, never waited on: a log read without that segment would have a hole);

@@ -209,7 +209,7 @@ class Log(LogLoader, LocalLog, LogRetention):
     @classmethod
     def _open_in_store(cls, directory: str, fs: "_fs.FileSystem",
                        config: Union[LogConfig, Mapping[str, Any], None] = None,
-                       listing: Optional["_logdir.PartitionView"] = None,
+                       listing: Optional["_logdir.PartitionListing"] = None,
                        checkpoints: Any = None) -> "Log":
         """Open ``directory`` of the store ``fs`` read-only (``Log.open`` of its URI);
         ``listing``: the directory's listing just taken by the caller (no second one);
@@ -963,7 +963,7 @@ def _view_config(config: Any) -> LogConfig:
 
 
 def open_view(directory: str, fs: Any = None, config: Any = None,
-              listing: Optional["_logdir.PartitionView"] = None,
+              listing: Optional["_logdir.PartitionListing"] = None,
               defer_opens: bool = False,
               checkpoints: Optional[CheckpointMemo] = None) -> "LogView":
     """The read model (:class:`~kafkalog.storage.log_view.LogView`) of the partition directory

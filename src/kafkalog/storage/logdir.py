@@ -19,7 +19,7 @@ names): a base offset is exactly 20 decimal digits within the int64 range.  :fun
 and :func:`scan_root` sort every name of a directory into what it is; a name that does not fit
 the grammar, or that fits it but is not a regular file (a FIFO, a device, a directory, a
 dangling or looping link), lands in ``ignored`` with the reason and is never opened, so it can
-never change offsets.  Files are opened for reading only through :meth:`PartitionView.open`
+never change offsets.  Files are opened for reading only through :meth:`PartitionListing.open`
 / :func:`open_file` (the :mod:`kafkalog.storage.fs` interface: regular files only,
 ``KafkaStorageError`` naming the path and the operation for any OS error).  Nothing here writes.
 """
@@ -42,8 +42,8 @@ __all__ = [
     "SegmentFiles",
     "StateFile",
     "PartitionRef",
-    "PartitionView",
-    "RootView",
+    "PartitionListing",
+    "RootListing",
     "scan_partition",
     "scan_root",
     "classify_dir",
@@ -142,7 +142,7 @@ def _segment_name_problem(name: str) -> Optional[str]:
     return _files.segment_prefix_problem(stem[:dot])
 
 
-class PartitionView:
+class PartitionListing:
     """The files of one partition directory, sorted by what they are (see the module doc)."""
 
     def __init__(self, directory: str, fs: _fs.FileSystem) -> None:
@@ -184,7 +184,7 @@ class PartitionView:
 
     def __repr__(self) -> str:
         return (
-            f"PartitionView({self.directory!r}, {len(self.segments)} segments, "
+            f"PartitionListing({self.directory!r}, {len(self.segments)} segments, "
             f"{len(self.ignored)} ignored)"
         )
 
@@ -196,7 +196,7 @@ def _fits_grammar(name: str) -> bool:
 
 
 def scan_partition(directory: Union[PathLike, _fs.DirectoryHandle],
-                   fs: _fs.FileSystem = _fs.LOCAL) -> PartitionView:
+                   fs: _fs.FileSystem = _fs.LOCAL) -> PartitionListing:
     """List one partition directory (KafkaStorageError if it cannot be listed); ``directory``
     may be a directory held open (:meth:`kafkalog.storage.fs.FileSystem.open_dir`), then listed
     through that handle."""
@@ -209,9 +209,9 @@ def scan_partition(directory: Union[PathLike, _fs.DirectoryHandle],
     return _partition_view(directory, fs, entries)
 
 
-def _partition_view(directory: str, fs: _fs.FileSystem, entries) -> PartitionView:
+def _partition_view(directory: str, fs: _fs.FileSystem, entries) -> PartitionListing:
     """:func:`scan_partition` of a listing already made."""
-    view = PartitionView(directory, fs)
+    view = PartitionListing(directory, fs)
     logs: Dict[int, str] = {}
     indexes: Dict[Tuple[int, str], str] = {}
     for e in entries:
@@ -267,7 +267,7 @@ def _partition_view(directory: str, fs: _fs.FileSystem, entries) -> PartitionVie
     return view
 
 
-class RootView:
+class RootListing:
     """A log root: its partition directories, checkpoint and metadata files."""
 
     def __init__(self, root: str, fs: _fs.FileSystem) -> None:
@@ -283,10 +283,10 @@ class RootView:
         return [p for p in self.partitions if not p.kind]
 
     def __repr__(self) -> str:
-        return f"RootView({self.root!r}, {len(self.partitions)} partitions)"
+        return f"RootListing({self.root!r}, {len(self.partitions)} partitions)"
 
 
-def scan_root(root: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> RootView:
+def scan_root(root: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> RootListing:
     """List a log root (KafkaStorageError if it cannot be listed).  Partitions are sorted by
     topic, then partition number.  Existing directories are parsed leniently, as Kafka's
     ``parseTopicPartitionName`` does: a topic name Kafka would not create today is still read
@@ -295,9 +295,9 @@ def scan_root(root: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> RootView:
     return _root_view(root, fs, fs.list_dir(root))
 
 
-def _root_view(root: str, fs: _fs.FileSystem, entries) -> RootView:
+def _root_view(root: str, fs: _fs.FileSystem, entries) -> RootListing:
     """:func:`scan_root` of a listing already made."""
-    view = RootView(root, fs)
+    view = RootListing(root, fs)
     for e in entries:
         name = e.name
         if name in ROOT_CHECKPOINT_FILES or name in (
@@ -331,7 +331,7 @@ def _root_view(root: str, fs: _fs.FileSystem, entries) -> RootView:
 
 def snapshot_files(directory: PathLike, fs: _fs.FileSystem = _fs.LOCAL) -> List[Tuple[int, str]]:
     """``(offset, path)`` of the producer-state snapshots of a partition directory, ascending:
-    :attr:`PartitionView.snapshots` without sorting the other names (producer-state loading
+    :attr:`PartitionListing.snapshots` without sorting the other names (producer-state loading
     asks often)."""
     out = []
     fs, directory = _store_fs.for_path(directory, fs)
@@ -395,8 +395,8 @@ class Located(NamedTuple):
     kind: str  # "partition" or "root"
     path: str
     fs: _fs.FileSystem
-    view: PartitionView  # the directory's own listing, read as a partition directory
-    root: Optional[RootView]  # kind "root": its partition directories and checkpoints
+    view: PartitionListing  # the directory's own listing, read as a partition directory
+    root: Optional[RootListing]  # kind "root": its partition directories and checkpoints
     # False only for a directory named <topic>-<partition> that holds no file of a Kafka log
     # (an empty one): each reader refuses it, as a partition without segments (a stream may
     # wait on an empty one)
@@ -412,7 +412,7 @@ _ROOT_ONLY_FILES = ROOT_CHECKPOINT_FILES + (META_PROPERTIES_FILE, ROOT_LOCK_FILE
 _MAX_LOOKS_BELOW = 256  # subdirectories examined to name the logs one level down
 
 
-def holds_log_files(view: Optional[PartitionView]) -> bool:
+def holds_log_files(view: Optional[PartitionListing]) -> bool:
     """Whether a directory's listing (None: it could not be listed) holds a file of a Kafka
     partition: a segment or index, a producer snapshot, a partition checkpoint
     (``.kafka_cleanshutdown`` alone is not: a broker writes it in its log roots), a KRaft
@@ -429,7 +429,7 @@ def holds_log_files(view: Optional[PartitionView]) -> bool:
     )
 
 
-def _holds_segments(view: PartitionView) -> bool:
+def _holds_segments(view: PartitionListing) -> bool:
     """A ``.log`` segment (a live one, or a name of one that is not a regular file: the reader
     names it) or a KRaft snapshot: the directory is a partition, whatever else is there."""
     if view.segments or view.kraft_snapshots:
@@ -441,8 +441,8 @@ def _holds_segments(view: PartitionView) -> bool:
     return False
 
 
-def _kind_of(path: str, fs: _fs.FileSystem, entries) -> Tuple[Optional[str], PartitionView,
-                                                                 Optional[RootView]]:
+def _kind_of(path: str, fs: _fs.FileSystem, entries) -> Tuple[Optional[str], PartitionListing,
+                                                                 Optional[RootListing]]:
     """``"partition"``, ``"root"`` or None (nothing of a log here) for one listing (the root
     view is None where the directory holds segments: it is not read as a root)."""
     view = _partition_view(path, fs, entries)

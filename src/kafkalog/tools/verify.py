@@ -87,7 +87,7 @@ def framing_problem(buf, pos: int, size: int) -> Optional[str]:
 
 
 def no_segments_problem(view) -> str:
-    """Why a partition directory (a :class:`~kafkalog.storage.logdir.PartitionView`) given on
+    """Why a partition directory (a :class:`~kafkalog.storage.logdir.PartitionListing`) given on
     its own has nothing to read: it holds no ``.log`` segment."""
     what = "an empty directory"
     if view.orphan_indexes:

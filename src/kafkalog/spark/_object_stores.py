@@ -25,8 +25,8 @@ from ..storage import files as _files
 from ..storage import fs as _fs
 from ..storage import store_fs as _store_fs
 from . import _write
-from ._paths import UnsupportedPathError
-from ._store import storage_options
+from ._local_paths import UnsupportedPathError
+from ._store_clients import storage_options
 
 #: the stores the sink writes to: S3 (``s3a://`` is Hadoop's name for the same store), with the
 #: object-store commit below, and HDFS, whose commit renames (see below)
@@ -34,8 +34,8 @@ WRITABLE_SCHEMES = ("s3", "s3a", "hdfs", "viewfs")
 
 
 def check_writable(uri: str) -> None:
-    """:class:`~kafkalog.spark._paths.UnsupportedPathError` for a write to a store the sink has
-    no commit for (``gs://``, ``abfs://``, ...), before any request is made."""
+    """:class:`~kafkalog.spark._local_paths.UnsupportedPathError` for a write to a store the
+    sink has no commit for (``gs://``, ``abfs://``, ...), before any request is made."""
     scheme = uri.split("://", 1)[0].lower()
     if scheme not in WRITABLE_SCHEMES:
         raise UnsupportedPathError(
