@@ -31,13 +31,15 @@ from kafkalog import (
     MemoryRecords,
     MemoryRecordsBuilder,
     RecordTooLargeError,
+    _arrow_encode_py,
     _arrow_py,
 )
 
 try:
     from kafkalog import _arrow as _arrow_c
+    from kafkalog import _arrow_encode as _arrow_encode_c
 except ImportError:  # pragma: no cover - pure-only installs
-    _arrow_c = None
+    _arrow_c = _arrow_encode_c = None
 
 TWINS = ["python"] if PURE or _arrow_c is None else ["cython", "python"]
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -48,6 +50,7 @@ def twin(request, monkeypatch):
     """Run kafkalog.arrow on one twin of the columnar core."""
     mod = _arrow_c if request.param == "cython" else _arrow_py
     monkeypatch.setattr(ka, "_core", mod)
+    monkeypatch.setattr(ka, "_encoder", _arrow_encode_c if request.param == "cython" else _arrow_encode_py)
     return request.param
 
 
@@ -56,14 +59,15 @@ def both_twins(fn):
     out = {}
     for name in TWINS:
         mod = _arrow_c if name == "cython" else _arrow_py
-        saved = ka._core
+        saved = ka._core, ka._encoder
         ka._core = mod
+        ka._encoder = _arrow_encode_c if name == "cython" else _arrow_encode_py
         try:
             out[name] = fn()
         except Exception as e:
             out[name] = e
         finally:
-            ka._core = saved
+            ka._core, ka._encoder = saved
     return out
 
 

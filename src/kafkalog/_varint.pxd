@@ -1,4 +1,5 @@
-# C-level varint primitives shared by the compiled twins (cimported by _batch.pyx).
+# C-level varint primitives shared by the compiled twins (cimported by _batch.pyx, _dump.pyx,
+# _arrow.pyx and _arrow_encode.pyx).
 #
 # Zig-zag varints as Kafka's ByteUtils reads and writes them.  The readers never touch a byte at
 # or beyond ``end``: every byte is checked (``p < end``) before it is read.  They report errors
@@ -122,3 +123,22 @@ cdef inline Py_ssize_t kl_write_uvarint64(uint8_t* dst, uint64_t u) noexcept nog
         n += 1
     dst[n] = <uint8_t>u
     return n + 1
+
+
+# -- signed (zig-zag) sizes and writes: what a record's fields need ------------------------------
+cdef inline int kl_size_varint32(int32_t v) noexcept nogil:
+    return kl_size_uvarint32(kl_zigzag32(v))
+
+
+cdef inline int kl_size_varint64(int64_t v) noexcept nogil:
+    return kl_size_uvarint64(kl_zigzag64(v))
+
+
+cdef inline uint8_t* kl_put_varint32(uint8_t* p, int32_t v) noexcept nogil:
+    """Write zig-zag ``v`` at ``p`` (room for 5 bytes is the caller's job); the end of it."""
+    return p + kl_write_uvarint32(p, kl_zigzag32(v))
+
+
+cdef inline uint8_t* kl_put_varint64(uint8_t* p, int64_t v) noexcept nogil:
+    """Write zig-zag ``v`` at ``p`` (room for 10 bytes is the caller's job); the end of it."""
+    return p + kl_write_uvarint64(p, kl_zigzag64(v))

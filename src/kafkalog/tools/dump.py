@@ -42,7 +42,7 @@ from ..storage import files as _files
 from ..storage import fs as _fs
 from ..storage import logdir as _logdir
 from ..storage.index import txn_index_entries
-from .._speedups import IMPLEMENTATION as _IMPLEMENTATION, crc as _crc
+from .._speedups import crc as _crc, dump as _lines
 from .decoders import (
     DecodeError,
     DecoderMessageParser,
@@ -71,11 +71,6 @@ __all__ = [
 ]
 
 INT_MAX = 2**31 - 1
-if _IMPLEMENTATION == "cython":
-    from .. import _dump as _lines  # type: ignore[attr-defined]
-else:
-    from .. import _dump_py as _lines
-
 _ENTRY = struct.Struct(">qi")
 _V2 = struct.Struct(">qiibIhiqqqhii")  # 61-byte v2 header
 _LEGACY = struct.Struct(">IBB")  # crc, magic, attributes (after the 12-byte log overhead)

@@ -27,12 +27,7 @@ from .verify import framing_problem, no_segments_problem
 
 EXIT_MISSING_DEPENDENCY = MissingCodecError.exit_status
 from ..records import LegacyRecordBatch, RecordBatch
-from .._speedups import IMPLEMENTATION as _IMPLEMENTATION
-
-if _IMPLEMENTATION == "cython":
-    from .. import _dump as _walk  # type: ignore[attr-defined]
-else:
-    from .. import _dump_py as _walk
+from .._speedups import dump as _walk
 
 __all__ = ["KeyCardinality", "SegmentStats", "run_stats", "stats_for_paths"]
 
