@@ -91,7 +91,7 @@ gen = [n for n in rel if n.endswith((".so", ".pyd", ".html", ".pyc", "_build_inf
 assert not gen, f"sdist carries generated files: {gen}"
 for need in ("setup.py", "pyproject.toml", "LICENSE", "CHANGELOG.md", "src/kafkalog/_batch.pyx", "src/kafkalog/_varint.pxd",
              "src/kafkalog/_legacy.pxd", "src/kafkalog/_buffers.pxd", "src/kafkalog/_codecs.pxd",
-             "src/kafkalog/_csrc/crc32c.h", "src/kafkalog/_csrc/kl_advise.h", "tests/conftest.py", "tests/test_parity.py"):
+             "src/kafkalog/_csrc/crc32c.h", "src/kafkalog/_csrc/kl_buffers.h", "src/kafkalog/_csrc/kl_codecs.h", "tests/conftest.py", "tests/test_parity.py"):
     assert need in rel, f"sdist lacks {need}"
 ws, ss = os.path.getsize(wheel), os.path.getsize(sdist)
 print(f"   wheel {os.path.basename(wheel)}: {ws / 1e6:.2f} MB ({len(names)} files; budget {budget / 1048576:.2f} MiB)")

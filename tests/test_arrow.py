@@ -50,7 +50,8 @@ def twin(request, monkeypatch):
     """Run kafkalog.arrow on one twin of the columnar core."""
     mod = _arrow_c if request.param == "cython" else _arrow_py
     monkeypatch.setattr(ka, "_core", mod)
-    monkeypatch.setattr(ka, "_encoder", _arrow_encode_c if request.param == "cython" else _arrow_encode_py)
+    encoder = _arrow_encode_c if request.param == "cython" else _arrow_encode_py
+    monkeypatch.setattr(ka, "_encoder", encoder)
     return request.param
 
 

@@ -62,7 +62,8 @@ def c_constants(text: str) -> dict:
     i = 0
     while i < len(lines):
         line = lines[i]
-        m = re.match(r"^cdef (?:u?int\d+_t|int|long|Py_ssize_t|size_t) ([A-Za-z_]\w*) = (.+)$", line)
+        m = re.match(r"^cdef (?:u?int\d+_t|int|long|Py_ssize_t|size_t) ([A-Za-z_]\w*) = (.+)$",
+                     line)
         if m:
             try:
                 out[m.group(1)] = _value(ast.parse(m.group(2).split("#")[0], mode="eval"), out)

@@ -319,7 +319,7 @@ def test_the_checks_see_imports():
     assert _base("kafkalog.spark", 1, "_source") == "kafkalog.spark._source"
 
 
-# -- twins ------------------------------------------------------------------------------------------
+# -- twins -----------------------------------------------------------------------------------------
 # A module with a compiled twin (``_x.pyx``) and a pure one (``_x_py.py``) is chosen in one place,
 # ``_speedups``: no other module names either twin.  Inside the twins, pure ones may import pure
 # ones and compiled ones may cimport compiled ones (C declarations, ``.pxd``), never across; a

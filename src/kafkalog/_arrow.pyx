@@ -55,14 +55,7 @@ from ._buffers cimport (
     set_hugepages,
 )
 from ._codecs cimport codec_library_ready, decompress_into, lz4_decompress, snappy_decompress
-from ._varint cimport (
-    KL_VARINT_OK,
-    KL_VARINT_TRUNCATED,
-    kl_read_uvarint32,
-    kl_read_uvarint64,
-    kl_unzigzag32,
-    kl_unzigzag64,
-)
+from ._varint cimport kl_read_varint32_as, kl_read_varint64_as
 from .errors import CorruptRecordError, InvalidOffsetError, KafkaLogError
 
 __all__ = [
@@ -394,21 +387,10 @@ cdef object take(GBuf* b, size_t nbytes):
 
 # -- varints (``_varint.pxd``; their faults as this module's error codes) -------------------------
 cdef inline int rd_varint(const uint8_t* d, Py_ssize_t* pp, Py_ssize_t end, int32_t* out) noexcept nogil:
-    cdef uint32_t u
-    cdef int r = kl_read_uvarint32(d, pp, end, &u)
-    if r == KL_VARINT_OK:
-        out[0] = kl_unzigzag32(u)
-        return 0
-    return E_VARINT_TRUNCATED if r == KL_VARINT_TRUNCATED else E_VARINT_TOO_LONG
+    return kl_read_varint32_as(d, pp, end, out, E_VARINT_TRUNCATED, E_VARINT_TOO_LONG)
 
 cdef inline int rd_varlong(const uint8_t* d, Py_ssize_t* pp, Py_ssize_t end, int64_t* out) noexcept nogil:
-    cdef uint64_t u
-    cdef int r = kl_read_uvarint64(d, pp, end, &u)
-    if r == KL_VARINT_OK:
-        out[0] = kl_unzigzag64(u)
-        return 0
-    return E_VARLONG_TRUNCATED if r == KL_VARINT_TRUNCATED else E_VARLONG_TOO_LONG
-
+    return kl_read_varint64_as(d, pp, end, out, E_VARLONG_TRUNCATED, E_VARLONG_TOO_LONG)
 
 # -- UTF-8 validation (strict, as Python's decoder: no overlongs, surrogates, > U+10FFFF) --------
 cdef bint utf8_valid(const uint8_t* s, Py_ssize_t n) noexcept nogil:

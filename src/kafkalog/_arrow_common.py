@@ -161,7 +161,8 @@ def decode_error(
         )
     if code == E_RECORD_SIZE:
         return CorruptRecordError(
-            f"Invalid record size: expected {a} bytes in record payload, but instead the buffer has "
+            f"Invalid record size: expected {a} bytes in record payload, but instead the buffer "
+            f"has "
             f"only {b} remaining bytes",
             position,
             offset,
@@ -182,7 +183,8 @@ def decode_error(
         return CorruptRecordError(f"Found invalid number of record headers {a}", position, offset)
     if code == E_HEADER_COUNT_TOO_LARGE:
         return CorruptRecordError(
-            f"Found invalid number of record headers {a}: more than the {b} bytes left in the record",
+            f"Found invalid number of record headers {a}: more than the {b} bytes left in the "
+            f"record",
             position,
             offset,
         )
@@ -198,7 +200,8 @@ def decode_error(
         )
     if code == E_RECORD_CONSUMED:
         return CorruptRecordError(
-            f"Invalid record size: expected to read {a} bytes in record payload, but instead read {b}",
+            f"Invalid record size: expected to read {a} bytes in record payload, but instead "
+            f"read {b}",
             position,
             offset,
         )
@@ -216,7 +219,8 @@ def decode_error(
     if code in (E_VARINT_TOO_LONG, E_VARLONG_TOO_LONG):
         what, n = ("varint", 5) if code == E_VARINT_TOO_LONG else ("varlong", 10)
         return CorruptRecordError(
-            f"Found invalid record structure: {what} is too long: the most significant bit of byte {n} is set",
+            f"Found invalid record structure: {what} is too long: the most significant bit of "
+            f"byte {n} is set",
             position,
             offset,
         )
@@ -230,7 +234,8 @@ def decode_error(
         )
     if code == E_CHUNK_TOO_LARGE:
         return RecordTooLargeError(
-            f"Record batch holds more than {MAX_CHUNK_DATA} bytes of one binary column, too many for "
+            f"Record batch holds more than {MAX_CHUNK_DATA} bytes of one binary column, too many "
+            f"for "
             f"an Arrow binary array",
             position,
             offset,
@@ -242,7 +247,8 @@ def decode_error(
     if code in (E_LEGACY_KEY, E_LEGACY_VALUE):
         what = "key" if code == E_LEGACY_KEY else "value"
         return CorruptRecordError(
-            f"Found invalid message structure: {what} size {a} runs past the end of the {b}-byte message",
+            f"Found invalid message structure: {what} size {a} runs past the end of the "
+            f"{b}-byte message",
             position,
             offset,
         )
@@ -302,7 +308,8 @@ def decode_error(
         )
     if code == E_BATCH_TRUNCATED:  # (no offset: the header could not be read)
         return CorruptRecordError(
-            f"Record batch is truncated: {a} bytes, less than the {RECORD_BATCH_OVERHEAD}-byte header",
+            f"Record batch is truncated: {a} bytes, less than the {RECORD_BATCH_OVERHEAD}-byte "
+            f"header",
             position,
         )
     if code == E_PREMATURE_EOF:

@@ -167,7 +167,8 @@ def encode(
         h = hget(i) if hget is not None else ()
         if prev is not None and off <= prev:
             raise InvalidOffsetError(
-                f"Illegal offset {off} following previous offset {prev} (Offsets must increase monotonically)."
+                f"Illegal offset {off} following previous offset {prev} (Offsets must increase "
+                f"monotonically)."
             )
         if off > 2**63 - 1 or off < -(2**63):
             raise ValueError(f"row {i}: offset {off} out of range")

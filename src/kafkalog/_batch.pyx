@@ -42,9 +42,11 @@ from libc.stdint cimport (
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
-from ._buffers cimport GBuf, gb_ensure_at_most, gb_free
-# big-endian fixed-width fields (callers have checked the bytes are there)
+# big-endian fixed-width fields (callers have checked the bytes are there), decompression blocks
 from ._buffers cimport (
+    GBuf,
+    gb_ensure_at_most,
+    gb_free,
     be16 as _be16,
     be32 as _be32,
     be64 as _be64,

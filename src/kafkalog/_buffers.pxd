@@ -3,16 +3,13 @@
 # Big-endian loads and stores, little-endian 32-bit loads, and GBuf: a growable malloc'd byte
 # buffer with SLACK spare bytes past its capacity, so that word-sized copies (the codecs'
 # copy8) may overshoot the end.  Buffers of 4 MiB and more are advised as transparent huge
-# pages on Linux (``kl_advise.h``; each module has its own switch, ``kl_hugepages``).
-# Everything here is ``cdef inline``: each cimporting module compiles its own copy, so the hot
-# paths pay no call across modules.  Callers check bounds before every load.
+# pages on Linux (``kl_buffers.h``; each module has its own switch, ``kl_hugepages``).
+# The loads, stores and gb_ensure are ``cdef inline``: each cimporting module compiles its own
+# copy, so the hot paths pay no call across modules; the growth itself (gb_reserve,
+# gb_ensure_at_most) is a plain static C function of each module, the slow path it is.  Callers
+# check bounds before every load.
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport free, realloc
-
-
-cdef extern from "kl_advise.h":
-    int kl_hugepages
-    void kl_advise(void *p, size_t n) nogil
+from libc.stdlib cimport free
 
 
 cdef inline uint64_t be64(const uint8_t* p) noexcept nogil:
@@ -46,67 +43,35 @@ cdef inline void put_be16(uint8_t* p, uint16_t v) noexcept nogil:
     p[0] = <uint8_t>(v >> 8)
     p[1] = <uint8_t>v
 
-# -- growable buffers -----------------------------------------------------------------------------
+# -- growable buffers (kl_buffers.h) ------------------------------------------------------------
 # data is malloc'd with SLACK spare bytes past cap so that word-sized copies may overshoot.
-cdef enum:
-    SLACK = 64
-    MIN_CAP = 256
-    GROW_BLOCK = 65536  # medium buffers grow in steps of this (and pooled blocks are at least it)
+cdef extern from "kl_buffers.h":
+    enum:
+        SLACK "KL_GBUF_SLACK"
+        MIN_CAP "KL_GBUF_MIN_CAP"
+        GROW_BLOCK "KL_GBUF_GROW_BLOCK"  # medium buffers grow in steps of this
 
-cdef struct GBuf:
-    uint8_t* data
-    size_t len
-    size_t cap
-    size_t touched  # bytes known to be mapped already (a block reused from the pool)
-    int tag         # which column buffer it serves (pool matching)
+    ctypedef struct GBuf "kl_gbuf":
+        uint8_t* data
+        size_t len
+        size_t cap
+        size_t touched  # bytes known to be mapped already (a block reused from the pool)
+        int tag         # which column buffer it serves (pool matching)
 
-cdef inline int gb_reserve(GBuf* b, size_t need) noexcept nogil:
-    """Make room for ``need`` bytes in total; 0, or -1 when out of memory."""
-    cdef size_t nc
-    cdef void* p
-    if need <= b.cap and b.data != NULL:
-        return 0
-    # a first allocation is the caller's size, growth doubles; both rounded up (2 MiB for
-    # large buffers, 64 KiB for medium ones) so that chunks of similar sizes can reuse each
-    # other's pooled blocks
-    nc = b.cap * 2 if b.cap else <size_t>MIN_CAP
-    if nc < need:
-        nc = need
-    if nc >= (<size_t>4 << 20):
-        nc = (nc + ((<size_t>2 << 20) - 1)) & ~((<size_t>2 << 20) - 1)
-    elif nc >= <size_t>GROW_BLOCK:
-        nc = (nc + (<size_t>GROW_BLOCK - 1)) & ~(<size_t>GROW_BLOCK - 1)
-    p = realloc(b.data, nc + SLACK)
-    if p == NULL:
-        return -1
-    b.data = <uint8_t*>p
-    b.cap = nc
-    kl_advise(p, nc)
-    return 0
+    int kl_hugepages
+    void kl_advise(void *p, size_t n) nogil
+    # Make room for ``need`` bytes in total; 0, or -1 when out of memory (growth doubles,
+    # rounded up: 2 MiB steps for large buffers, GROW_BLOCK for medium ones; huge-page advice)
+    int gb_reserve "kl_gb_reserve"(GBuf* b, size_t need) noexcept nogil
+    # Like gb_reserve, but growth never goes past ``most`` bytes (>= need): a decompression
+    # scratch stays within its limit instead of doubling past it
+    int gb_ensure_at_most "kl_gb_ensure_at_most"(GBuf* b, size_t need, size_t most) noexcept nogil
+
 
 cdef inline int gb_ensure(GBuf* b, size_t need) noexcept nogil:
     if need <= b.cap and b.data != NULL:
         return 0
     return gb_reserve(b, need)
-
-cdef inline int gb_ensure_at_most(GBuf* b, size_t need, size_t most) noexcept nogil:
-    """Like gb_ensure, but growth never goes past ``most`` bytes (>= need): a decompression
-    scratch stays within its limit instead of doubling past it."""
-    cdef size_t nc
-    cdef void* p
-    if need <= b.cap and b.data != NULL:
-        return 0
-    nc = b.cap * 2 if b.cap else <size_t>MIN_CAP
-    if nc < need:
-        nc = need
-    if nc > most:
-        nc = most if most >= need else need
-    p = realloc(b.data, nc + SLACK)
-    if p == NULL:
-        return -1
-    b.data = <uint8_t*>p
-    b.cap = nc
-    return 0
 
 cdef inline void gb_free(GBuf* b) noexcept nogil:
     free(b.data)
