@@ -36,7 +36,7 @@ def _truthy(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-COMPILED = ["_varint", "_crc", "_batch", "_legacy", "_arrow", "_dump"]
+COMPILED = ["_varint", "_crc", "_batch", "_legacy", "_arrow", "_arrow_encode", "_dump"]
 BUILD_INFO = "_build_info.json"
 
 

@@ -621,6 +621,8 @@ def seeds_decoders() -> Iterator[bytes]:
 # Arrow columnar decoder (kafkalog._arrow / _arrow_py) and encoder
 # ------------------------------------------------------------------------------------------------
 ARROW = _load_twins("_arrow")
+# the encoder twin of each decoder twin (from_arrow), by the decoder's IMPLEMENTATION
+_ARROW_ENCODERS = {mod.IMPLEMENTATION: mod for _label, mod in _load_twins("_arrow_encode")}
 _ARROW_COLUMN_SETS = (
     None,
     ["offset", "value"],
@@ -630,15 +632,17 @@ _ARROW_COLUMN_SETS = (
 
 
 def _arrow_run(mod, fn):
-    """``fn()`` with ``kafkalog.arrow`` switched to the columnar core ``mod``."""
+    """``fn()`` with ``kafkalog.arrow`` switched to the columnar core ``mod`` (and the encoder
+    twin of the same implementation)."""
     import kafkalog.arrow as ka
 
-    saved = ka._core
+    saved = ka._core, ka._encoder
     ka._core = mod
+    ka._encoder = _ARROW_ENCODERS[mod.IMPLEMENTATION]
     try:
         return _outcome(fn)
     finally:
-        ka._core = saved
+        ka._core, ka._encoder = saved
 
 
 def _arrow_reference(body: bytes, check_crcs: bool, include_control: bool, max_dec: int):

@@ -85,7 +85,7 @@ names = zipfile.ZipFile(wheel).namelist()
 bad = [n for n in names if n.endswith((".c", ".pyx", ".pxd", ".h", ".html"))]
 assert not bad, f"wheel carries build-only or generated files: {bad}"
 mods = [n for n in names if n.endswith((".so", ".pyd"))]
-assert len(mods) == 6, f"wheel should carry the 6 compiled twins (setup.py COMPILED), has {mods}"
+assert len(mods) == 7, f"wheel should carry the 7 compiled twins (setup.py COMPILED), has {mods}"
 assert "kafkalog/_build_info.json" in names and any(n.endswith("licenses/LICENSE") for n in names), names
 snames = tarfile.open(sdist).getnames()
 root = snames[0].split("/")[0]
@@ -93,7 +93,8 @@ rel = [n[len(root) + 1:] for n in snames]
 gen = [n for n in rel if n.endswith((".so", ".pyd", ".html", ".pyc", "_build_info.json")) or (n.endswith(".c") and "/_csrc/" not in n)]
 assert not gen, f"sdist carries generated files: {gen}"
 for need in ("setup.py", "pyproject.toml", "LICENSE", "CHANGELOG.md", "src/kafkalog/_batch.pyx", "src/kafkalog/_varint.pxd",
-             "src/kafkalog/_legacy.pxd", "src/kafkalog/_csrc/crc32c.h", "tests/conftest.py", "tests/test_parity.py"):
+             "src/kafkalog/_legacy.pxd", "src/kafkalog/_buffers.pxd", "src/kafkalog/_codecs.pxd",
+             "src/kafkalog/_csrc/crc32c.h", "src/kafkalog/_csrc/kl_buffers.h", "src/kafkalog/_csrc/kl_codecs.h", "tests/conftest.py", "tests/test_parity.py"):
     assert need in rel, f"sdist lacks {need}"
 ws, ss = os.path.getsize(wheel), os.path.getsize(sdist)
 print(f"   wheel {os.path.basename(wheel)}: {ws / 1e6:.2f} MB ({len(names)} files; budget {budget / 1048576:.2f} MiB)")

@@ -29,6 +29,7 @@ from kafkalog import (  # noqa: E402
     MemoryRecords,
     MemoryRecordsBuilder,
     RecordTooLargeError,
+    _arrow_encode_py,
     _arrow_py,
 )
 
@@ -36,8 +37,9 @@ from kl_support import CONFORMANCE_SKIP_REASON, PURE, conformance_dir  # noqa: E
 
 try:
     from kafkalog import _arrow as _arrow_c
+    from kafkalog import _arrow_encode as _arrow_encode_c
 except ImportError:  # pragma: no cover - pure-only installs
-    _arrow_c = None
+    _arrow_c = _arrow_encode_c = None
 
 TWINS = ["python"] if PURE or _arrow_c is None else ["cython", "python"]
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -48,6 +50,8 @@ def twin(request, monkeypatch):
     """Run kafkalog.arrow on one twin of the columnar core."""
     mod = _arrow_c if request.param == "cython" else _arrow_py
     monkeypatch.setattr(ka, "_core", mod)
+    encoder = _arrow_encode_c if request.param == "cython" else _arrow_encode_py
+    monkeypatch.setattr(ka, "_encoder", encoder)
     return request.param
 
 
@@ -56,14 +60,15 @@ def both_twins(fn):
     out = {}
     for name in TWINS:
         mod = _arrow_c if name == "cython" else _arrow_py
-        saved = ka._core
+        saved = ka._core, ka._encoder
         ka._core = mod
+        ka._encoder = _arrow_encode_c if name == "cython" else _arrow_encode_py
         try:
             out[name] = fn()
         except Exception as e:
             out[name] = e
         finally:
-            ka._core = saved
+            ka._core, ka._encoder = saved
     return out
 
 

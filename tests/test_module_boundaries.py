@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 
 PKG_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "src", "kafkalog"))
 PKG = "kafkalog"
@@ -321,3 +322,162 @@ def test_the_checks_see_imports():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
     assert _base("kafkalog.storage.log", 2, "records") == "kafkalog.records"
     assert _base("kafkalog.spark", 1, "_source") == "kafkalog.spark._source"
+
+
+# -- twins -----------------------------------------------------------------------------------------
+# A module with a compiled twin (``_x.pyx``) and a pure one (``_x_py.py``) is chosen in one place,
+# ``_speedups``: no other module names either twin.  Inside the twins, pure ones may import pure
+# ones and compiled ones may cimport compiled ones (C declarations, ``.pxd``), never across; a
+# compiled twin finds what it shares with its pure twin in a common module (``_arrow_common``,
+# ``_records_common``, ``_format``), not in the pure twin.  The ``.pyx``/``.pxd`` sources are read
+# line by line (Cython is not Python): ``import``, ``from ... import``/``cimport`` statements,
+# parenthesised lists included, and ``import_module("kafkalog.x")`` calls in any source.
+TWIN_CHOOSER = f"{PKG}._speedups"
+
+
+def _sources() -> dict[str, str]:
+    """Dotted module name -> path, for the .py, .pyx and .pxd files of the package (a .pxd under
+    the name of its module: what cimports it names)."""
+    found = {}
+    for dirpath, _dirs, names in os.walk(PKG_DIR):
+        for n in sorted(names):
+            stem, dot, ext = n.rpartition(".")
+            if not dot or ext not in ("py", "pyx", "pxd"):
+                continue
+            rel = os.path.relpath(os.path.join(dirpath, stem), PKG_DIR).split(os.sep)
+            if rel[-1] == "__init__":
+                rel = rel[:-1]
+            found.setdefault(".".join([PKG] + rel), []).append(os.path.join(dirpath, n))
+    return found
+
+
+SOURCES = _sources()
+COMPILED_TWINS = {m for m, paths in SOURCES.items() if any(p.endswith(".pyx") for p in paths)
+                  and f"{m}_py" in MODULES}
+PURE_TWINS = {f"{m}_py" for m in COMPILED_TWINS}
+
+_FROM = re.compile(r"^\s*from\s+(\.*[\w.]*)\s+(c?import)\s+(.*)$")
+_IMPORT = re.compile(r"^\s*(c?import)\s+(.*)$")
+_IMPORT_MODULE = re.compile(r"import_module\(\s*[\"']([\w.]+)[\"']")
+
+
+def _statements(text: str):
+    """(line number, statement) for every line, a parenthesised name list joined into one."""
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        start, stmt = i + 1, lines[i].split("#", 1)[0]
+        while stmt.count("(") > stmt.count(")") and i + 1 < len(lines):
+            i += 1
+            stmt += " " + lines[i].split("#", 1)[0]
+        yield start, stmt
+        i += 1
+
+
+def _resolve(mod: str, path: str, target: str) -> str:
+    level = len(target) - len(target.lstrip("."))
+    if level == 0:
+        return target
+    parts = mod.split(".")
+    if not path.endswith("__init__.py"):
+        parts = parts[:-1]
+    parts = parts[: len(parts) - (level - 1)]
+    rest = target[level:]
+    return ".".join(parts + ([rest] if rest else []))
+
+
+def _source_imports(mod: str, path: str, text: str):
+    """(line, 'import' or 'cimport', imported module), once each, for ``mod``'s source ``text``."""
+    return list(dict.fromkeys(_each_import(mod, path, text)))
+
+
+def _each_import(mod: str, path: str, text: str):
+    for line, stmt in _statements(text):
+        for name in _IMPORT_MODULE.findall(stmt):
+            yield line, "import", name
+        m = _FROM.match(stmt)
+        if m:
+            base = _resolve(mod, path, m.group(1))
+            if base.split(".")[0] != PKG:
+                continue
+            names = m.group(3).replace("(", " ").replace(")", " ").replace("\\", " ")
+            for item in names.split(","):
+                name = item.split(" as ")[0].strip()
+                if not name:
+                    continue
+                sub = f"{base}.{name}"
+                yield line, m.group(2), sub if sub in SOURCES else base
+            continue
+        m = _IMPORT.match(stmt)
+        if m:
+            for item in m.group(2).split(","):
+                name = item.split(" as ")[0].strip()
+                if name.split(".")[0] == PKG:
+                    yield line, m.group(1), name
+
+
+def _twin_reaches(sources=None):
+    """(file, line, importer, kind, twin) for every import of a twin the rules above forbid."""
+    sources = SOURCES if sources is None else sources
+    for mod in sorted(sources):
+        for path in sources[mod]:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            compiled = not path.endswith(".py")
+            for line, kind, target in _source_imports(mod, path, text):
+                if target not in COMPILED_TWINS | PURE_TWINS or target == mod:
+                    continue
+                if mod == TWIN_CHOOSER:
+                    continue
+                if not compiled and mod in PURE_TWINS and target in PURE_TWINS and kind == "import":
+                    continue
+                if compiled and mod in COMPILED_TWINS and target in COMPILED_TWINS \
+                        and kind == "cimport":
+                    continue
+                rel = os.path.relpath(path, PKG_DIR).replace(os.sep, "/")
+                yield rel, line, mod, kind, target
+
+
+def test_only_speedups_chooses_a_twin_and_twins_stay_apart():
+    found = [f"{rel}:{line}: {kind} {target}" for rel, line, _m, kind, target in _twin_reaches()]
+    assert found == [], ("twins named outside _speedups, or a twin reaching across to the other "
+                         "kind (move what they share into a common module, or ask _speedups "
+                         "for the chosen twin):\n" + "\n".join(found))
+
+
+def test_the_twin_check_reads_pyx_imports(tmp_path):
+    """The scan knows the twins, sees the compiled modules' cimports and would have seen the
+    imports it exists to stop."""
+    assert {f"{PKG}._arrow", f"{PKG}._arrow_encode", f"{PKG}._batch", f"{PKG}._dump",
+            f"{PKG}._varint"} <= COMPILED_TWINS
+    assert f"{PKG}._arrow_common" not in COMPILED_TWINS | PURE_TWINS
+    batch = [p for p in SOURCES[f"{PKG}._batch"] if p.endswith(".pyx")][0]
+    with open(batch, encoding="utf-8") as f:
+        seen = {(k, t) for _l, k, t in _source_imports(f"{PKG}._batch", batch, f.read())}
+    assert {("cimport", f"{PKG}._legacy"), ("cimport", f"{PKG}._codecs"),
+            ("import", f"{PKG}._format")} <= seen
+    bad = tmp_path / "_batch.pyx"
+    bad.write_text(
+        "from ._arrow_py import (\n    COL_ALL,\n    _error,\n)\n"
+        "from . import _arrow_py as _twin\n"
+        "cimport cython\n"
+        "from ._varint cimport kl_zigzag32\n"
+        "            from ._arrow import decompress_section\n"
+        "        importlib.import_module('kafkalog._legacy_py')\n",
+        encoding="utf-8",
+    )
+    pure = tmp_path / "_batch_py.py"
+    pure.write_text("from ._legacy_py import LegacyRecord\nfrom . import _crc\n", encoding="utf-8")
+    tool = tmp_path / "dump.py"
+    tool.write_text("from .. import _dump_py as _lines\n", encoding="utf-8")
+    got = [(line, kind, target) for _r, line, _m, kind, target in _twin_reaches({
+        f"{PKG}._batch": [str(bad)], f"{PKG}._batch_py": [str(pure)],
+        f"{PKG}.tools.dump": [str(tool)]})]
+    assert got == [
+        (1, "import", f"{PKG}._arrow_py"),
+        (5, "import", f"{PKG}._arrow_py"),
+        (8, "import", f"{PKG}._arrow"),
+        (9, "import", f"{PKG}._legacy_py"),
+        (2, "import", f"{PKG}._crc"),
+        (1, "import", f"{PKG}._dump_py"),
+    ], got

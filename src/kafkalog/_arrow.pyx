@@ -1,7 +1,8 @@
-"""Columnar decoding and encoding of Kafka log entries - the compiled twin of ``_arrow_py``.
+"""Columnar decoding of Kafka log entries - the compiled twin of ``_arrow_py``.
 
 Same names, signatures and results as ``_arrow_py`` (read its docstring for the contract);
-``kafkalog.arrow`` is the public API.  What this twin adds is speed:
+``kafkalog.arrow`` is the public API, ``_arrow_encode`` the way back.  What this twin adds is
+speed:
 
 * One call walks every log entry of a buffer and writes the Arrow buffers of each requested
   column directly (fixed-width values, LSB-first validity bitmaps, int32 offsets, data bytes):
@@ -10,8 +11,8 @@ Same names, signatures and results as ``_arrow_py`` (read its docstring for the 
   copy.  Buffers of 4 MiB and more are advised as transparent huge pages on Linux.
 * The walk over the entries (framing, v2 header, CRC-32C, records; uncompressed v0/v1
   messages with CRC-32) runs with the GIL released; so does the decompression of snappy (raw
-  and xerial framing) and lz4 (Kafka's frame format) into a scratch buffer that the Decoder
-  reuses from batch to batch.  gzip and zstd batches, and the values of compressed v0/v1
+  and xerial framing) and lz4 (Kafka's frame format; both in ``_codecs.pxd``) into a scratch
+  buffer that the Decoder reuses from batch to batch.  gzip and zstd batches, and the values of compressed v0/v1
   wrappers, are decompressed by ``kafkalog.compression`` (zlib and zstd release the GIL
   inside); the decompressed records / inner messages are then parsed without the GIL.  When
   the native snappy/lz4 decoders meet anything unusual, the batch goes to
@@ -22,27 +23,39 @@ Same names, signatures and results as ``_arrow_py`` (read its docstring for the 
 * Freed column buffers return to a small pool (``_set_pool_limit``) and are reused by the
   next decode(), so a streaming loop does not fault fresh pages in for every chunk.
 * Every read is checked against the end of its buffer *before* it happens; the nogil code
-  reports errors as (code, position, offset, a, b) and ``_arrow_py._error`` turns them into the
-  same kafkalog exception the pure twin raises.
+  reports errors as (code, position, offset, a, b) and ``_arrow_common.decode_error`` turns
+  them into the same kafkalog exception the pure twin raises.
 
 Layout of a v2 batch and record: see ``_batch_py``.
 """
 cimport cython
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcmp, memcpy, memset
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
 
-from ._arrow_py import (
+from ._arrow_common import (
     COL_ALL,
     COLUMN_BITS,
     MAX_CHUNK_DATA,
     Chunk,
-    _check_encode_args,
-    _error,
+    decode_error,
     normalize_aborted,
 )
+from ._buffers cimport (
+    MIN_CAP,
+    GBuf,
+    be16,
+    be32,
+    be64,
+    gb_ensure,
+    gb_ensure_at_most,
+    gb_free,
+    gb_reserve,
+    set_hugepages,
+)
+from ._codecs cimport codec_library_ready, decompress_into, lz4_decompress, snappy_decompress
+from ._varint cimport kl_read_varint32_as, kl_read_varint64_as
 from .errors import CorruptRecordError, InvalidOffsetError, KafkaLogError
 
 __all__ = [
@@ -66,16 +79,15 @@ __all__ = [
     "MAX_CHUNK_DATA",
     "Chunk",
     "Decoder",
-    "encode",
     "IMPLEMENTATION",
 ]
 
 IMPLEMENTATION = "cython"
 
-from . import _arrow_py as _twin
+from . import _arrow_common as _common
 
-globals().update({_name: getattr(_twin, _name) for _name in _twin.__all__ if _name.startswith("COL_")})
-del _twin
+globals().update({_name: getattr(_common, _name) for _name in _common.__dict__ if _name.startswith("COL_")})
+del _common
 
 cdef extern from "crc32c.h" nogil:
     uint32_t kl_crc32c(uint32_t crc, const unsigned char *buf, size_t len)
@@ -86,38 +98,11 @@ cdef extern from "crc32.h" nogil:
 
 kl_crc32_init()  # CRC-32 tables for legacy messages (under the GIL, at import)
 
-cdef extern from *:
-    """
-    #if defined(__linux__)
-    #include <sys/mman.h>
-    #endif
-    /* Ask for transparent huge pages on large column buffers: a fresh 4 KiB page costs a
-       fault each, a 2 MiB page one fault per 512 of them.  No-op elsewhere. */
-    static int kl_arrow_hugepages = 1;
-    static void kl_arrow_advise(void *p, size_t n) {
-    #if defined(__linux__) && defined(MADV_HUGEPAGE)
-        if (!kl_arrow_hugepages) return;
-        const uintptr_t huge = (uintptr_t)1 << 21;
-        uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-        uintptr_t e = ((uintptr_t)p + n) & ~(huge - 1);
-        if (n >= ((size_t)4 << 20) && e > a)
-            madvise((void *)a, (size_t)(e - a), MADV_HUGEPAGE);
-    #else
-        (void)p; (void)n;
-    #endif
-    }
-    """
-    void kl_arrow_advise(void *p, size_t n) nogil
-    int kl_arrow_hugepages
-
-
 def _set_hugepages(bint on):
     """Advise transparent huge pages for large column buffers (Linux; default on).  Returns
     the previous setting.  For benchmarks and tests."""
-    global kl_arrow_hugepages
-    cdef int old = kl_arrow_hugepages
-    kl_arrow_hugepages = 1 if on else 0
-    return bool(old)
+    return bool(set_hugepages(1 if on else 0))
+
 
 
 # -- constants (the same numbers as _arrow_py / _format) -----------------------------------------
@@ -190,13 +175,6 @@ cdef enum:
     E_WRAPPER_OFFSET = 41
     E_INNER_OVERFLOW = 42
     E_BATCH_TRUNCATED = 43
-    # encoder (row-level) errors
-    X_OFFSET_NULL = 100
-    X_TIMESTAMP = 101
-    X_OFFSET_ORDER = 102
-    X_HEADER_NULL = 103
-    X_HEADER_KEY_NULL = 104
-    X_BUFFER = 105
 
 # results of the nogil walk
 cdef enum:
@@ -209,100 +187,10 @@ cdef enum:
 cdef int64_t INT32_MAX_ = 2147483647
 cdef int64_t INT64_MAX_ = 0x7FFFFFFFFFFFFFFF
 
-# -- big-endian loads ---------------------------------------------------------------------------
-cdef inline uint64_t be64(const uint8_t* p) noexcept nogil:
-    return ((<uint64_t>p[0] << 56) | (<uint64_t>p[1] << 48) | (<uint64_t>p[2] << 40)
-            | (<uint64_t>p[3] << 32) | (<uint64_t>p[4] << 24) | (<uint64_t>p[5] << 16)
-            | (<uint64_t>p[6] << 8) | <uint64_t>p[7])
-
-cdef inline uint32_t be32(const uint8_t* p) noexcept nogil:
-    return ((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8)
-            | <uint32_t>p[3])
-
-cdef inline uint16_t be16(const uint8_t* p) noexcept nogil:
-    return <uint16_t>((<uint16_t>p[0] << 8) | <uint16_t>p[1])
-
-cdef inline uint32_t le32(const uint8_t* p) noexcept nogil:
-    return ((<uint32_t>p[3] << 24) | (<uint32_t>p[2] << 16) | (<uint32_t>p[1] << 8)
-            | <uint32_t>p[0])
-
-cdef inline void put_be64(uint8_t* p, uint64_t v) noexcept nogil:
-    cdef int i
-    for i in range(8):
-        p[i] = <uint8_t>(v >> (56 - 8 * i))
-
-cdef inline void put_be32(uint8_t* p, uint32_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 24)
-    p[1] = <uint8_t>(v >> 16)
-    p[2] = <uint8_t>(v >> 8)
-    p[3] = <uint8_t>v
-
-cdef inline void put_be16(uint8_t* p, uint16_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 8)
-    p[1] = <uint8_t>v
-
-# -- growable buffers -----------------------------------------------------------------------------
-# data is malloc'd with SLACK spare bytes past cap so that word-sized copies may overshoot.
+# -- column buffers (GBuf, from _buffers.pxd): Arrow bitmaps --------------------------------------
 cdef enum:
-    SLACK = 64
-    MIN_CAP = 256
     POOL_SLOTS = 32
     POOL_MIN_BLOCK = 65536
-
-cdef struct GBuf:
-    uint8_t* data
-    size_t len
-    size_t cap
-    size_t touched  # bytes known to be mapped already (a block reused from the pool)
-    int tag         # which column buffer it serves (pool matching)
-
-cdef int gb_reserve(GBuf* b, size_t need) noexcept nogil:
-    """Make room for ``need`` bytes in total; 0, or -1 when out of memory."""
-    cdef size_t nc
-    cdef void* p
-    if need <= b.cap and b.data != NULL:
-        return 0
-    # a first allocation is the caller's size, growth doubles; both rounded up (2 MiB for
-    # large buffers, 64 KiB for medium ones) so that chunks of similar sizes can reuse each
-    # other's pooled blocks
-    nc = b.cap * 2 if b.cap else <size_t>MIN_CAP
-    if nc < need:
-        nc = need
-    if nc >= (<size_t>4 << 20):
-        nc = (nc + ((<size_t>2 << 20) - 1)) & ~((<size_t>2 << 20) - 1)
-    elif nc >= <size_t>POOL_MIN_BLOCK:
-        nc = (nc + (<size_t>POOL_MIN_BLOCK - 1)) & ~(<size_t>POOL_MIN_BLOCK - 1)
-    p = realloc(b.data, nc + SLACK)
-    if p == NULL:
-        return -1
-    b.data = <uint8_t*>p
-    b.cap = nc
-    kl_arrow_advise(p, nc)
-    return 0
-
-cdef inline int gb_ensure(GBuf* b, size_t need) noexcept nogil:
-    if need <= b.cap and b.data != NULL:
-        return 0
-    return gb_reserve(b, need)
-
-cdef int gb_ensure_at_most(GBuf* b, size_t need, size_t most) noexcept nogil:
-    """Like gb_ensure, but growth never goes past ``most`` bytes (>= need): a decompression
-    scratch stays within its limit instead of doubling past it."""
-    cdef size_t nc
-    cdef void* p
-    if need <= b.cap and b.data != NULL:
-        return 0
-    nc = b.cap * 2 if b.cap else <size_t>MIN_CAP
-    if nc < need:
-        nc = need
-    if nc > most:
-        nc = most if most >= need else need
-    p = realloc(b.data, nc + SLACK)
-    if p == NULL:
-        return -1
-    b.data = <uint8_t*>p
-    b.cap = nc
-    return 0
 
 cdef int bm_cover(GBuf* b, int64_t rows, uint8_t fill) noexcept nogil:
     """Make a bitmap cover ``rows`` bits; bytes first touched here are set to ``fill``."""
@@ -324,13 +212,6 @@ cdef void bits_set_range(uint8_t* bm, int64_t start, int64_t n, bint v) noexcept
             bm[i >> 3] |= <uint8_t>(1 << (i & 7))
         else:
             bm[i >> 3] &= <uint8_t>~(1 << (i & 7))
-
-cdef void gb_free(GBuf* b) noexcept nogil:
-    free(b.data)
-    b.data = NULL
-    b.len = 0
-    b.cap = 0
-
 
 # -- a small pool of large freed buffers ------------------------------------------------------------
 # A column buffer the decoder hands to Arrow comes back here when Arrow lets go of it, and the
@@ -504,86 +385,12 @@ cdef object take(GBuf* b, size_t nbytes):
     b.touched = 0
     return ob
 
-# -- varints (Kafka's ByteUtils; uint8_t bytes, checked before every read, capped) ----------------
+# -- varints (``_varint.pxd``; their faults as this module's error codes) -------------------------
 cdef inline int rd_varint(const uint8_t* d, Py_ssize_t* pp, Py_ssize_t end, int32_t* out) noexcept nogil:
-    cdef Py_ssize_t p = pp[0]
-    cdef uint32_t raw = 0
-    cdef uint32_t b
-    cdef int shift = 0
-    if p < end and d[p] < 0x80:
-        raw = d[p]
-        pp[0] = p + 1
-        out[0] = <int32_t>((raw >> 1) ^ (<uint32_t>0 - (raw & 1)))
-        return 0
-    while shift <= 28:
-        if p >= end:
-            return E_VARINT_TRUNCATED
-        b = d[p]
-        p += 1
-        raw |= (b & 0x7F) << shift
-        if not (b & 0x80):
-            pp[0] = p
-            out[0] = <int32_t>((raw >> 1) ^ (<uint32_t>0 - (raw & 1)))
-            return 0
-        shift += 7
-    return E_VARINT_TOO_LONG
+    return kl_read_varint32_as(d, pp, end, out, E_VARINT_TRUNCATED, E_VARINT_TOO_LONG)
 
 cdef inline int rd_varlong(const uint8_t* d, Py_ssize_t* pp, Py_ssize_t end, int64_t* out) noexcept nogil:
-    cdef Py_ssize_t p = pp[0]
-    cdef uint64_t raw = 0
-    cdef uint64_t b
-    cdef int shift = 0
-    if p < end and d[p] < 0x80:
-        raw = d[p]
-        pp[0] = p + 1
-        out[0] = <int64_t>((raw >> 1) ^ (<uint64_t>0 - (raw & 1)))
-        return 0
-    while shift <= 63:
-        if p >= end:
-            return E_VARLONG_TRUNCATED
-        b = d[p]
-        p += 1
-        raw |= (b & 0x7F) << shift
-        if not (b & 0x80):
-            pp[0] = p
-            out[0] = <int64_t>((raw >> 1) ^ (<uint64_t>0 - (raw & 1)))
-            return 0
-        shift += 7
-    return E_VARLONG_TOO_LONG
-
-cdef inline int size_varint(int32_t v) noexcept nogil:
-    cdef uint32_t u = (<uint32_t>v << 1) ^ <uint32_t>(v >> 31)
-    cdef int n = 1
-    while u >= 0x80:
-        u >>= 7
-        n += 1
-    return n
-
-cdef inline int size_varlong(int64_t v) noexcept nogil:
-    cdef uint64_t u = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
-    cdef int n = 1
-    while u >= 0x80:
-        u >>= 7
-        n += 1
-    return n
-
-cdef inline uint8_t* wr_varint(uint8_t* p, int32_t v) noexcept nogil:
-    cdef uint32_t u = (<uint32_t>v << 1) ^ <uint32_t>(v >> 31)
-    while u >= 0x80:
-        p[0] = <uint8_t>((u & 0x7F) | 0x80)
-        p += 1
-        u >>= 7
-    p[0] = <uint8_t>u
-    return p + 1
-
-cdef inline uint8_t* wr_varlong(uint8_t* p, int64_t v) noexcept nogil:
-    cdef uint64_t u = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
-    while u >= 0x80:
-        p[0] = <uint8_t>((u & 0x7F) | 0x80)
-        p += 1
-        u >>= 7
-    p[0] = <uint8_t>u
-    return p + 1
+    return kl_read_varint64_as(d, pp, end, out, E_VARLONG_TRUNCATED, E_VARLONG_TOO_LONG)
 
 # -- UTF-8 validation (strict, as Python's decoder: no overlongs, surrogates, > U+10FFFF) --------
 cdef bint utf8_valid(const uint8_t* s, Py_ssize_t n) noexcept nogil:
@@ -634,359 +441,22 @@ cdef bint utf8_valid(const uint8_t* s, Py_ssize_t n) noexcept nogil:
             return False
     return True
 
-# -- copies that may overshoot into SLACK ---------------------------------------------------------
-cdef inline void copy8(uint8_t* dst, const uint8_t* src) noexcept nogil:
-    memcpy(dst, src, 8)
-
-cdef inline void match_copy(uint8_t* op, Py_ssize_t off, Py_ssize_t ln) noexcept nogil:
-    """LZ77 copy of ``ln`` bytes from ``off`` bytes back (may overlap); may write up to 7 bytes
-    past op+ln (the destination has SLACK spare bytes)."""
-    cdef const uint8_t* src = op - off
-    cdef Py_ssize_t i, d
-    if off >= 8:
-        i = 0
-        while i < ln:
-            copy8(op + i, src + i)
-            i += 8
-    else:
-        # The output repeats with period ``off``: once the first ``d`` bytes (the smallest
-        # multiple of ``off`` that is >= 8) are written byte by byte, the rest is copied 8 at
-        # a time from ``d`` bytes back, where the source no longer overlaps the 8 written.
-        d = off
-        while d < 8:
-            d += off
-        i = 0
-        while i < ln and i < d:
-            op[i] = src[i]
-            i += 1
-        while i < ln:
-            copy8(op + i, op + i - d)
-            i += 8
-
-cdef inline void lit_copy(uint8_t* op, const uint8_t* ip, Py_ssize_t ln, Py_ssize_t in_left) noexcept nogil:
-    """Copy ``ln`` literal bytes; over-reads the input only when ``in_left`` allows."""
-    if ln <= 16 and in_left >= 16:
-        copy8(op, ip)
-        copy8(op + 8, ip + 8)
-    else:
-        memcpy(op, ip, <size_t>ln)
-
-# -- snappy (raw blocks and xerial framing) -------------------------------------------------------
-cdef int snappy_len(const uint8_t* s, Py_ssize_t n, Py_ssize_t* hdr, uint64_t* out) noexcept nogil:
-    cdef uint64_t v = 0
-    cdef int shift = 0
-    cdef Py_ssize_t p = 0
-    cdef uint8_t b
-    while shift <= 28:
-        if p >= n:
-            return -1
-        b = s[p]
-        p += 1
-        v |= (<uint64_t>(b & 0x7F)) << shift
-        if not (b & 0x80):
-            if (v >> 32) != 0:
-                return -1
-            hdr[0] = p
-            out[0] = v
-            return 0
-        shift += 7
-    return -1
-
-cdef int snappy_block(const uint8_t* s, Py_ssize_t n, Py_ssize_t ip, uint8_t* dst, Py_ssize_t dlen) noexcept nogil:
-    """Decode one raw snappy block (preamble already read: elements start at ``ip``) into
-    exactly ``dlen`` bytes at ``dst`` (which has SLACK spare bytes).  0 or -1."""
-    cdef Py_ssize_t op = 0
-    cdef Py_ssize_t ln, off
-    cdef uint8_t tag
-    cdef int t, nb, k
-    while ip < n:
-        tag = s[ip]
-        ip += 1
-        t = tag & 3
-        if t == 0:
-            ln = tag >> 2
-            if ln >= 60:
-                nb = <int>ln - 59
-                if nb > n - ip:
-                    return -1
-                ln = 0
-                for k in range(nb):
-                    ln |= (<Py_ssize_t>s[ip + k]) << (8 * k)
-                ip += nb
-            ln += 1
-            if ln > n - ip or ln > dlen - op:
-                return -1
-            lit_copy(dst + op, s + ip, ln, n - ip)
-            ip += ln
-            op += ln
-            continue
-        if t == 1:
-            if ip >= n:
-                return -1
-            ln = 4 + ((tag >> 2) & 7)
-            off = ((<Py_ssize_t>(tag >> 5)) << 8) | s[ip]
-            ip += 1
-        elif t == 2:
-            if 2 > n - ip:
-                return -1
-            ln = (tag >> 2) + 1
-            off = <Py_ssize_t>s[ip] | (<Py_ssize_t>s[ip + 1] << 8)
-            ip += 2
-        else:
-            if 4 > n - ip:
-                return -1
-            ln = (tag >> 2) + 1
-            off = <Py_ssize_t>le32(s + ip)
-            ip += 4
-        if off == 0 or off > op or ln > dlen - op:
-            return -1
-        match_copy(dst + op, off, ln)
-        op += ln
-    return 0 if op == dlen else -1
-
-cdef const uint8_t* XERIAL_MAGIC = b"\x82SNAPPY\x00"
-
-cdef int snappy_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t limit) noexcept nogil:
-    """Kafka snappy (xerial framing, or one raw block) into ``out`` (len reset).  0 ok,
-    -2 the output would pass ``limit`` (DecompressedSizeError, as kafkalog.compression says),
-    -1 anything unusual (the caller falls back to kafkalog.compression)."""
-    cdef Py_ssize_t ip, clen, hdr
-    cdef uint64_t ulen
-    cdef int32_t sclen
-    out.len = 0
-    if n <= 0:
-        return -1
-    if n >= 16 and memcmp(s, XERIAL_MAGIC, 8) == 0:
-        if <int32_t>be32(s + 8) < 1:
-            return -1  # incompatible version: the fallback raises
-        ip = 16
-        while ip < n:
-            if 4 > n - ip:
-                return -1
-            sclen = <int32_t>be32(s + ip)
-            if sclen <= 0 or sclen > (512 << 20):
-                return -1  # concatenated streams and bad lengths: the fallback decides
-            clen = sclen
-            ip += 4
-            if clen > n - ip:
-                return -1
-            if snappy_len(s + ip, clen, &hdr, &ulen) < 0:
-                return -1
-            if <int64_t>(out.len + ulen) > limit:
-                # kafkalog.compression's answer, without decoding anything again: too big,
-                # unless the declared length is impossible for the chunk (then it decides)
-                return -2 if ulen <= <uint64_t>(22 * clen + 32) else -1
-            if gb_ensure_at_most(out, out.len + <size_t>ulen, <size_t>limit) < 0:
-                return -1
-            if snappy_block(s + ip, clen, hdr, out.data + out.len, <Py_ssize_t>ulen) < 0:
-                return -1
-            out.len += <size_t>ulen
-            ip += clen
-        return 0
-    if snappy_len(s, n, &hdr, &ulen) < 0:
-        return -1
-    if <int64_t>ulen > limit:
-        return -2 if ulen <= <uint64_t>(22 * n + 32) else -1
-    if gb_ensure_at_most(out, <size_t>ulen, <size_t>limit) < 0:
-        return -1
-    if snappy_block(s, n, hdr, out.data, <Py_ssize_t>ulen) < 0:
-        return -1
-    out.len = <size_t>ulen
-    return 0
-
-# -- lz4 (Kafka's frame format: independent blocks) ----------------------------------------------
-cdef enum:
-    XXH_P1 = 2654435761
-    XXH_P2 = 2246822519
-    XXH_P3 = 3266489917
-    XXH_P4 = 668265263
-    XXH_P5 = 374761393
-
-cdef inline uint32_t rotl32(uint32_t x, int r) noexcept nogil:
-    return (x << r) | (x >> (32 - r))
-
-cdef uint32_t xxh32(const uint8_t* p, Py_ssize_t n, uint32_t seed) noexcept nogil:
-    cdef Py_ssize_t i = 0
-    cdef uint32_t h, v1, v2, v3, v4
-    if n >= 16:
-        v1 = seed + <uint32_t>XXH_P1 + <uint32_t>XXH_P2
-        v2 = seed + <uint32_t>XXH_P2
-        v3 = seed
-        v4 = seed - <uint32_t>XXH_P1
-        while i + 16 <= n:
-            v1 = rotl32(v1 + le32(p + i) * <uint32_t>XXH_P2, 13) * <uint32_t>XXH_P1
-            v2 = rotl32(v2 + le32(p + i + 4) * <uint32_t>XXH_P2, 13) * <uint32_t>XXH_P1
-            v3 = rotl32(v3 + le32(p + i + 8) * <uint32_t>XXH_P2, 13) * <uint32_t>XXH_P1
-            v4 = rotl32(v4 + le32(p + i + 12) * <uint32_t>XXH_P2, 13) * <uint32_t>XXH_P1
-            i += 16
-        h = rotl32(v1, 1) + rotl32(v2, 7) + rotl32(v3, 12) + rotl32(v4, 18)
-    else:
-        h = seed + <uint32_t>XXH_P5
-    h += <uint32_t>n
-    while i + 4 <= n:
-        h = rotl32(h + le32(p + i) * <uint32_t>XXH_P3, 17) * <uint32_t>XXH_P4
-        i += 4
-    while i < n:
-        h = rotl32(h + p[i] * <uint32_t>XXH_P5, 11) * <uint32_t>XXH_P1
-        i += 1
-    h ^= h >> 15
-    h *= <uint32_t>XXH_P2
-    h ^= h >> 13
-    h *= <uint32_t>XXH_P3
-    h ^= h >> 16
-    return h
-
-cdef Py_ssize_t lz4_block(const uint8_t* s, Py_ssize_t n, uint8_t* dst, Py_ssize_t cap) noexcept nogil:
-    """Decode one LZ4 block into at most ``cap`` bytes at ``dst`` (SLACK spare bytes after);
-    the decoded length, or -1.  With ``dst`` NULL nothing is written: the block is only
-    checked and its decoded length returned.  The format's end-of-block rules hold: the last
-    sequence is literals only, the last 5 bytes are literals and the last match starts at
-    least 12 bytes before the end of the block."""
-    cdef Py_ssize_t ip = 0
-    cdef Py_ssize_t op = 0
-    cdef Py_ssize_t ln, off
-    cdef Py_ssize_t mstart = -1
-    cdef Py_ssize_t mend = -1
-    cdef uint8_t token, b
-    while True:
-        if ip >= n:
-            return -1
-        token = s[ip]
-        ip += 1
-        ln = token >> 4
-        if ln == 15:
-            while True:
-                if ip >= n:
-                    return -1
-                b = s[ip]
-                ip += 1
-                ln += b
-                if b != 255:
-                    break
-        if ln > n - ip or ln > cap - op:
-            return -1
-        if dst != NULL:
-            lit_copy(dst + op, s + ip, ln, n - ip)
-        ip += ln
-        op += ln
-        if ip == n:
-            # the last sequence holds literals only; the end-of-block rules (LASTLITERALS,
-            # MFLIMIT) apply to the last match
-            if mstart >= 0 and (op - mend < 5 or op - mstart < 12):
-                return -1
-            return op
-        if ip > n - 8:
-            return -1  # as LZ4_decompress_safe: a match needs 2 + 1 + 5 bytes after literals
-        off = <Py_ssize_t>s[ip] | (<Py_ssize_t>s[ip + 1] << 8)
-        ip += 2
-        if off == 0 or off > op:
-            return -1
-        ln = token & 15
-        if ln == 15:
-            while True:
-                if ip >= n:
-                    return -1
-                b = s[ip]
-                ip += 1
-                ln += b
-                if b != 255:
-                    break
-        ln += 4
-        if ln > cap - op:
-            return -1
-        if dst != NULL:
-            match_copy(dst + op, off, ln)
-        mstart = op
-        op += ln
-        mend = op
-
-cdef int lz4_decompress(const uint8_t* s, Py_ssize_t n, GBuf* out, int64_t limit) noexcept nogil:
-    """One LZ4 frame as Kafka writes it (v2 batches: header checksum verified) into ``out``.
-    0 ok, -2 the output would pass ``limit`` (found without decoding past it: a block that
-    may cross the limit is first only measured), -1 anything unusual (the caller falls back
-    to kafkalog.compression)."""
-    cdef uint8_t flg, bd
-    cdef Py_ssize_t hp, ip, maxblock, r, room
-    cdef uint32_t bsz, word
-    cdef bint raw, block_sum, content_sum
-    out.len = 0
-    if n < 7 or le32(s) != 0x184D2204:
-        return -1
-    flg = s[4]
-    bd = s[5]
-    if (flg >> 6) != 1 or (flg & 0x03) or not (flg & 0x20) or (bd & 0x8F):
-        return -1
-    if ((bd >> 4) & 7) < 4:
-        return -1
-    maxblock = (<Py_ssize_t>1) << (2 * ((bd >> 4) & 7) + 8)
-    block_sum = (flg & 0x10) != 0
-    content_sum = (flg & 0x04) != 0
-    hp = 6 + (8 if (flg & 0x08) else 0)
-    if hp + 1 > n:
-        return -1
-    if ((xxh32(s + 4, hp - 4, 0) >> 8) & 0xFF) != s[hp]:
-        return -1
-    ip = hp + 1
-    while True:
-        if 4 > n - ip:
-            return -1
-        word = le32(s + ip)
-        ip += 4
-        raw = (word >> 31) != 0
-        bsz = word & 0x7FFFFFFF
-        if bsz == 0:
-            break  # the end mark, with or without the uncompressed bit (as Kafka reads it)
-        if bsz > <uint32_t>maxblock or <Py_ssize_t>bsz > n - ip:
-            return -1
-        if block_sum:
-            if <Py_ssize_t>bsz + 4 > n - ip:
-                return -1
-            if xxh32(s + ip, bsz, 0) != le32(s + ip + bsz):
-                return -1
-        if <int64_t>(out.len + maxblock) > limit:
-            # this block may cross the limit: measure it first, so that a bomb is refused
-            # without holding more than the limit
-            r = bsz if raw else lz4_block(s + ip, bsz, NULL, maxblock)
-            if r < 0:
-                return -1
-            if <int64_t>(out.len + r) > limit:
-                return -2
-            if gb_ensure_at_most(out, out.len + <size_t>r, <size_t>limit) < 0:
-                return -1
-            room = r  # only what was measured: the bytes may change while the GIL is free
-        elif gb_ensure_at_most(out, out.len + <size_t>maxblock, <size_t>limit) < 0:
-            return -1
-        else:
-            room = maxblock
-        if raw:
-            memcpy(out.data + out.len, s + ip, bsz)
-            r = bsz
-        else:
-            r = lz4_block(s + ip, bsz, out.data + out.len, room)
-            if r < 0:
-                return -1
-        out.len += <size_t>r
-        ip += bsz + (4 if block_sum else 0)
-    if content_sum:
-        if 4 > n - ip:
-            return -1
-        ip += 4
-    return 0 if ip == n else -1
-
 
 def decompress_section(int codec, source, Py_ssize_t start, Py_ssize_t stop, int64_t limit):
     """``source[start:stop]``, the records section of a v2 batch compressed with snappy (2) or
-    lz4 (3), decoded by the compiled decoders above (GIL released) into a new OwnedBuffer.
+    lz4 (3), decoded by the compiled decoders of ``_codecs.pxd`` (GIL released) into a new
+    OwnedBuffer from the pool.
 
     None for anything they do not take (another codec, an unusual frame, damage, an output
     past ``limit``): kafkalog.compression then gives the answer or the exact error, so the
-    result never differs from it.  Used by the compiled object decoder (``_batch``)."""
+    result never differs from it.  The compiled object decoder (``_batch``) runs the same
+    decoders into a block of its own; this entry point is theirs for tests and tools."""
     cdef Py_buffer view
     cdef GBuf g
     cdef int r = -1
     if codec != 2 and codec != 3:
         return None
-    if not _library_ready(codec):
+    if not codec_library_ready(_compression_mod(), codec):
         return None  # kafkalog.compression raises MissingCodecError, as the pure twin does
     PyObject_GetBuffer(source, &view, PyBUF_SIMPLE)
     if start < 0 or stop > view.len or start > stop:
@@ -1000,10 +470,7 @@ def decompress_section(int codec, source, Py_ssize_t start, Py_ssize_t stop, int
         gb_ensure_at_most(&g, <size_t>POOL_MIN_BLOCK, <size_t>POOL_MIN_BLOCK)
     try:
         with nogil:
-            if codec == 2:
-                r = snappy_decompress(<const uint8_t*>view.buf + start, stop - start, &g, limit)
-            else:
-                r = lz4_decompress(<const uint8_t*>view.buf + start, stop - start, &g, limit)
+            r = decompress_into(codec, <const uint8_t*>view.buf + start, stop - start, &g, limit)
     finally:
         PyBuffer_Release(&view)
     if r != 0 or g.data == NULL:
@@ -1982,17 +1449,6 @@ cdef object _compression_mod():
     return _compression
 
 
-cdef bint _library_ready(int codec) except -1:
-    """Whether kafkalog.compression has (or can load) the library of snappy (2) or lz4 (3):
-    only then do the C decoders here take that codec, so that a missing library gives the pure
-    twin's MissingCodecError.  A loaded library is seen from its module global (tens of ns:
-    this runs once per batch in the object decoder); otherwise ``available()`` decides."""
-    comp = _compression_mod()
-    if (comp._snappy_raw_decompress if codec == 2 else comp._lz4_block_decompress) is not None:
-        return True
-    return comp.available(codec)
-
-
 @cython.final
 cdef class Decoder:
     """Decode log entries into column buffers; see ``_arrow_py.Decoder``.
@@ -2113,7 +1569,7 @@ cdef class Decoder:
                 with nogil:
                     r = walk(&w, &o, &e)
                 if r == R_ERR:
-                    raise _error(e.code, e.position, e.offset, e.a, e.b, e.c)
+                    raise decode_error(e.code, e.position, e.offset, e.a, e.b, e.c)
                 if r == R_DONE:
                     done = True
                     break
@@ -2128,7 +1584,7 @@ cdef class Decoder:
                     # the section goes to kafkalog.compression, which raises MissingCodecError
                     # like the pure twin (asked only when a batch of that codec comes, so
                     # uncompressed data never imports a codec library, as in the pure twin).
-                    if _library_ready(w.bt.codec):
+                    if codec_library_ready(_compression_mod(), w.bt.codec):
                         w.native |= 1 << w.bt.codec
                     w.known |= 1 << w.bt.codec
                     continue
@@ -2152,7 +1608,7 @@ cdef class Decoder:
                     self._python_batch(mv, &w, &o, &e)
                 if out_overflowed(&o):
                     if m.rows == 0:
-                        raise _error(E_CHUNK_TOO_LARGE, w.pos, <int64_t>be64(w.buf + w.pos))
+                        raise decode_error(E_CHUNK_TOO_LARGE, w.pos, <int64_t>be64(w.buf + w.pos))
                     out_rollback(&o, &m)
                     break
                 w.pos += <Py_ssize_t>(<int32_t>be32(w.buf + w.pos + 8)) + LOG_OVERHEAD
@@ -2251,7 +1707,7 @@ cdef class Decoder:
             with nogil:
                 rc = parse_batch(o, e, bt, <const uint8_t*>dview.buf, dview.len, w.scale)
             if rc < 0:
-                raise _error(e.code, e.position, e.offset, e.a, e.b)
+                raise decode_error(e.code, e.position, e.offset, e.a, e.b)
         finally:
             PyBuffer_Release(&dview)
 
@@ -2274,28 +1730,28 @@ cdef class Decoder:
         cdef int rc
         cdef int64_t wts
         if magic == 1 and size < 22:
-            raise _error(E_LEGACY_V1_SIZE, pos, offset, size)
+            raise decode_error(E_LEGACY_V1_SIZE, pos, offset, size)
         if codec > 4:
-            raise _error(E_CODEC, pos, offset, codec)
+            raise decode_error(E_CODEC, pos, offset, codec)
         # (zstd below magic 2 is read leniently, as _legacy_py does)
         if w.check_crcs:
             stored = be32(m)
             computed = kl_crc32(0, m + 4, <size_t>(size - 4))
             if stored != computed:
-                raise _error(E_CRC, pos, offset, stored, computed)
+                raise decode_error(E_CRC, pos, offset, stored, computed)
         p = 14 if magic else 6
         klen = <int32_t>be32(m + p)
         p += 4
         if klen >= 0 and klen > size - p - 4:
-            raise _error(E_LEGACY_KEY, pos, offset, klen, size)
+            raise decode_error(E_LEGACY_KEY, pos, offset, klen, size)
         if klen > 0:
             p += klen
         vlen = <int32_t>be32(m + p)
         p += 4
         if vlen >= 0 and vlen > size - p:
-            raise _error(E_LEGACY_VALUE, pos, offset, vlen, size)
+            raise decode_error(E_LEGACY_VALUE, pos, offset, vlen, size)
         if vlen < 0:
-            raise _error(E_WRAPPER_NULL, pos, offset, magic)
+            raise decode_error(E_WRAPPER_NULL, pos, offset, magic)
         value = mv[pos + LOG_OVERHEAD + p : pos + LOG_OVERHEAD + p + vlen]
         try:
             data = _compression_mod().decompress(codec, value, magic=magic, max_size=w.max_dec)
@@ -2313,529 +1769,6 @@ cdef class Decoder:
                 rc = legacy_inner(o, e, <const uint8_t*>dview.buf, dview.len, pos, offset, magic,
                                   attrs, wts, w.check_crcs, w.scale)
             if rc < 0:
-                raise _error(e.code, e.position, e.offset, e.a, e.b, e.c)
+                raise decode_error(e.code, e.position, e.offset, e.a, e.b, e.c)
         finally:
             PyBuffer_Release(&dview)
-
-
-# -- encoding --------------------------------------------------------------------------------------
-cdef struct Fix:
-    # a fixed-width column: validity bitmap (or NULL), values, first row
-    const uint8_t* valid
-    const uint8_t* data
-    int64_t base
-    bint present
-
-cdef struct Bin:
-    # a binary column: validity (or NULL), int32 offsets, data, first row
-    const uint8_t* valid
-    const int32_t* offs
-    const uint8_t* data
-    int64_t base
-    int64_t n_offs
-    int64_t valid_bits
-    int64_t data_len
-    bint present
-
-cdef struct Hdr:
-    const uint8_t* list_valid
-    const int32_t* list_offs
-    int64_t list_base
-    const uint8_t* struct_valid
-    int64_t struct_base
-    int64_t struct_valid_bits
-    Bin key
-    Bin value
-    bint present
-
-cdef struct EncBatch:
-    int64_t start_row
-    int64_t count
-    int64_t base_offset
-    int64_t last_offset
-    int64_t first_ts
-    int64_t max_ts
-    int64_t section
-    int ttype
-
-cdef struct EncErr:
-    int code
-    int64_t row
-    int64_t a
-    int64_t b
-
-cdef inline bint bit_valid(const uint8_t* bm, int64_t i) noexcept nogil:
-    return bm == NULL or ((bm[i >> 3] >> (i & 7)) & 1) != 0
-
-cdef inline int bin_get(Bin* c, int64_t i, const uint8_t** ptr, int64_t* ln) noexcept nogil:
-    """Value ``i`` of a binary column: 0 with (ptr, len) or len -1 for null; -1 on bad buffers."""
-    cdef int64_t j = c.base + i
-    cdef int64_t s, t
-    if j < 0 or j + 1 >= c.n_offs:
-        return -1
-    if c.valid != NULL:
-        if j >= c.valid_bits:
-            return -1
-        if not bit_valid(c.valid, j):
-            ln[0] = -1
-            return 0
-    s = c.offs[j]
-    t = c.offs[j + 1]
-    if s < 0 or t < s or t > c.data_len:
-        return -1
-    ptr[0] = c.data + s
-    ln[0] = t - s
-    return 0
-
-cdef inline int hdr_range(Hdr* h, int64_t i, int64_t* lo, int64_t* hi) noexcept nogil:
-    """Entries [lo, hi) of row ``i``'s header list (lo == hi for a null/empty list)."""
-    cdef int64_t j = h.list_base + i
-    if not bit_valid(h.list_valid, j):
-        lo[0] = 0
-        hi[0] = 0
-        return 0
-    lo[0] = h.list_offs[j]
-    hi[0] = h.list_offs[j + 1]
-    if lo[0] < 0 or hi[0] < lo[0]:
-        return -1
-    return 0
-
-cdef int headers_size(Hdr* h, int64_t i, int64_t* count, int64_t* size, EncErr* err) noexcept nogil:
-    """Bytes the headers of row ``i`` take in a record (the count varint included)."""
-    cdef int64_t lo, hi, e, s, kl, vl
-    cdef const uint8_t* p
-    if hdr_range(h, i, &lo, &hi) < 0:
-        err.code = X_BUFFER
-        err.row = i
-        return -1
-    s = size_varint(<int32_t>(hi - lo))
-    for e in range(lo, hi):
-        if h.struct_valid != NULL:
-            if h.struct_base + e >= h.struct_valid_bits:
-                err.code = X_BUFFER
-                err.row = i
-                return -1
-            if not bit_valid(h.struct_valid, h.struct_base + e):
-                err.code = X_HEADER_NULL
-                err.row = i
-                return -1
-        if bin_get(&h.key, e, &p, &kl) < 0 or bin_get(&h.value, e, &p, &vl) < 0:
-            err.code = X_BUFFER
-            err.row = i
-            return -1
-        if kl < 0:
-            err.code = X_HEADER_KEY_NULL
-            err.row = i
-            return -1
-        s += size_varint(<int32_t>kl) + kl
-        s += 1 if vl < 0 else size_varint(<int32_t>vl) + vl
-    count[0] = hi - lo
-    size[0] = s
-    return 0
-
-cdef inline int64_t body_size(int64_t off_delta, int64_t ts_delta, int64_t kl, int64_t vl,
-                              int64_t hsize) noexcept nogil:
-    cdef int64_t b = 1 + size_varlong(ts_delta) + size_varint(<int32_t>off_delta)
-    b += 1 if kl < 0 else size_varint(<int32_t>kl) + kl
-    b += 1 if vl < 0 else size_varint(<int32_t>vl) + vl
-    return b + hsize
-
-cdef inline int64_t record_size(int64_t body) noexcept nogil:
-    return size_varint(<int32_t>body) + body
-
-cdef int plan(int64_t n, Fix* oc, Fix* tc, Fix* yc, Bin* kc, Bin* vc, Hdr* hc,
-              int64_t base_offset, int64_t batch_bytes, int64_t batch_records,
-              GBuf* batches, EncErr* err) noexcept nogil:
-    """Pass 1: validate rows and cut them into batches (the rules of ``_arrow_py.encode``)."""
-    cdef int64_t i, off, ts, kl, vl, hcount, hsize, rs
-    cdef int64_t prev = 0
-    cdef bint have_prev = False
-    cdef int ttype
-    cdef int32_t yv
-    cdef const uint8_t* p
-    cdef EncBatch* b = NULL
-    cdef bint new_batch
-    cdef int64_t nb = 0
-    for i in range(n):
-        if oc.present:
-            if not bit_valid(oc.valid, oc.base + i):
-                err.code = X_OFFSET_NULL
-                err.row = i
-                return -1
-            memcpy(&off, oc.data + (oc.base + i) * 8, 8)
-        else:
-            off = <int64_t>(<uint64_t>base_offset + <uint64_t>i)
-        ts = -1
-        if tc.present and bit_valid(tc.valid, tc.base + i):
-            memcpy(&ts, tc.data + (tc.base + i) * 8, 8)
-        if ts < 0 and ts != -1:
-            err.code = X_TIMESTAMP
-            err.row = i
-            err.a = ts
-            return -1
-        ttype = 0
-        if yc.present and bit_valid(yc.valid, yc.base + i):
-            memcpy(&yv, yc.data + (yc.base + i) * 4, 4)
-            ttype = 1 if yv == 1 else 0
-        kl = -1
-        vl = -1
-        if kc.present and bin_get(kc, i, &p, &kl) < 0:
-            err.code = X_BUFFER
-            err.row = i
-            return -1
-        if vc.present and bin_get(vc, i, &p, &vl) < 0:
-            err.code = X_BUFFER
-            err.row = i
-            return -1
-        hsize = 1
-        if hc.present and headers_size(hc, i, &hcount, &hsize, err) < 0:
-            return -1
-        if have_prev and off <= prev:
-            err.code = X_OFFSET_ORDER
-            err.row = i
-            err.a = off
-            err.b = prev
-            return -1
-        new_batch = b == NULL
-        if b != NULL:
-            # offsets increase, so the unsigned difference is exact (a signed one can wrap)
-            new_batch = (b.count >= batch_records
-                         or <uint64_t>off - <uint64_t>b.base_offset > <uint64_t>INT32_MAX_
-                         or ttype != b.ttype or (ttype == 1 and ts != b.first_ts))
-            if not new_batch:
-                rs = record_size(body_size(off - b.base_offset, ts - b.first_ts, kl, vl, hsize))
-                if RECORD_BATCH_OVERHEAD + b.section + rs > batch_bytes:
-                    new_batch = True
-        if new_batch:
-            if gb_ensure(batches, <size_t>(nb + 1) * sizeof(EncBatch)) < 0:
-                err.code = E_NO_MEMORY
-                return -1
-            b = (<EncBatch*>batches.data) + nb
-            nb += 1
-            b.start_row = i
-            b.count = 0
-            b.base_offset = off
-            b.first_ts = ts
-            b.max_ts = -1
-            b.section = 0
-            b.ttype = ttype
-        b.section += record_size(body_size(off - b.base_offset, ts - b.first_ts, kl, vl, hsize))
-        b.count += 1
-        b.last_offset = off
-        if ts > b.max_ts:
-            b.max_ts = ts
-        prev = off
-        have_prev = True
-    batches.len = <size_t>nb
-    return 0
-
-cdef uint8_t* write_records(uint8_t* p, EncBatch* b, Fix* oc, Fix* tc, Bin* kc, Bin* vc,
-                            Hdr* hc, int64_t base_offset) noexcept nogil:
-    """Pass 2: the records of one batch (rows already validated by plan())."""
-    cdef int64_t i, off, ts, kl, vl, hcount, hsize, lo, hi, e
-    cdef int64_t hkl = 0
-    cdef int64_t hvl = 0
-    cdef const uint8_t* kp = NULL
-    cdef const uint8_t* vp = NULL
-    cdef const uint8_t* hp = NULL
-    cdef EncErr dummy
-    for i in range(b.start_row, b.start_row + b.count):
-        if oc.present:
-            memcpy(&off, oc.data + (oc.base + i) * 8, 8)
-        else:
-            off = <int64_t>(<uint64_t>base_offset + <uint64_t>i)
-        ts = -1
-        if tc.present and bit_valid(tc.valid, tc.base + i):
-            memcpy(&ts, tc.data + (tc.base + i) * 8, 8)
-        kl = -1
-        vl = -1
-        if kc.present:
-            bin_get(kc, i, &kp, &kl)
-        if vc.present:
-            bin_get(vc, i, &vp, &vl)
-        hsize = 1
-        hcount = 0
-        if hc.present:
-            headers_size(hc, i, &hcount, &hsize, &dummy)
-        p = wr_varint(p, <int32_t>body_size(off - b.base_offset, ts - b.first_ts, kl, vl, hsize))
-        p[0] = 0
-        p += 1
-        p = wr_varlong(p, ts - b.first_ts)
-        p = wr_varint(p, <int32_t>(off - b.base_offset))
-        if kl < 0:
-            p = wr_varint(p, -1)
-        else:
-            p = wr_varint(p, <int32_t>kl)
-            memcpy(p, kp, <size_t>kl)
-            p += kl
-        if vl < 0:
-            p = wr_varint(p, -1)
-        else:
-            p = wr_varint(p, <int32_t>vl)
-            memcpy(p, vp, <size_t>vl)
-            p += vl
-        p = wr_varint(p, <int32_t>hcount)
-        if hcount:
-            hdr_range(hc, i, &lo, &hi)
-            for e in range(lo, hi):
-                bin_get(&hc.key, e, &hp, &hkl)
-                p = wr_varint(p, <int32_t>hkl)
-                memcpy(p, hp, <size_t>hkl)
-                p += hkl
-                bin_get(&hc.value, e, &hp, &hvl)
-                if hvl < 0:
-                    p = wr_varint(p, -1)
-                else:
-                    p = wr_varint(p, <int32_t>hvl)
-                    memcpy(p, hp, <size_t>hvl)
-                    p += hvl
-    return p
-
-cdef void write_header(uint8_t* p, EncBatch* b, int64_t total, int32_t ple, int16_t attrs,
-                       int64_t pid, int16_t epoch, int32_t seq) noexcept nogil:
-    put_be64(p, <uint64_t>b.base_offset)
-    put_be32(p + 8, <uint32_t>(total - LOG_OVERHEAD))
-    put_be32(p + 12, <uint32_t>ple)
-    p[16] = 2
-    put_be32(p + 17, 0)
-    put_be16(p + 21, <uint16_t>attrs)
-    put_be32(p + 23, <uint32_t>(b.last_offset - b.base_offset))
-    put_be64(p + 27, <uint64_t>b.first_ts)
-    put_be64(p + 35, <uint64_t>b.max_ts)
-    put_be64(p + 43, <uint64_t>pid)
-    put_be16(p + 51, <uint16_t>epoch)
-    put_be32(p + 53, <uint32_t>seq)
-    put_be32(p + 57, <uint32_t>b.count)
-
-cdef inline int32_t inc_sequence(int32_t seq, int64_t inc) noexcept nogil:
-    # Kafka's DefaultRecordBatch.incrementSequence for inc in [0, 2**31)
-    if seq > INT32_MAX_ - inc:
-        return <int32_t>(inc - (INT32_MAX_ - seq) - 1)
-    return <int32_t>(seq + inc)
-
-
-cdef object _u8(object obj, list keep):
-    """A byte view of a buffer-protocol object (kept alive in ``keep``)."""
-    mv = memoryview(obj)
-    if mv.ndim != 1 or mv.itemsize != 1 or mv.format != "B":
-        mv = mv.cast("B")
-    keep.append(mv)
-    return mv
-
-
-cdef const uint8_t* _ptr(object mv):
-    cdef const uint8_t[::1] v = mv
-    if v.shape[0] == 0:
-        return <const uint8_t*>b""
-    return &v[0]
-
-
-cdef void _fix(Fix* f, object desc, int64_t n, int width, list keep, str name) except *:
-    memset(f, 0, sizeof(Fix))
-    if desc is None:
-        return
-    validity, data, base = desc
-    f.base = base
-    d = _u8(data, keep)
-    if base < 0 or (base + n) * width > len(d):
-        raise ValueError(f"{name}: the data buffer is too short for {n} rows")
-    f.data = _ptr(d)
-    if validity is not None:
-        v = _u8(validity, keep)
-        if (base + n + 7) // 8 > len(v):
-            raise ValueError(f"{name}: the validity bitmap is too short for {n} rows")
-        f.valid = _ptr(v)
-    f.present = True
-
-
-cdef void _bin(Bin* b, object desc, int64_t n, list keep, str name) except *:
-    memset(b, 0, sizeof(Bin))
-    if desc is None:
-        return
-    validity, offsets, data, base = desc
-    b.base = base
-    o = _u8(offsets, keep)
-    b.n_offs = len(o) // 4
-    if base < 0 or base + n + 1 > b.n_offs:
-        raise ValueError(f"{name}: the offsets buffer is too short for {n} values")
-    b.offs = <const int32_t*>_ptr(o)
-    if data is not None:
-        d = _u8(data, keep)
-        b.data = _ptr(d)
-        b.data_len = len(d)
-    else:
-        b.data = <const uint8_t*>b""
-        b.data_len = 0
-    if validity is not None:
-        v = _u8(validity, keep)
-        b.valid_bits = len(v) * 8
-        if base + n > b.valid_bits:
-            raise ValueError(f"{name}: the validity bitmap is too short for {n} values")
-        b.valid = _ptr(v)
-    b.present = True
-
-
-def encode(
-    Py_ssize_t n,
-    offset=None,
-    timestamp=None,
-    timestamp_type=None,
-    key=None,
-    value=None,
-    headers=None,
-    *,
-    base_offset=0,
-    compression=0,
-    compression_level=None,
-    batch_bytes=1048576,
-    batch_records=2147483647,
-    producer_id=-1,
-    producer_epoch=-1,
-    base_sequence=-1,
-    is_transactional=False,
-    partition_leader_epoch=0,
-):
-    """Encode ``n`` rows given as Arrow buffers into v2 record batches; see ``_arrow_py.encode``."""
-    cdef Fix oc, tc, yc
-    cdef Bin kc, vc
-    cdef Hdr hc
-    cdef GBuf batches
-    cdef GBuf scratch
-    cdef GBuf outb
-    cdef EncErr err
-    cdef EncBatch* b
-    cdef int64_t nb, k, total, rows_before
-    cdef int rc
-    cdef int codec
-    cdef int16_t attrs
-    cdef int32_t seq
-    cdef uint32_t crc
-    cdef uint8_t* p
-    cdef uint8_t* start
-    cdef int64_t c_base_offset, c_batch_bytes, c_batch_records, c_pid
-    cdef int16_t c_epoch
-    cdef int32_t c_seq0, c_ple
-    cdef bint c_txn
-    cdef bytes result
-    cdef list keep = []
-    _check_encode_args(n, base_offset, compression, batch_bytes, batch_records, producer_id,
-                       producer_epoch, base_sequence, partition_leader_epoch)
-    c_base_offset = base_offset
-    c_batch_bytes = batch_bytes
-    c_batch_records = batch_records
-    c_pid = producer_id
-    c_epoch = producer_epoch
-    c_seq0 = base_sequence
-    c_ple = partition_leader_epoch
-    c_txn = bool(is_transactional)
-    codec = compression
-    _fix(&oc, offset, n, 8, keep, "offset")
-    _fix(&tc, timestamp, n, 8, keep, "timestamp")
-    _fix(&yc, timestamp_type, n, 4, keep, "timestampType")
-    _bin(&kc, key, n, keep, "key")
-    _bin(&vc, value, n, keep, "value")
-    memset(&hc, 0, sizeof(Hdr))
-    if headers is not None:
-        list_valid, list_offsets, list_base, struct_valid, struct_base, key_desc, value_desc = headers
-        lo = _u8(list_offsets, keep)
-        if list_base < 0 or (list_base + n + 1) * 4 > len(lo):
-            raise ValueError("headers: the list offsets buffer is too short")
-        hc.list_offs = <const int32_t*>_ptr(lo)
-        hc.list_base = list_base
-        if list_valid is not None:
-            lv = _u8(list_valid, keep)
-            if (list_base + n + 7) // 8 > len(lv):
-                raise ValueError("headers: the validity bitmap is too short")
-            hc.list_valid = _ptr(lv)
-        hc.struct_base = struct_base
-        if struct_valid is not None:
-            sv = _u8(struct_valid, keep)
-            hc.struct_valid = _ptr(sv)
-            hc.struct_valid_bits = len(sv) * 8
-        # child lengths are checked per access (bin_get); give them room for any entry index
-        kdesc = key_desc
-        vdesc = value_desc
-        _bin(&hc.key, kdesc, 0, keep, "headers.key")
-        _bin(&hc.value, vdesc, 0, keep, "headers.value")
-        hc.present = True
-    memset(&batches, 0, sizeof(GBuf))
-    memset(&scratch, 0, sizeof(GBuf))
-    memset(&outb, 0, sizeof(GBuf))
-    memset(&err, 0, sizeof(EncErr))
-    try:
-        with nogil:
-            rc = plan(n, &oc, &tc, &yc, &kc, &vc, &hc, c_base_offset, c_batch_bytes,
-                      c_batch_records, &batches, &err)
-        if rc < 0:
-            _raise_encode_error(&err)
-        nb = <int64_t>batches.len
-        if nb == 0:
-            return b""
-        attrs = <int16_t>(codec | (0x10 if c_txn else 0))
-        if codec == 0:
-            total = 0
-            for k in range(nb):
-                total += RECORD_BATCH_OVERHEAD + (<EncBatch*>batches.data)[k].section
-            result = PyBytes_FromStringAndSize(NULL, total)
-            p = <uint8_t*>PyBytes_AS_STRING(result)
-            kl_arrow_advise(p, <size_t>total)  # not touched yet: let it fault in huge pages
-            with nogil:
-                rows_before = 0
-                for k in range(nb):
-                    b = (<EncBatch*>batches.data) + k
-                    start = p
-                    seq = -1 if c_seq0 == -1 else inc_sequence(c_seq0, rows_before)
-                    write_header(p, b, RECORD_BATCH_OVERHEAD + b.section, c_ple,
-                                 <int16_t>(attrs | (0x08 if b.ttype == 1 else 0)), c_pid, c_epoch, seq)
-                    p = write_records(p + RECORD_BATCH_OVERHEAD, b, &oc, &tc, &kc, &vc, &hc, c_base_offset)
-                    crc = kl_crc32c(0, start + ATTRIBUTES_OFFSET, <size_t>(p - start - ATTRIBUTES_OFFSET))
-                    put_be32(start + 17, crc)
-                    rows_before += b.count
-            return result
-        compress = _compression_mod().compress
-        rows_before = 0
-        for k in range(nb):
-            b = (<EncBatch*>batches.data) + k
-            if gb_ensure(&scratch, <size_t>b.section) < 0:
-                raise MemoryError()
-            with nogil:
-                write_records(scratch.data, b, &oc, &tc, &kc, &vc, &hc, c_base_offset)
-            section = compress(codec, PyBytes_FromStringAndSize(<char*>scratch.data, b.section),
-                               magic=2, level=compression_level)
-            total = RECORD_BATCH_OVERHEAD + len(section)
-            if gb_ensure(&outb, outb.len + <size_t>total) < 0:
-                raise MemoryError()
-            start = outb.data + outb.len
-            seq = -1 if c_seq0 == -1 else inc_sequence(c_seq0, rows_before)
-            write_header(start, b, total, c_ple, <int16_t>(attrs | (0x08 if b.ttype == 1 else 0)),
-                         c_pid, c_epoch, seq)
-            memcpy(start + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(section) if isinstance(section, bytes)
-                   else PyBytes_AS_STRING(bytes(section)), <size_t>len(section))
-            crc = kl_crc32c(0, start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
-            put_be32(start + 17, crc)
-            outb.len += <size_t>total
-            rows_before += b.count
-        return PyBytes_FromStringAndSize(<char*>outb.data, outb.len)
-    finally:
-        gb_free(&batches)
-        gb_free(&scratch)
-        gb_free(&outb)
-
-
-cdef _raise_encode_error(EncErr* err):
-    cdef int64_t i = err.row
-    if err.code == X_OFFSET_NULL:
-        raise ValueError(f"row {i}: offset is null")
-    if err.code == X_TIMESTAMP:
-        raise ValueError(f"Invalid negative timestamp {err.a}")
-    if err.code == X_OFFSET_ORDER:
-        raise InvalidOffsetError(
-            f"Illegal offset {err.a} following previous offset {err.b} (Offsets must increase monotonically)."
-        )
-    if err.code == X_HEADER_NULL:
-        raise ValueError(f"row {i}: a header is null (Kafka headers need a key)")
-    if err.code == X_HEADER_KEY_NULL:
-        raise ValueError(f"row {i}: a header key is null (Kafka rejects null header keys)")
-    if err.code == E_NO_MEMORY:
-        raise MemoryError()
-    raise ValueError(f"row {i}: inconsistent Arrow buffers")

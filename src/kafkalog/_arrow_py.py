@@ -1,9 +1,9 @@
-"""Columnar decoding and encoding of Kafka log entries - the pure-Python twin of ``_arrow``.
+"""Columnar decoding of Kafka log entries - the pure-Python twin of ``_arrow``.
 
 This module knows nothing about pyarrow: it turns log entries into the raw *buffers* of Arrow
-columns (fixed-width values, validity bitmaps, 32-bit offsets and data), and columns back into
-v2 record batches.  ``kafkalog.arrow`` wraps the buffers into ``pyarrow`` arrays without copying
-(``pa.Array.from_buffers``) and is the public API; use that.
+columns (fixed-width values, validity bitmaps, 32-bit offsets and data); ``_arrow_encode_py``
+turns columns back into v2 record batches.  ``kafkalog.arrow`` wraps the buffers into
+``pyarrow`` arrays without copying (``pa.Array.from_buffers``) and is the public API; use that.
 
 Both twins export the same names:
 
@@ -16,12 +16,10 @@ Both twins export the same names:
 * ``Chunk``: ``num_rows``, ``num_batches``, ``next_position`` (where to resume), ``done``,
   ``truncated`` (stopped at a partial trailing entry) and one attribute per buffer (``None``
   for a column that was not requested, or for a validity bitmap without nulls).
-* ``encode(n, offset, timestamp, timestamp_type, key, value, headers, **batch options)``:
-  v2 batches (bytes), identical to what :class:`~kafkalog.MemoryRecordsBuilder` builds for
-  the same records, split into batches by size/count.
 * ``COL_*`` column bits and ``COLUMN_BITS`` (name -> bit).
 
-The pure twin decodes with the record API (``_batch_py``/``_legacy_py``), so its tables are the
+Those, and the errors both raise, are defined once in ``_arrow_common``.  The pure twin
+decodes with the record API (``_batch_py``/``_legacy_py``), so its tables are the
 record-by-record decoder's by construction; the compiled twin must produce identical tables.
 """
 
@@ -29,29 +27,44 @@ from __future__ import annotations
 
 import array
 import bisect
-import struct
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
+from ._arrow_common import (
+    COL_ALL,
+    COL_BASE_SEQUENCE,
+    COL_BATCH_OFFSET,
+    COL_COMPRESSION,
+    COL_HEADERS,
+    COL_IS_CONTROL,
+    COL_IS_TRANSACTIONAL,
+    COL_KEY,
+    COL_LEADER_EPOCH,
+    COL_OFFSET,
+    COL_POSITION,
+    COL_PRODUCER_EPOCH,
+    COL_PRODUCER_ID,
+    COL_TIMESTAMP,
+    COL_TIMESTAMP_TYPE,
+    COL_VALUE,
+    COLUMN_BITS,
+    E_CHUNK_TOO_LARGE,
+    E_ENTRY_SIZE,
+    E_MAGIC,
+    E_TOO_LARGE,
+    MAX_CHUNK_DATA,
+    Chunk,
+    decode_error,
+    normalize_aborted,
+)
 from ._format import (
     CONTROL_FLAG_MASK,
     DEFAULT_MAX_DECOMPRESSED_SIZE,
+    ENTRY_HEADER,
     HEADER_SIZE_UP_TO_MAGIC,
-    INT32_MAX,
     LOG_OVERHEAD,
-    RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
-)
-from .errors import (
-    CorruptRecordError,
-    DecompressedSizeError,
-    DecompressionError,
-    InvalidOffsetError,
-    InvalidRecordError,
-    KafkaLogError,
-    RecordTooLargeError,
-    UnsupportedCompressionError,
 )
 
 __all__ = [
@@ -75,55 +88,12 @@ __all__ = [
     "MAX_CHUNK_DATA",
     "Chunk",
     "Decoder",
-    "encode",
     "IMPLEMENTATION",
 ]
 
 IMPLEMENTATION = "python"
 
-# -- column bits (shared with the compiled twin, which repeats them as an enum) -------------
-COL_OFFSET = 1 << 0
-COL_TIMESTAMP = 1 << 1
-COL_TIMESTAMP_TYPE = 1 << 2
-COL_KEY = 1 << 3
-COL_VALUE = 1 << 4
-COL_HEADERS = 1 << 5
-COL_PRODUCER_ID = 1 << 6
-COL_PRODUCER_EPOCH = 1 << 7
-COL_BASE_SEQUENCE = 1 << 8
-COL_IS_TRANSACTIONAL = 1 << 9
-COL_IS_CONTROL = 1 << 10
-COL_LEADER_EPOCH = 1 << 11
-COL_COMPRESSION = 1 << 12
-COL_BATCH_OFFSET = 1 << 13
-COL_POSITION = 1 << 14
-COL_ALL = (1 << 15) - 1
-
-# Column names are spark-sql-kafka's (key, value, offset, timestamp, timestampType, headers)
-# plus the batch metadata names of kafkalog's Spark source.
-COLUMN_BITS: Dict[str, int] = {
-    "key": COL_KEY,
-    "value": COL_VALUE,
-    "offset": COL_OFFSET,
-    "timestamp": COL_TIMESTAMP,
-    "timestampType": COL_TIMESTAMP_TYPE,
-    "headers": COL_HEADERS,
-    "producerId": COL_PRODUCER_ID,
-    "producerEpoch": COL_PRODUCER_EPOCH,
-    "baseSequence": COL_BASE_SEQUENCE,
-    "isTransactional": COL_IS_TRANSACTIONAL,
-    "isControl": COL_IS_CONTROL,
-    "leaderEpoch": COL_LEADER_EPOCH,
-    "compression": COL_COMPRESSION,
-    "batchOffset": COL_BATCH_OFFSET,
-    "position": COL_POSITION,
-}
-
-# Largest data buffer of one binary/string column in one chunk (Arrow ``binary`` has int32
-# offsets).  A chunk that would pass it ends before the entry that does.
-MAX_CHUNK_DATA = INT32_MAX
-
-_ENTRY = struct.Struct(">qi")
+_ENTRY = ENTRY_HEADER
 _U64 = (1 << 64) - 1
 
 
@@ -143,255 +113,6 @@ def _legacy_mod():
     from . import _legacy_py
 
     return _legacy_py
-
-
-# -- errors shared by both twins ---------------------------------------------------------------
-# The compiled twin reports (code, position, offset, a, b) and builds the exception with
-# ``_error`` so that both twins raise the same class with the same message.
-E_ENTRY_SIZE = 1
-E_TOO_LARGE = 2
-E_MAGIC = 3
-E_BATCH_SIZE = 4
-E_CRC = 5
-E_COUNT_NEGATIVE = 6
-E_CODEC = 7
-E_COUNT_TOO_LARGE = 8
-E_RECORD_SIZE = 9
-E_EMPTY_BODY = 10
-E_KEY = 11
-E_VALUE = 12
-E_HEADER_COUNT_NEGATIVE = 13
-E_HEADER_COUNT_TOO_LARGE = 14
-E_HEADER_KEY_NEGATIVE = 15
-E_HEADER_KEY = 16
-E_HEADER_VALUE = 17
-E_RECORD_CONSUMED = 18
-E_RECORDS_REMAINING = 19
-E_VARINT_TRUNCATED = 20
-E_VARINT_TOO_LONG = 21
-E_VARLONG_TRUNCATED = 22
-E_VARLONG_TOO_LONG = 23
-E_DECOMPRESS = 24
-E_DECOMPRESSED_SIZE = 25
-E_CHUNK_TOO_LARGE = 26
-E_NO_MEMORY = 27
-E_PREMATURE_EOF = 28
-E_LEGACY_V1_SIZE = 29
-E_LEGACY_KEY = 30
-E_LEGACY_VALUE = 31
-E_WRAPPER_ZSTD = 32
-E_WRAPPER_NULL = 33
-E_INNER_SIZE = 34
-E_INNER_MAGIC = 35
-E_INNER_KEY = 36
-E_INNER_VALUE = 37
-E_INNER_COMPRESSED = 38
-E_INNER_CRC = 39
-E_INNER_EMPTY = 40
-E_WRAPPER_OFFSET = 41
-E_INNER_OVERFLOW = 42
-E_BATCH_TRUNCATED = 43
-
-
-def _error(
-    code: int,
-    position: int,
-    offset: Optional[int],
-    a: int = 0,
-    b: int = 0,
-    c: int = 0,
-    detail: str = "",
-) -> Exception:
-    """The exception for an error code (messages follow ``_batch_py``'s and ``_legacy_py``'s,
-    i.e. Kafka's)."""
-    if code == E_ENTRY_SIZE:
-        return CorruptRecordError(
-            f"Record size {a} is smaller than the minimum record overhead ({RECORD_OVERHEAD_V0})",
-            position,
-            offset,
-        )
-    if code == E_TOO_LARGE:
-        return RecordTooLargeError(
-            f"Record size {a} exceeds the largest allowable message size ({b})", position, offset
-        )
-    if code == E_MAGIC:
-        return CorruptRecordError(f"Invalid magic found in record: {a}", position, offset)
-    if code == E_BATCH_SIZE:
-        return CorruptRecordError(
-            f"Record batch is corrupt (the size {a} is smaller than the minimum allowed overhead "
-            f"{RECORD_BATCH_OVERHEAD})",
-            position,
-            offset,
-        )
-    if code == E_CRC:
-        return CorruptRecordError(
-            f"Record is corrupt (stored crc = {a}, computed crc = {b})", position, offset
-        )
-    if code == E_COUNT_NEGATIVE:
-        return CorruptRecordError(
-            f"Found invalid record count {a} in magic v2 batch", position, offset
-        )
-    if code == E_CODEC:
-        return CorruptRecordError(f"Unknown compression type id {a}", position, offset)
-    if code == E_COUNT_TOO_LARGE:
-        return CorruptRecordError(
-            f"Found invalid record count {a} in magic v2 batch: more than the {b} bytes of records",
-            position,
-            offset,
-        )
-    if code == E_RECORD_SIZE:
-        return CorruptRecordError(
-            f"Invalid record size: expected {a} bytes in record payload, but instead the buffer has "
-            f"only {b} remaining bytes",
-            position,
-            offset,
-        )
-    if code == E_EMPTY_BODY:
-        return CorruptRecordError(
-            "Found invalid record structure: empty record body", position, offset
-        )
-    if code == E_KEY:
-        return CorruptRecordError(
-            "Found invalid record structure: key runs past the record", position, offset
-        )
-    if code == E_VALUE:
-        return CorruptRecordError(
-            "Found invalid record structure: value runs past the record", position, offset
-        )
-    if code == E_HEADER_COUNT_NEGATIVE:
-        return CorruptRecordError(f"Found invalid number of record headers {a}", position, offset)
-    if code == E_HEADER_COUNT_TOO_LARGE:
-        return CorruptRecordError(
-            f"Found invalid number of record headers {a}: more than the {b} bytes left in the record",
-            position,
-            offset,
-        )
-    if code == E_HEADER_KEY_NEGATIVE:
-        return CorruptRecordError(f"Invalid negative header key size {a}", position, offset)
-    if code == E_HEADER_KEY:
-        return CorruptRecordError(
-            "Found invalid record structure: header key runs past the record", position, offset
-        )
-    if code == E_HEADER_VALUE:
-        return CorruptRecordError(
-            "Found invalid record structure: header value runs past the record", position, offset
-        )
-    if code == E_RECORD_CONSUMED:
-        return CorruptRecordError(
-            f"Invalid record size: expected to read {a} bytes in record payload, but instead read {b}",
-            position,
-            offset,
-        )
-    if code == E_RECORDS_REMAINING:
-        return CorruptRecordError(
-            "Incorrect declared batch size, records still remaining in file", position, offset
-        )
-    if code in (E_VARINT_TRUNCATED, E_VARLONG_TRUNCATED):
-        what = "varint" if code == E_VARINT_TRUNCATED else "varlong"
-        return CorruptRecordError(
-            f"Found invalid record structure: {what} is truncated: the buffer ends inside it",
-            position,
-            offset,
-        )
-    if code in (E_VARINT_TOO_LONG, E_VARLONG_TOO_LONG):
-        what, n = ("varint", 5) if code == E_VARINT_TOO_LONG else ("varlong", 10)
-        return CorruptRecordError(
-            f"Found invalid record structure: {what} is too long: the most significant bit of byte {n} is set",
-            position,
-            offset,
-        )
-    if code == E_DECOMPRESS:
-        return DecompressionError(detail or "Failed to decompress the records", position, offset)
-    if code == E_DECOMPRESSED_SIZE:
-        return DecompressedSizeError(
-            f"Decompressed records exceed the limit of {b} bytes (max_decompressed_size)",
-            position,
-            offset,
-        )
-    if code == E_CHUNK_TOO_LARGE:
-        return RecordTooLargeError(
-            f"Record batch holds more than {MAX_CHUNK_DATA} bytes of one binary column, too many for "
-            f"an Arrow binary array",
-            position,
-            offset,
-        )
-    if code == E_LEGACY_V1_SIZE:
-        return CorruptRecordError(
-            f"Record size {a} is smaller than the minimum v1 record overhead (22)", position, offset
-        )
-    if code in (E_LEGACY_KEY, E_LEGACY_VALUE):
-        what = "key" if code == E_LEGACY_KEY else "value"
-        return CorruptRecordError(
-            f"Found invalid message structure: {what} size {a} runs past the end of the {b}-byte message",
-            position,
-            offset,
-        )
-    if code == E_WRAPPER_ZSTD:
-        return InvalidRecordError(
-            f"Invalid wrapper compression type zstd (4) in a magic {a} message: zstd needs magic 2",
-            position,
-            offset,
-        )
-    if code == E_WRAPPER_NULL:
-        return InvalidRecordError(
-            f"Found invalid compressed record set with null value (magic = {a})", position, offset
-        )
-    if code == E_INNER_SIZE:
-        return CorruptRecordError(
-            f"Inner record size {a} is less than the minimum record overhead "
-            f"({RECORD_OVERHEAD_V0})",
-            position,
-            offset,
-        )
-    if code == E_INNER_MAGIC:
-        return CorruptRecordError(f"Invalid magic {a} in legacy inner message", position, offset)
-    if code in (E_INNER_KEY, E_INNER_VALUE):
-        what = "key" if code == E_INNER_KEY else "value"
-        return CorruptRecordError(
-            f"Found invalid inner message structure: {what} size {a} runs past the end of the "
-            f"{b}-byte message",
-            position,
-            offset,
-        )
-    if code == E_INNER_COMPRESSED:
-        return InvalidRecordError(
-            "Inner messages must not be compressed (nested wrapper)", position, offset
-        )
-    if code == E_INNER_CRC:
-        return CorruptRecordError(
-            f"Inner record at offset {c} is corrupt (stored crc = {a}, computed crc = {b})",
-            position,
-            offset,
-        )
-    if code == E_INNER_EMPTY:
-        return InvalidRecordError(
-            "Found invalid compressed record set with no inner records", position, offset
-        )
-    if code == E_WRAPPER_OFFSET:
-        return InvalidRecordError(
-            f"Found invalid wrapper offset in compressed v1 message set, wrapper offset '{a}' is "
-            f"less than the last inner message offset '{b}' and it is not zero.",
-            position,
-            offset,
-        )
-    if code == E_INNER_OVERFLOW:
-        return InvalidRecordError(
-            f"Inner message offset {a} overflows when rebased on {b & 0xFFFFFFFFFFFFFFFF}",
-            position,
-            offset,
-        )
-    if code == E_BATCH_TRUNCATED:  # (no offset: the header could not be read)
-        return CorruptRecordError(
-            f"Record batch is truncated: {a} bytes, less than the {RECORD_BATCH_OVERHEAD}-byte header",
-            position,
-        )
-    if code == E_PREMATURE_EOF:
-        return CorruptRecordError(
-            "Incorrect declared batch size, premature EOF reached", position, offset
-        )
-    if code == E_NO_MEMORY:
-        return MemoryError("out of memory while decoding to Arrow buffers")
-    return KafkaLogError(f"unknown decoding error {code}", position, offset)
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -416,19 +137,6 @@ def _valid_utf8(b: bytes) -> bool:
     return True
 
 
-def normalize_aborted(aborted) -> Tuple[Tuple[int, int, int], ...]:
-    """Sorted ``(producer_id, first_offset, last_offset)`` tuples from tuples or objects."""
-    out = []
-    for t in aborted or ():
-        if isinstance(t, (tuple, list)):
-            pid, first, last = int(t[0]), int(t[1]), int(t[2])
-        else:
-            pid, first, last = int(t.producer_id), int(t.first_offset), int(t.last_offset)
-        out.append((pid, first, last))
-    out.sort()
-    return tuple(out)
-
-
 def is_aborted(aborted: Sequence[Tuple[int, int, int]], producer_id: int, offset: int) -> bool:
     """Whether ``offset`` of ``producer_id`` lies in one of the (sorted) aborted ranges."""
     i = bisect.bisect_right(aborted, (producer_id, offset, 2**63)) - 1
@@ -436,60 +144,6 @@ def is_aborted(aborted: Sequence[Tuple[int, int, int]], producer_id: int, offset
         return False
     pid, first, last = aborted[i]
     return pid == producer_id and first <= offset <= last
-
-
-class Chunk:
-    """The buffers of one decoded chunk (see the module docstring)."""
-
-    __slots__ = (
-        "columns",
-        "num_rows",
-        "num_batches",
-        "next_position",
-        "done",
-        "truncated",
-        "offset",
-        "timestamp",
-        "timestamp_type",
-        "key_validity",
-        "key_offsets",
-        "key_data",
-        "key_null_count",
-        "value_validity",
-        "value_offsets",
-        "value_data",
-        "value_null_count",
-        "headers_validity",
-        "headers_offsets",
-        "headers_null_count",
-        "header_count",
-        "header_key_offsets",
-        "header_key_data",
-        "header_key_invalid_utf8",
-        "header_value_validity",
-        "header_value_offsets",
-        "header_value_data",
-        "header_value_null_count",
-        "producer_id",
-        "producer_epoch",
-        "base_sequence",
-        "is_transactional",
-        "is_control",
-        "leader_epoch",
-        "compression",
-        "batch_offset",
-        "position",
-    )
-
-    def __init__(self) -> None:
-        for name in self.__slots__:
-            setattr(self, name, None)
-
-    def __repr__(self) -> str:
-        return (
-            f"Chunk(rows={self.num_rows}, batches={self.num_batches}, "
-            f"next_position={self.next_position}, done={self.done}, truncated={self.truncated})"
-        )
 
 
 class _Builder:
@@ -776,12 +430,12 @@ class Decoder:
                 break
             offset, size = _ENTRY.unpack_from(buf, pos)
             if size < RECORD_OVERHEAD_V0:
-                raise _error(E_ENTRY_SIZE, pos, offset, size)
+                raise decode_error(E_ENTRY_SIZE, pos, offset, size)
             if max_batch is not None and size > max_batch:
-                raise _error(E_TOO_LARGE, pos, offset, size, max_batch)
+                raise decode_error(E_TOO_LARGE, pos, offset, size, max_batch)
             magic = buf[pos + 16]
             if magic > 2:
-                raise _error(E_MAGIC, pos, offset, magic - 256 if magic > 127 else magic)
+                raise decode_error(E_MAGIC, pos, offset, magic - 256 if magic > 127 else magic)
             if remaining < size + LOG_OVERHEAD:
                 truncated = done = True
                 break
@@ -797,7 +451,7 @@ class Decoder:
                 self._legacy(b, buf, pos)
             if b.overflowed():
                 if m[0] == 0:
-                    raise _error(E_CHUNK_TOO_LARGE, pos, offset)
+                    raise decode_error(E_CHUNK_TOO_LARGE, pos, offset)
                 b.rollback(m)
                 break
             pos += size + LOG_OVERHEAD
@@ -862,219 +516,3 @@ class Decoder:
             if scale != 1:
                 ts = _wrap64(ts * scale)
             b.add(r.offset, ts, ts_type, r.key, r.value, r.headers, meta)
-
-
-# -- encoding -------------------------------------------------------------------------------------
-class _Col:
-    """Random access to one Arrow column given as raw buffers (pure twin)."""
-
-    __slots__ = ("valid", "data", "offsets", "base", "fmt")
-
-    def __init__(self, desc, fmt: Optional[str]) -> None:
-        # desc: (validity, data, array_offset) for fixed width,
-        #       (validity, offsets, data, array_offset) for binary
-        if fmt is None:
-            validity, offsets, data, base = desc
-            self.offsets = memoryview(offsets).cast("B").cast("i")
-            self.data = memoryview(data).cast("B") if data is not None else memoryview(b"")
-        else:
-            validity, data, base = desc
-            self.offsets = None
-            self.data = memoryview(data).cast("B").cast(fmt)
-        self.valid = memoryview(validity).cast("B") if validity is not None else None
-        self.base = base
-        self.fmt = fmt
-
-    def is_null(self, i: int) -> bool:
-        if self.valid is None:
-            return False
-        j = self.base + i
-        return not (self.valid[j >> 3] >> (j & 7)) & 1
-
-    def value(self, i: int):
-        return self.data[self.base + i]
-
-    def binary(self, i: int) -> Optional[bytes]:
-        if self.is_null(i):
-            return None
-        j = self.base + i
-        return bytes(self.data[self.offsets[j] : self.offsets[j + 1]])
-
-
-def _headers_reader(desc):
-    """A function ``i -> tuple of (bytes key, bytes|None value)`` over a headers column."""
-    (list_valid, list_offsets, list_base, struct_valid, struct_base, key_desc, value_desc) = desc
-    lv = memoryview(list_valid).cast("B") if list_valid is not None else None
-    lo = memoryview(list_offsets).cast("B").cast("i")
-    sv = memoryview(struct_valid).cast("B") if struct_valid is not None else None
-    kc = _Col(key_desc, None)
-    vc = _Col(value_desc, None)
-
-    def get(i: int):
-        j = list_base + i
-        if lv is not None and not (lv[j >> 3] >> (j & 7)) & 1:
-            return ()
-        out = []
-        for e in range(lo[j], lo[j + 1]):
-            s = struct_base + e
-            if sv is not None and not (sv[s >> 3] >> (s & 7)) & 1:
-                raise ValueError(f"row {i}: a header is null (Kafka headers need a key)")
-            k = kc.binary(e)
-            if k is None:
-                raise ValueError(f"row {i}: a header key is null (Kafka rejects null header keys)")
-            out.append((k, vc.binary(e)))
-        return tuple(out)
-
-    return get
-
-
-def _increment_sequence(sequence: int, increment: int) -> int:
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
-
-
-def encode(
-    n: int,
-    offset=None,
-    timestamp=None,
-    timestamp_type=None,
-    key=None,
-    value=None,
-    headers=None,
-    *,
-    base_offset: int = 0,
-    compression: int = 0,
-    compression_level: Optional[int] = None,
-    batch_bytes: int = 1048576,
-    batch_records: int = INT32_MAX,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    is_transactional: bool = False,
-    partition_leader_epoch: int = 0,
-) -> bytes:
-    """Encode ``n`` rows given as Arrow buffers into v2 record batches (see ``kafkalog.arrow``).
-
-    A batch holds at least one record, at most ``batch_records``, and is closed before a record
-    that would take its uncompressed size (61-byte header included) past ``batch_bytes``; also
-    where the timestamp type changes, where a LogAppendTime timestamp changes, and where an
-    offset delta would overflow int32.  Each batch is exactly the bytes
-    :class:`~kafkalog.MemoryRecordsBuilder` builds for its records.
-    """
-    _check_encode_args(
-        n,
-        base_offset,
-        compression,
-        batch_bytes,
-        batch_records,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        partition_leader_epoch,
-    )
-    bm = _batch_mod()
-    Builder = bm.MemoryRecordsBuilder
-    record_size = bm.record_size
-    oc = _Col(offset, "q") if offset is not None else None
-    tc = _Col(timestamp, "q") if timestamp is not None else None
-    yc = _Col(timestamp_type, "i") if timestamp_type is not None else None
-    kc = _Col(key, None) if key is not None else None
-    vc = _Col(value, None) if value is not None else None
-    hget = _headers_reader(headers) if headers is not None else None
-
-    out: List[bytes] = []
-    builder = None
-    b_base = b_first_ts = b_type = b_size = b_count = 0
-    prev = None
-    rows_before = 0
-    for i in range(n):
-        if oc is not None:
-            if oc.is_null(i):
-                raise ValueError(f"row {i}: offset is null")
-            off = oc.value(i)
-        else:
-            off = base_offset + i
-        ts = -1 if tc is None or tc.is_null(i) else tc.value(i)
-        if ts < 0 and ts != -1:
-            raise ValueError(f"Invalid negative timestamp {ts}")
-        ttype = 0 if yc is None or yc.is_null(i) else yc.value(i)
-        ttype = 1 if ttype == 1 else 0
-        k = kc.binary(i) if kc is not None else None
-        v = vc.binary(i) if vc is not None else None
-        h = hget(i) if hget is not None else ()
-        if prev is not None and off <= prev:
-            raise InvalidOffsetError(
-                f"Illegal offset {off} following previous offset {prev} (Offsets must increase monotonically)."
-            )
-        if off > 2**63 - 1 or off < -(2**63):
-            raise ValueError(f"row {i}: offset {off} out of range")
-        if builder is not None:
-            new_batch = (
-                b_count >= batch_records
-                or off - b_base > INT32_MAX
-                or ttype != b_type
-                or (ttype == 1 and ts != b_first_ts)
-            )
-            if not new_batch:
-                rs = record_size(off - b_base, ts - b_first_ts, k, v, h)
-                new_batch = b_size + rs > batch_bytes
-            if new_batch:
-                out.append(builder.build())
-                rows_before += b_count
-                builder = None
-        if builder is None:
-            seq = -1 if base_sequence == -1 else _increment_sequence(base_sequence, rows_before)
-            builder = Builder(
-                2,
-                compression,
-                off,
-                "log_append_time" if ttype == 1 else "create_time",
-                producer_id,
-                producer_epoch,
-                seq,
-                is_transactional,
-                partition_leader_epoch,
-                log_append_time=ts if ttype == 1 else None,
-                compression_level=compression_level,
-            )
-            b_base, b_first_ts, b_type, b_count = off, ts, ttype, 0
-            b_size = RECORD_BATCH_OVERHEAD + record_size(0, 0, k, v, h)
-        else:
-            b_size += record_size(off - b_base, ts - b_first_ts, k, v, h)
-        builder.append_with_offset(off, ts, k, v, h)
-        b_count += 1
-        prev = off
-    if builder is not None:
-        out.append(builder.build())
-    return b"".join(out)
-
-
-def _check_encode_args(
-    n,
-    base_offset,
-    compression,
-    batch_bytes,
-    batch_records,
-    producer_id,
-    producer_epoch,
-    base_sequence,
-    partition_leader_epoch,
-) -> None:
-    if n < 0:
-        raise ValueError("n must be >= 0")
-    if compression not in (0, 1, 2, 3, 4):
-        raise UnsupportedCompressionError(f"Unknown compression type id {compression}")
-    if batch_bytes < 1:
-        raise ValueError(f"batch_bytes must be >= 1, not {batch_bytes}")
-    if batch_records < 1:
-        raise ValueError(f"batch_records must be >= 1, not {batch_records}")
-    for name, v, lo, hi in (
-        ("base_offset", base_offset, -(2**63), 2**63 - 1),
-        ("producer_id", producer_id, -(2**63), 2**63 - 1),
-        ("producer_epoch", producer_epoch, -(2**15), 2**15 - 1),
-        ("base_sequence", base_sequence, -(2**31), 2**31 - 1),
-        ("partition_leader_epoch", partition_leader_epoch, -(2**31), 2**31 - 1),
-    ):
-        if not lo <= v <= hi:
-            raise ValueError(f"{name} out of range: {v!r}")

@@ -40,8 +40,21 @@ from libc.stdint cimport (
     uint32_t, uint64_t,
 )
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memset
 
+# big-endian fixed-width fields (callers have checked the bytes are there), decompression blocks
+from ._buffers cimport (
+    GBuf,
+    gb_ensure_at_most,
+    gb_free,
+    be16 as _be16,
+    be32 as _be32,
+    be64 as _be64,
+    put_be16 as _put16,
+    put_be32 as _put32,
+    put_be64 as _put64,
+)
+from ._codecs cimport codec_library_ready, decompress_into
 from ._legacy cimport LegacyRecordsBuilder as _LegacyBuilder, make_legacy_batch
 from ._varint cimport (
     KL_VARINT_OK,
@@ -60,6 +73,7 @@ from ._varint cimport (
 
 import time as _time
 
+from . import _records_common
 from ._format import (
     COMPRESSION_TYPES,
     DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -119,36 +133,6 @@ cdef object _NO_TIMESTAMP_TYPE = TimestampType.NO_TIMESTAMP_TYPE
 cdef tuple _NO_HEADERS = ()
 
 
-# -- big-endian fixed-width fields (callers have checked the bytes are there) -----------------
-cdef inline uint16_t _be16(const uint8_t* p) noexcept nogil:
-    return <uint16_t>((<uint16_t>p[0] << 8) | p[1])
-
-
-cdef inline uint32_t _be32(const uint8_t* p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-
-
-cdef inline uint64_t _be64(const uint8_t* p) noexcept nogil:
-    return (<uint64_t>_be32(p) << 32) | _be32(p + 4)
-
-
-cdef inline void _put16(uint8_t* p, uint16_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 8)
-    p[1] = <uint8_t>v
-
-
-cdef inline void _put32(uint8_t* p, uint32_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 24)
-    p[1] = <uint8_t>(v >> 16)
-    p[2] = <uint8_t>(v >> 8)
-    p[3] = <uint8_t>v
-
-
-cdef inline void _put64(uint8_t* p, uint64_t v) noexcept nogil:
-    _put32(p, <uint32_t>(v >> 32))
-    _put32(p + 4, <uint32_t>v)
-
-
 cdef inline int64_t _add64(int64_t a, int64_t b) noexcept nogil:
     """a + b with Java's long wrap-around (no signed-overflow UB)."""
     return <int64_t>(<uint64_t>a + <uint64_t>b)
@@ -165,7 +149,6 @@ cdef uint32_t _crc32c(const uint8_t* p, Py_ssize_t n) noexcept:
 
 # -- lazily imported collaborators --------------------------------------------------------------
 cdef object _compression = None
-cdef object _LegacyRecordsBuilder = None
 
 
 cdef object _compression_mod():
@@ -176,32 +159,31 @@ cdef object _compression_mod():
     return _compression
 
 
-cdef object _decompress_section = None
+# -- snappy/lz4 records sections, decoded by the compiled decoders of _codecs.pxd -----------------
+# A decompressed section lives only while its records are made; the block it was written into is
+# kept for the next batch's (``_spare``), so that a loop over compressed batches reuses mapped
+# pages instead of faulting fresh ones in per batch.  Taken and given back with the GIL held,
+# so a second thread finds no spare and uses a block of its own.
+cdef enum:
+    SECTION_FIRST_BLOCK = 65536          # a section's first block (grown as it needs)
+    SECTION_SPARE_MAX = 64 * 1024 * 1024  # larger blocks are freed, not kept
+
+cdef GBuf _spare
 
 
-cdef object _native_section(int codec, object source, Py_ssize_t start, Py_ssize_t stop,
-                            object max_size):
-    """snappy/lz4 records sections decoded by the compiled decoders of ``_arrow`` (no bytes
-    object per batch, no Python frame walk); None where those decline (then
-    ``records_section()`` answers, or raises the exact error, through kafkalog.compression)."""
-    global _decompress_section
-    if _decompress_section is None:
-        try:
-            from ._arrow import decompress_section
-            _decompress_section = decompress_section
-        except ImportError:
-            _decompress_section = False
-    if _decompress_section is False or not 0 <= max_size <= 0x7FFFFFFFFFFFFFFF:
-        return None  # (a negative limit: kafkalog.compression raises its ValueError)
-    return _decompress_section(codec, source, start, stop, max_size)
+cdef inline void _spare_take(GBuf* g) noexcept:
+    global _spare
+    g[0] = _spare
+    memset(&_spare, 0, sizeof(GBuf))
 
 
-cdef object _legacy_builder_cls():
-    global _LegacyRecordsBuilder
-    if _LegacyRecordsBuilder is None:
-        from . import _legacy
-        _LegacyRecordsBuilder = _legacy.LegacyRecordsBuilder
-    return _LegacyRecordsBuilder
+cdef inline void _spare_give(GBuf* g) noexcept:
+    global _spare
+    if _spare.data == NULL and g.cap <= SECTION_SPARE_MAX:
+        _spare = g[0]
+        _spare.len = 0
+    else:
+        gb_free(g)
 
 
 # ==============================================================================================
@@ -273,6 +255,9 @@ cdef class Record:
             f"timestamp={_get_field(self, F_TIMESTAMP)}, key={_get_field(self, F_KEY)!r}, "
             f"value={_get_field(self, F_VALUE)!r}, headers={_get_field(self, F_HEADERS)!r})"
         )
+
+
+_records_common.register_record_class(Record)
 
 
 cdef object _FIELD_NAMES = ("offset", "timestamp", "key", "value", "headers")
@@ -745,14 +730,30 @@ cdef class RecordBatch:
                 raise self._count_error(count, n)
             return _decode_records(data, n, count, self.base_offset, self.base_timestamp,
                                    log_append, self.max_timestamp, self.position)
-        section = None
         cdef int codec = self.attributes & COMPRESSION_CODEC_MASK
-        if codec == 2 or codec == 3:
-            section = _native_section(codec, self._src.mv, self.position + RECORD_BATCH_OVERHEAD,
-                                      self.position + <Py_ssize_t>self.length + LOG_OVERHEAD,
-                                      self._max_decompressed)
-        if section is None:
-            section = self.records_section()
+        cdef GBuf g
+        cdef int r
+        if (codec == 2 or codec == 3) and 0 <= self._max_decompressed <= 0x7FFFFFFFFFFFFFFF \
+                and codec_library_ready(_compression_mod(), codec):
+            # the compiled decoders (no bytes object per batch, no Python frame walk); where
+            # they decline, records_section() answers or raises the exact error through
+            # kafkalog.compression (a negative limit: its ValueError; a missing library: its
+            # MissingCodecError)
+            _spare_take(&g)
+            if g.data == NULL and self._max_decompressed >= SECTION_FIRST_BLOCK:
+                gb_ensure_at_most(&g, <size_t>SECTION_FIRST_BLOCK, <size_t>SECTION_FIRST_BLOCK)
+            r = self._decompress_native(codec, &g)
+            try:
+                if r == 0 and g.data != NULL:
+                    n = <Py_ssize_t>g.len
+                    if count > n:
+                        raise self._count_error(count, n)
+                    return _decode_records(g.data, n, count, self.base_offset,
+                                           self.base_timestamp, log_append, self.max_timestamp,
+                                           self.position)
+            finally:
+                _spare_give(&g)
+        section = self.records_section()
         PyObject_GetBuffer(section, &view, PyBUF_SIMPLE)
         try:
             n = view.len
@@ -763,6 +764,16 @@ cdef class RecordBatch:
                                    self.position)
         finally:
             PyBuffer_Release(&view)
+
+    cdef int _decompress_native(self, int codec, GBuf* g) noexcept:
+        """This batch's records section into ``g``: 0, -1 (declined) or -2 (past the limit)."""
+        cdef int64_t limit = self._max_decompressed
+        cdef const uint8_t* s = self._src.ptr + self.position + RECORD_BATCH_OVERHEAD
+        cdef Py_ssize_t n = <Py_ssize_t>self.length + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD
+        cdef int r
+        with nogil:
+            r = decompress_into(codec, s, n, g, limit)
+        return r
 
     cdef object _count_error(self, Py_ssize_t count, Py_ssize_t n):
         return _corrupt(
@@ -1485,7 +1496,7 @@ cdef class MemoryRecordsBuilder:
             elif overflow < 0:
                 self._write_limit = INT64_MIN
         if magic < 2:
-            self._legacy = _legacy_builder_cls()(
+            self._legacy = _LegacyBuilder(
                 magic,
                 codec,
                 base_offset,

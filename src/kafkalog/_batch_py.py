@@ -26,6 +26,7 @@ import struct
 import time
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
+from . import _records_common
 from . import compression as _compression
 from ._crc_py import crc32c as _crc32c
 from ._format import (
@@ -151,6 +152,9 @@ class Record:
             f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
             f"value={self.value!r}, headers={self.headers!r})"
         )
+
+
+_records_common.register_record_class(Record)
 
 
 def _corrupt(msg: str, position: int, offset: Optional[int] = None) -> CorruptRecordError:

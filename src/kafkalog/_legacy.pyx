@@ -25,8 +25,12 @@ from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
 from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
+# big-endian access (callers check bounds first)
+from kafkalog._buffers cimport be32 as _u32, put_be32 as _put32, put_be64 as _put64
+
 import time
 
+from kafkalog import _records_common
 from kafkalog._format import (
     COMPRESSION_TYPES,
     DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -68,7 +72,6 @@ cdef tuple _NO_HEADERS = ()
 cdef object _LOG_APPEND_TIME = TimestampType.LOG_APPEND_TIME
 cdef object _NO_TIMESTAMP_TYPE = TimestampType.NO_TIMESTAMP_TYPE
 cdef object _compression = None
-cdef object _EQ_CLASSES = None
 
 
 cdef object _codecs():
@@ -79,48 +82,13 @@ cdef object _codecs():
     return _compression
 
 
-cdef tuple _record_classes():
-    global _EQ_CLASSES
-    if _EQ_CLASSES is None:
-        import importlib
-        classes = []
-        for mod, name in (
-            ("kafkalog._legacy_py", "LegacyRecord"),
-            ("kafkalog._legacy", "LegacyRecord"),
-            ("kafkalog._batch_py", "Record"),
-            ("kafkalog._batch", "Record"),
-        ):
-            try:
-                classes.append(getattr(importlib.import_module(mod), name))
-            except (ImportError, AttributeError):
-                pass
-        _EQ_CLASSES = tuple(classes)
-    return <tuple>_EQ_CLASSES
-
-
-# -- big-endian access (callers check bounds first) ---------------------------------------------
-cdef inline uint32_t _u32(const uint8_t* p) noexcept nogil:
-    return ((<uint32_t>p[0]) << 24) | ((<uint32_t>p[1]) << 16) | ((<uint32_t>p[2]) << 8) | p[3]
-
-
+# -- signed big-endian fields (over _buffers.pxd's loads; callers check bounds first) -------------
 cdef inline int32_t _i32(const uint8_t* p) noexcept nogil:
     return <int32_t>_u32(p)
 
 
 cdef inline int64_t _i64(const uint8_t* p) noexcept nogil:
     return <int64_t>(((<uint64_t>_u32(p)) << 32) | _u32(p + 4))
-
-
-cdef inline void _put32(uint8_t* p, uint32_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 24)
-    p[1] = <uint8_t>(v >> 16)
-    p[2] = <uint8_t>(v >> 8)
-    p[3] = <uint8_t>v
-
-
-cdef inline void _put64(uint8_t* p, uint64_t v) noexcept nogil:
-    _put32(p, <uint32_t>(v >> 32))
-    _put32(p + 4, <uint32_t>v)
 
 
 cdef inline int _header_size(int magic) noexcept nogil:
@@ -283,7 +251,7 @@ cdef class LegacyRecord:
             )
 
     def __eq__(self, other):
-        if not isinstance(other, _record_classes()):
+        if not isinstance(other, _records_common.EQ_CLASSES):
             return NotImplemented
         return (
             self.offset == other.offset
@@ -552,6 +520,9 @@ cdef list _parse_inner(object data, int wrapper_magic, int64_t wrapper_offset, i
                     )
                 rec.offset = o + base
     return out
+
+
+_records_common.register_record_class(LegacyRecord)
 
 
 # =============================================================================================

@@ -28,6 +28,7 @@ import time
 import zlib
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
+from . import _records_common
 from ._format import (
     COMPRESSION_TYPES,
     DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -74,28 +75,6 @@ def _codecs():
     return _compression
 
 
-def _record_classes() -> tuple:
-    """The record classes a LegacyRecord compares equal with (both twins, both formats)."""
-    global _EQ_CLASSES
-    if _EQ_CLASSES is None:
-        import importlib
-
-        classes = []
-        for mod, name in (
-            ("kafkalog._legacy_py", "LegacyRecord"),
-            ("kafkalog._legacy", "LegacyRecord"),
-            ("kafkalog._batch_py", "Record"),
-            ("kafkalog._batch", "Record"),
-        ):
-            try:
-                classes.append(getattr(importlib.import_module(mod), name))
-            except (ImportError, AttributeError):
-                pass
-        _EQ_CLASSES = tuple(classes)
-    return _EQ_CLASSES
-
-
-_EQ_CLASSES: Optional[tuple] = None
 
 
 def _as_bytes_or_none(x, what: str) -> Optional[bytes]:
@@ -255,7 +234,7 @@ class LegacyRecord:
             )
 
     def __eq__(self, other):
-        if not isinstance(other, _record_classes()):
+        if not isinstance(other, _records_common.EQ_CLASSES):
             return NotImplemented
         return (
             self.offset == other.offset
@@ -279,6 +258,9 @@ class LegacyRecord:
             f"value={self.value!r}, magic={self.magic}, attributes={self.attributes}, "
             f"crc={self.crc})"
         )
+
+
+_records_common.register_record_class(LegacyRecord)
 
 
 def _parse_message(buf, start: int, size: int, offset: int, where: int, where_offset: int, inner: bool):

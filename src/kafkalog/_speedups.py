@@ -5,6 +5,13 @@ any other value, or none, loads the compiled twins and falls back to pure Python
 cannot be imported (then ``FALLBACK_REASON`` says why: the reason the build recorded in
 ``_build_info.json`` when it was installed without them, else the import error).  Everything
 else in kafkalog imports the chosen modules from here and never names a twin.
+
+``batch``, ``crc``, ``legacy`` and ``varint`` are loaded at import, all compiled or all pure.
+``arrow`` (the columnar decoder), ``arrow_encode`` (its way back) and ``dump`` (the dump and
+stats walks) are loaded on first use (``from ._speedups import arrow``), as not every program
+needs them: the compiled twin when the twins above are compiled and it imports (a build
+without that one extension falls back to its pure twin: same results, slower), else the pure
+twin.
 """
 from __future__ import annotations
 
@@ -14,7 +21,15 @@ import os
 import platform
 from typing import Optional
 
-__all__ = ["IMPLEMENTATION", "FALLBACK_REASON", "PURE_REQUESTED", "varint", "crc", "batch", "legacy"]
+__all__ = [
+    "IMPLEMENTATION",
+    "FALLBACK_REASON",
+    "PURE_REQUESTED",
+    "varint",
+    "crc",
+    "batch",
+    "legacy",
+]
 
 PURE_REQUESTED = os.environ.get("KAFKALOG_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes", "on")
 FALLBACK_REASON: Optional[str] = None
@@ -58,3 +73,22 @@ else:
             FALLBACK_REASON = (
                 f"compiled twins unavailable on {platform.python_implementation()}: {exc}"
             )
+
+
+_ON_FIRST_USE = {"arrow": "_arrow", "arrow_encode": "_arrow_encode", "dump": "_dump"}
+
+
+def __getattr__(name: str):
+    base = _ON_FIRST_USE.get(name)
+    if base is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    mod = None
+    if IMPLEMENTATION == "cython":
+        try:
+            mod = importlib.import_module(f"{__package__}.{base}")
+        except ImportError:  # a build without this extension: same results, slower
+            mod = None
+    if mod is None:
+        mod = importlib.import_module(f"{__package__}.{base}_py")
+    globals()[name] = mod
+    return mod

@@ -5,9 +5,10 @@ Leniency matches Kafka: the 5th byte of a varint (10th of a varlong) is accepted
 continuation bit is clear, with bits beyond the integer width dropped; a longer encoding or a
 buffer that ends mid-varint raises :class:`~kafkalog.errors.CorruptRecordError`.
 
-The byte-level work is in ``_varint.pxd`` (shared with ``_batch.pyx``).  Inputs that are not a
-plain byte buffer (a list of ints, a non-contiguous or multi-byte-item memoryview) are handed
-to the pure twin, so both twins give the same answer for every input.
+The byte-level work is in ``_varint.pxd`` (shared with the other compiled modules).  Inputs
+that are not a plain byte buffer (a list of ints, a non-contiguous or multi-byte-item
+memoryview) are read item by item (``_read_items``), the way the pure twin reads every input,
+so both twins give the same answer for every input.
 """
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -15,7 +16,6 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
-from . import _varint_py
 from .errors import CorruptRecordError
 
 __all__ = [
@@ -29,11 +29,6 @@ __all__ = [
     "size_of_varlong",
     "size_of_unsigned_varint",
 ]
-
-cdef object _py_read_varint = _varint_py.read_varint
-cdef object _py_read_varlong = _varint_py.read_varlong
-cdef object _py_read_unsigned_varint = _varint_py.read_unsigned_varint
-
 
 cdef enum _Kind:
     K_VARINT = 0
@@ -49,6 +44,43 @@ cdef object _fault(int code, object start, bint is_long):
     else:
         msg = f"{what} is too long: the most significant bit of byte {n} is set"
     return CorruptRecordError(msg, start)
+
+
+cdef object _read_items(object buf, object pos, _Kind kind):
+    """A varint from any sequence of ints (``buf[i]``, ``len(buf)``), with the pure twin's
+    arithmetic on Python ints: the same value, error or exception for every input."""
+    cdef int max_bytes = KL_MAX_VARLONG_BYTES if kind == K_VARLONG else KL_MAX_VARINT_BYTES
+    cdef int i
+    end = len(buf)
+    p = pos
+    raw = None
+    if p < end:
+        b = buf[p]
+        if b < 0x80:
+            raw = b
+            p = p + 1
+    if raw is None:
+        shift = 0
+        result = 0
+        for i in range(max_bytes + 1):
+            if i == max_bytes:
+                raise _fault(KL_VARINT_TOO_LONG, pos, kind == K_VARLONG)
+            if p >= end:
+                raise _fault(KL_VARINT_TRUNCATED, pos, kind == K_VARLONG)
+            b = buf[p]
+            p = p + 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+        raw = result
+    if kind == K_VARLONG:
+        raw &= 0xFFFFFFFFFFFFFFFF
+    else:
+        raw &= 0xFFFFFFFF
+    if kind == K_UNSIGNED:
+        return raw, p
+    return (raw >> 1) ^ -(raw & 1), p
 
 
 cdef object _read(object buf, object pos, _Kind kind):
@@ -78,14 +110,10 @@ cdef object _read(object buf, object pos, _Kind kind):
             have_view = True
         if (not have_view or view.ndim != 1 or view.itemsize != 1
                 or (view.format != NULL and not (view.format[0] == b"B" and view.format[1] == 0))):
-            # Not a plain byte buffer: the pure twin defines what happens.
+            # Not a plain byte buffer: read it item by item, as the pure twin does.
             if have_view:
                 PyBuffer_Release(&view)
-            if kind == K_VARINT:
-                return _py_read_varint(buf, pos)
-            if kind == K_VARLONG:
-                return _py_read_varlong(buf, pos)
-            return _py_read_unsigned_varint(buf, pos)
+            return _read_items(buf, pos, kind)
         data = <const uint8_t*>view.buf
         size = view.len
     try:

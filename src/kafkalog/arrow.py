@@ -91,19 +91,12 @@ except ImportError as _e:  # name the extra that installs it
     ) from _e
 import pyarrow.compute as pc  # noqa: E402
 
-from . import _speedups
 from ._format import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
 from ._sources import Opened, Source, block_size, resolve
+from ._speedups import arrow as _core
+from ._speedups import arrow_encode as _encoder
 from .errors import KafkaLogError
 from .storage.selection import TopicSelection, fetch_ranges
-
-if _speedups.IMPLEMENTATION == "cython":
-    try:
-        from . import _arrow as _core  # type: ignore[no-redef]
-    except ImportError:  # a build without the _arrow extension: same results, slower
-        from . import _arrow_py as _core  # type: ignore[no-redef]
-else:
-    from . import _arrow_py as _core  # type: ignore[no-redef]
 
 __all__ = [
     "IMPLEMENTATION",
@@ -863,7 +856,7 @@ def from_arrow(
     if hdr is not None:
         hdr_d, a = _headers_desc(hdr)
         keep.append(a)
-    return _core.encode(
+    return _encoder.encode(
         n,
         off_d,
         ts_d,

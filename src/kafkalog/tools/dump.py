@@ -34,7 +34,7 @@ import re
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .._format import ENTRY_HEADER, V2_HEADER
-from .._speedups import IMPLEMENTATION as _IMPLEMENTATION
+from .._speedups import dump as _lines
 from ..errors import KafkaLogError
 from ..records import RecordBatch
 from ..storage import files as _files
@@ -85,11 +85,6 @@ def _topic_partition(path: str) -> Tuple[Optional[str], Optional[int]]:
     except ValueError:
         return None, None
     return tp.topic, tp.partition
-
-if _IMPLEMENTATION == "cython":
-    from .. import _dump as _lines  # type: ignore[attr-defined]
-else:
-    from .. import _dump_py as _lines
 
 _ENTRY = ENTRY_HEADER
 _V2 = V2_HEADER  # 61-byte v2 header

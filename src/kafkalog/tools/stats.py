@@ -21,7 +21,7 @@ from collections import Counter
 from typing import IO, Any, Dict, List, Optional, Sequence
 
 from .._format import ENTRY_HEADER, V2_HEADER
-from .._speedups import IMPLEMENTATION as _IMPLEMENTATION
+from .._speedups import dump as _walk
 from ..control import control_type_id
 from ..errors import KafkaLogError, MissingCodecError
 from ..records import LegacyRecordBatch, RecordBatch
@@ -30,11 +30,6 @@ from ._inputs import MappedFile, NoProgress, Progress, classify_dir, partition_d
 from .verify import framing_problem, no_segments_problem
 
 EXIT_MISSING_DEPENDENCY = MissingCodecError.exit_status
-
-if _IMPLEMENTATION == "cython":
-    from .. import _dump as _walk  # type: ignore[attr-defined]
-else:
-    from .. import _dump_py as _walk
 
 __all__ = ["KeyCardinality", "SegmentStats", "run_stats", "stats_for_paths"]
 
