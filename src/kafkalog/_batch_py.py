@@ -398,7 +398,9 @@ class RecordBatch:
             self.records_count,
         ) = V2_HEADER.unpack_from(buf, position)
         if self.magic != 2:
-            raise _corrupt(f"Invalid magic {self.magic} for a v2 record batch", position, self.base_offset)
+            raise _corrupt(
+                f"Invalid magic {self.magic} for a v2 record batch", position, self.base_offset
+            )
         size = self.length + LOG_OVERHEAD
         if size < RECORD_BATCH_OVERHEAD:
             raise _corrupt(
@@ -495,7 +497,9 @@ class RecordBatch:
 
     def records_section(self):
         """The records section: a memoryview of the buffer, or the decompressed bytes."""
-        raw = self._buf[self.position + RECORD_BATCH_OVERHEAD : self.position + self.length + LOG_OVERHEAD]
+        raw = self._buf[
+            self.position + RECORD_BATCH_OVERHEAD : self.position + self.length + LOG_OVERHEAD
+        ]
         codec = self.attributes & 0x07
         if codec == 0:
             return raw
@@ -514,7 +518,11 @@ class RecordBatch:
             self.ensure_valid()
         count = self.records_count
         if count < 0:
-            raise _corrupt(f"Found invalid record count {count} in magic v2 batch", self.position, self.base_offset)
+            raise _corrupt(
+                f"Found invalid record count {count} in magic v2 batch",
+                self.position,
+                self.base_offset,
+            )
         if count == 0:
             return []
         data = self.records_section()
@@ -575,7 +583,9 @@ class MemoryRecords:
     ) -> None:
         self._buf = _as_view(buffer)
         if max_batch_size is not None and not isinstance(max_batch_size, int):
-            raise TypeError(f"max_batch_size must be an int or None, not {type(max_batch_size).__name__}")
+            raise TypeError(
+                f"max_batch_size must be an int or None, not {type(max_batch_size).__name__}"
+            )
         self._check_crcs = check_crcs
         self._max_batch_size = max_batch_size
         self._max_decompressed = max_decompressed_size
@@ -597,20 +607,26 @@ class MemoryRecords:
         offset, size = _ENTRY.unpack_from(buf, pos)
         if size < RECORD_OVERHEAD_V0:
             raise _corrupt(
-                f"Record size {size} is smaller than the minimum record overhead ({RECORD_OVERHEAD_V0})",
+                f"Record size {size} is smaller than the minimum record overhead "
+                f"({RECORD_OVERHEAD_V0})",
                 pos,
                 offset,
             )
         if self._max_batch_size is not None and size > self._max_batch_size:
             raise RecordTooLargeError(
-                f"Record size {size} exceeds the largest allowable message size ({self._max_batch_size})",
+                f"Record size {size} exceeds the largest allowable message size "
+                f"({self._max_batch_size})",
                 pos,
                 offset,
             )
         magic = buf[pos + 16]
         if magic > 2:
             # Kafka reads the magic as a signed byte.
-            raise _corrupt(f"Invalid magic found in record: {magic - 256 if magic > 127 else magic}", pos, offset)
+            raise _corrupt(
+                f"Invalid magic found in record: {magic - 256 if magic > 127 else magic}",
+                pos,
+                offset,
+            )
         if remaining < size + LOG_OVERHEAD:
             return -1
         return size + LOG_OVERHEAD
@@ -626,7 +642,10 @@ class MemoryRecords:
                 break
             if buf[pos + 16] == 2:
                 yield RecordBatch(
-                    buf, pos, check_crc=self._check_crcs, max_decompressed_size=self._max_decompressed
+                    buf,
+                    pos,
+                    check_crc=self._check_crcs,
+                    max_decompressed_size=self._max_decompressed,
                 )
             else:
                 if legacy_at is None:
@@ -808,7 +827,9 @@ class MemoryRecordsBuilder:
                 compression_level=compression_level,
             )
             if is_transactional or is_control_batch or producer_id != -1:
-                raise ValueError(f"transactional, control and idempotent batches need magic 2, not {magic}")
+                raise ValueError(
+                    f"transactional, control and idempotent batches need magic 2, not {magic}"
+                )
             return
         self._legacy = None
         if ts_type == TimestampType.NO_TIMESTAMP_TYPE:
@@ -819,8 +840,18 @@ class MemoryRecordsBuilder:
             ("producer_epoch", producer_epoch, -(2**15), 2**15 - 1),
             ("base_sequence", base_sequence, -(2**31), 2**31 - 1),
             ("partition_leader_epoch", partition_leader_epoch, -(2**31), 2**31 - 1),
-            ("log_append_time", -1 if log_append_time is None else log_append_time, -(2**63), 2**63 - 1),
-            ("delete_horizon_ms", -1 if delete_horizon_ms is None else delete_horizon_ms, -(2**63), 2**63 - 1),
+            (
+                "log_append_time",
+                -1 if log_append_time is None else log_append_time,
+                -(2**63),
+                2**63 - 1,
+            ),
+            (
+                "delete_horizon_ms",
+                -1 if delete_horizon_ms is None else delete_horizon_ms,
+                -(2**63),
+                2**63 - 1,
+            ),
         ):
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"{name} out of range: {v!r}")
@@ -850,14 +881,18 @@ class MemoryRecordsBuilder:
         self.append_with_offset(offset, timestamp, key, value, headers)
         return offset
 
-    def try_append(self, timestamp: int, key, value, headers: Sequence[Header] = ()) -> Optional[int]:
+    def try_append(
+        self, timestamp: int, key, value, headers: Sequence[Header] = ()
+    ) -> Optional[int]:
         """:meth:`has_room_for` then :meth:`append` in one call: the new record's offset, or
         None (and nothing appended) when it does not fit under ``write_limit``."""
         if not self.has_room_for(timestamp, key, value, headers):
             return None
         return self.append(timestamp, key, value, headers)
 
-    def append_with_offset(self, offset: int, timestamp: int, key, value, headers: Sequence[Header] = ()) -> None:
+    def append_with_offset(
+        self, offset: int, timestamp: int, key, value, headers: Sequence[Header] = ()
+    ) -> None:
         if self._legacy is not None:
             return self._legacy.append_with_offset(offset, timestamp, key, value, headers)
         if not isinstance(offset, int):
@@ -940,7 +975,11 @@ class MemoryRecordsBuilder:
         attributes = codec
         if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
             attributes |= TIMESTAMP_TYPE_MASK
-            max_ts = self._log_append_time if self._log_append_time is not None else int(time.time() * 1000)
+            max_ts = (
+                self._log_append_time
+                if self._log_append_time is not None
+                else int(time.time() * 1000)
+            )
         else:
             max_ts = self._max_ts
         if self.is_transactional:
@@ -1026,8 +1065,8 @@ def walk_frames(buf, p: int, n: int, left: int, end: int, max_size: int,
     (``end`` >= 0; -1: no end), with ``stop_at_gaps`` also where it is above ``seen`` (a gap
     in the offsets) and the entry after it is not in ``buf`` or goes on from below the jump
     (the caller judges it: ``storage.segment.gap_is_damage``), or where it is not wholly in
-    ``buf``: the caller handles that entry.  The offset after an entry is its last offset + 1 (a v2 batch's base offset + its
-    last offset delta + 1; a legacy entry's offset + 1)."""
+    ``buf``: the caller handles that entry.  The offset after an entry is its last offset + 1
+    (a v2 batch's base offset + its last offset delta + 1; a legacy entry's offset + 1)."""
     if p < 0 or p > n or n > len(buf):
         raise ValueError(f"walk_frames: bad range [{p}, {n}) of {len(buf)} bytes")
     unpack = _ENTRY.unpack_from

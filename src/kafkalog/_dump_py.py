@@ -2,8 +2,8 @@
 --deep-iteration [--print-data-log]`` for one v2 data batch, runs of plain v2 batches with their
 batch lines (``v2_dump_run``), and what ``kafkalog stats`` counts of them.
 
-The caller (``kafkalog.tools.dump``) uses it for magic-2 data batches printed as text with the string
-decoders, record metadata shown and no header values.  It returns None where it does not do
+The caller (``kafkalog.tools.dump``) uses it for magic-2 data batches printed as text with the
+string decoders, record metadata shown and no header values.  It returns None where it does not do
 exactly what the general path does (a malformed record, a sequence number past Int.MAX); the
 caller then formats that batch the general way, which also raises the right error.
 """
@@ -64,9 +64,13 @@ def v2_record_lines(
             gaps.append((lo, o))
         lo = o
         k, v = r.key, r.value
-        out.append(head % (o, r.timestamp, -1 if k is None else len(k), -1 if v is None else len(v), seq))
+        out.append(
+            head % (o, r.timestamp, -1 if k is None else len(k), -1 if v is None else len(v), seq)
+        )
         if r.headers:
-            out.append(b",".join([_text(h[0].encode("utf-8", "surrogateescape"), u8) for h in r.headers]))
+            out.append(
+                b",".join([_text(h[0].encode("utf-8", "surrogateescape"), u8) for h in r.headers])
+            )
         out.append(b"]")
         if contents:
             if k is not None:

@@ -263,7 +263,9 @@ class LegacyRecord:
 _records_common.register_record_class(LegacyRecord)
 
 
-def _parse_message(buf, start: int, size: int, offset: int, where: int, where_offset: int, inner: bool):
+def _parse_message(
+    buf, start: int, size: int, offset: int, where: int, where_offset: int, inner: bool
+):
     """Parse the message body ``buf[start:start+size]`` (from its CRC field) into a
     LegacyRecord with ``offset``.  Errors report ``where`` / ``where_offset``."""
     what = "inner message" if inner else "message"
@@ -390,7 +392,9 @@ class LegacyRecordBatch:
             )
         crc, magic, attrs = _MSG.unpack_from(buf, position + LOG_OVERHEAD)
         if magic != 0 and magic != 1:
-            raise CorruptRecordError(f"Invalid magic {magic} for a legacy (v0/v1) message", position, offset)
+            raise CorruptRecordError(
+                f"Invalid magic {magic} for a legacy (v0/v1) message", position, offset
+            )
         if magic:
             if size < RECORD_OVERHEAD_V1:
                 raise CorruptRecordError(
@@ -522,7 +526,7 @@ class LegacyRecordBatch:
             self.position, self.offset, False,
         )
 
-    # -- integrity ----------------------------------------------------------------------------------
+    # -- integrity ---------------------------------------------------------------------------------
     def compute_checksum(self) -> int:
         """CRC-32 of the message from the magic byte to the end of the entry."""
         start = self.position + LOG_OVERHEAD + 4
@@ -541,7 +545,7 @@ class LegacyRecordBatch:
                 self.offset,
             )
 
-    # -- records -------------------------------------------------------------------------------------
+    # -- records -----------------------------------------------------------------------------------
     def view(self) -> memoryview:
         """The entry's bytes, without copying."""
         return self._buf[self.position : self.position + LOG_OVERHEAD + self.length]
@@ -553,7 +557,9 @@ class LegacyRecordBatch:
         if codec == 0:
             return self.view()
         if codec > 4:
-            raise CorruptRecordError(f"Unknown compression type id {codec}", self.position, self.offset)
+            raise CorruptRecordError(
+                f"Unknown compression type id {codec}", self.position, self.offset
+            )
         value = self.wrapper.value
         if value is None:
             raise InvalidRecordError(
@@ -562,7 +568,9 @@ class LegacyRecordBatch:
                 self.offset,
             )
         try:
-            return _codecs().decompress(codec, value, magic=self.magic, max_size=self._max_decompressed)
+            return _codecs().decompress(
+                codec, value, magic=self.magic, max_size=self._max_decompressed
+            )
         except KafkaLogError as e:
             e.position = self.position
             e.offset = self.offset
@@ -706,7 +714,9 @@ def _parse_inner(data, wrapper_magic: int, wrapper_offset: int, wrapper_ts: int,
     return out
 
 
-def _write_message(out: bytearray, offset: int, magic: int, attributes: int, timestamp: int, key, value) -> None:
+def _write_message(
+    out: bytearray, offset: int, magic: int, attributes: int, timestamp: int, key, value
+) -> None:
     """Append one log entry (offset, size, CRC-32, magic, attributes, [ts], key, value)."""
     start = len(out)
     klen = -1 if key is None else len(key)
@@ -776,7 +786,11 @@ class LegacyRecordsBuilder:
         ts_type = TimestampType.parse(timestamp_type)
         if magic == 1 and ts_type == TimestampType.NO_TIMESTAMP_TYPE:
             raise ValueError("TimestampType must be set for magic >= 1")
-        if isinstance(base_offset, bool) or not isinstance(base_offset, int) or not INT64_MIN <= base_offset <= INT64_MAX:
+        if (
+            isinstance(base_offset, bool)
+            or not isinstance(base_offset, int)
+            or not INT64_MIN <= base_offset <= INT64_MAX
+        ):
             raise ValueError(f"base_offset out of range: {base_offset!r}")
         if log_append_time is not None and (
             isinstance(log_append_time, bool)
@@ -798,7 +812,7 @@ class LegacyRecordsBuilder:
         self._size = 0  # bytes of (inner) log entries, uncompressed
         self._last_offset: Optional[int] = None
 
-    # -- appending ----------------------------------------------------------------------------------
+    # -- appending ---------------------------------------------------------------------------------
     def append(self, timestamp: int, key, value, headers: Sequence = ()) -> int:
         """Append a message at the next offset; returns that offset."""
         if self._last_offset is None:
@@ -808,7 +822,9 @@ class LegacyRecordsBuilder:
         self.append_with_offset(offset, timestamp, key, value, headers)
         return offset
 
-    def append_with_offset(self, offset: int, timestamp: int, key, value, headers: Sequence = ()) -> None:
+    def append_with_offset(
+        self, offset: int, timestamp: int, key, value, headers: Sequence = ()
+    ) -> None:
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise TypeError(f"offset must be an int, not {type(offset).__name__}")
         if self._last_offset is not None and offset <= self._last_offset:
@@ -874,7 +890,7 @@ class LegacyRecordsBuilder:
     def __len__(self) -> int:
         return len(self._offsets)
 
-    # -- building -----------------------------------------------------------------------------------
+    # -- building ----------------------------------------------------------------------------------
     def build(self) -> bytes:
         """The log entries as bytes (b"" when nothing was appended)."""
         if not self._offsets:
@@ -893,7 +909,9 @@ class LegacyRecordsBuilder:
         rel = self.base_offset if (codec and magic == 1) else 0
         out = bytearray()
         max_ts = -1
-        for offset, ts, key, value in zip(self._offsets, self._timestamps, self._keys, self._values):
+        for offset, ts, key, value in zip(
+            self._offsets, self._timestamps, self._keys, self._values
+        ):
             if magic == 0:
                 ts = -1
             elif log_append:
@@ -913,6 +931,7 @@ class LegacyRecordsBuilder:
 
     def __repr__(self) -> str:
         return (
-            f"LegacyRecordsBuilder(magic={self.magic}, compression={self.compression_type.kafka_name}, "
+            f"LegacyRecordsBuilder(magic={self.magic}, "
+            f"compression={self.compression_type.kafka_name}, "
             f"base_offset={self.base_offset}, count={len(self._offsets)})"
         )

@@ -31,14 +31,21 @@ __all__ = [
     "legacy",
 ]
 
-PURE_REQUESTED = os.environ.get("KAFKALOG_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes", "on")
+PURE_REQUESTED = os.environ.get("KAFKALOG_PURE_PYTHON", "").strip().lower() in (
+    "1",
+    "true",
+    "yes",
+    "on",
+)
 FALLBACK_REASON: Optional[str] = None
 
 
 def _build_reason() -> Optional[str]:
     """Why the installed build has no compiled twins, as setup.py recorded it (None: unknown)."""
     try:
-        with open(os.path.join(os.path.dirname(__file__), "_build_info.json"), encoding="utf-8") as f:
+        with open(
+            os.path.join(os.path.dirname(__file__), "_build_info.json"), encoding="utf-8"
+        ) as f:
             info = json.load(f)
     except (OSError, ValueError):
         return None  # a source checkout, or an install by other means
