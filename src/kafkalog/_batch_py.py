@@ -34,6 +34,7 @@ from ._format import (
     CONTROL_FLAG_MASK,
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     DELETE_HORIZON_FLAG_MASK,
+    ENTRY_HEADER,
     HEADER_SIZE_UP_TO_MAGIC,
     INT32_MAX,
     INT64_MAX,
@@ -70,7 +71,7 @@ __all__ = [
     "walk_frames",
 ]
 
-_ENTRY = struct.Struct(">qi")
+_ENTRY = ENTRY_HEADER
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 _NO_HEADERS: Tuple = ()

@@ -9,17 +9,16 @@ caller then formats that batch the general way, which also raises the right erro
 """
 from __future__ import annotations
 
-import struct
 from typing import Callable, List, Optional, Tuple
 
 from ._batch_py import decode_records
 from ._crc_py import crc32c
-from ._format import INT32_MAX, INT64_MAX
+from ._format import INT32_MAX, INT64_MAX, V2_HEADER
 from .errors import KafkaLogError
 
 __all__ = ["v2_dump_run", "v2_record_lines", "v2_record_summary", "v2_stats_run", "hll_update"]
 
-_V2 = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 header
+_V2 = V2_HEADER  # the 61-byte v2 header
 
 
 def v2_record_lines(

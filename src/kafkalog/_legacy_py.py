@@ -32,6 +32,7 @@ from . import _records_common
 from ._format import (
     COMPRESSION_TYPES,
     DEFAULT_MAX_DECOMPRESSED_SIZE,
+    ENTRY_HEADER,
     INT32_MAX,
     INT64_MAX,
     INT64_MIN,
@@ -39,6 +40,8 @@ from ._format import (
     LOG_OVERHEAD,
     RECORD_OVERHEAD_V0,
     RECORD_OVERHEAD_V1,
+    V0_ENTRY_HEADER,
+    V1_ENTRY_HEADER,
     CompressionType,
     TimestampType,
 )
@@ -46,14 +49,14 @@ from .errors import CorruptRecordError, InvalidOffsetError, InvalidRecordError, 
 
 __all__ = ["LegacyRecord", "LegacyRecordBatch", "LegacyRecordsBuilder", "record_size"]
 
-_ENTRY = struct.Struct(">qi")  # offset, size
+_ENTRY = ENTRY_HEADER  # offset, size
 _MSG = struct.Struct(">Ibb")  # crc, magic, attributes (body-relative offset 0)
 _TS_KLEN = struct.Struct(">qi")  # a v1 message's timestamp and key length
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
-_V0_HEADER = struct.Struct(">qiIbbi")  # offset, size, crc, magic, attributes, keyLength
-_V1_HEADER = struct.Struct(">qiIbbqi")  # ... timestamp, keyLength
+_V0_HEADER = V0_ENTRY_HEADER  # offset, size, crc, magic, attributes, keyLength
+_V1_HEADER = V1_ENTRY_HEADER  # ... timestamp, keyLength
 _NO_HEADERS: Tuple = ()
 
 _TS_TYPES = (

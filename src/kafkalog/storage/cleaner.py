@@ -36,8 +36,9 @@ import struct
 import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
-from .._format import TimestampType
+from .._format import V2_HEADER, TimestampType
 from .._speedups import crc as _crc
+from ..control import control_type_id
 from ..errors import KafkaLogError
 from ..records import MemoryRecordsBuilder
 from . import files as _files
@@ -56,7 +57,7 @@ __all__ = [
 
 _INT32_MAX = 2**31 - 1
 _LONG_MAX = 2**63 - 1
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")  # 61 bytes
+_V2_HEADER = V2_HEADER  # 61 bytes
 _Q = struct.Struct(">q")
 _DELETE_HORIZON_FLAG = 0x40
 _TXN_FLAG = 0x10
@@ -259,10 +260,7 @@ OffsetMap = SkimpyOffsetMap
 # -- transaction tracking --------------------------------------------------------------------------
 def _control_type(batch) -> Optional[int]:
     for r in batch:
-        k = r.key
-        if k is None or len(k) < 4:
-            return None
-        return struct.unpack_from(">hh", k, 0)[1]
+        return control_type_id(r.key)
     return None
 
 
