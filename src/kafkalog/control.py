@@ -353,7 +353,7 @@ def parse_control_record(key, value) -> ControlRecord:
         r.tagged_fields()
         return ControlRecord(ctype, version, type_id, vversion, kraft_version=kv, value=value)
     # KRAFT_VOTERS
-    voters = []
+    voter_set: List[Voter] = []
     for _ in range(r.array_len()):
         vid = r.int32()
         dir_id = r.uuid()
@@ -368,11 +368,11 @@ def parse_control_record(key, value) -> ControlRecord:
         vmax = r.int16()
         r.tagged_fields()  # of KRaftVersionFeature
         r.tagged_fields()  # of the voter
-        voters.append(Voter(vid, dir_id, tuple(endpoints), vmin, vmax))
+        voter_set.append(Voter(vid, dir_id, tuple(endpoints), vmin, vmax))
     r.tagged_fields()
     return ControlRecord(
-        ctype, version, type_id, vversion, voters=tuple(v.voter_id for v in voters),
-        voter_set=tuple(voters), value=value,
+        ctype, version, type_id, vversion, voters=tuple(v.voter_id for v in voter_set),
+        voter_set=tuple(voter_set), value=value,
     )
 
 
