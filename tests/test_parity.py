@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kafkalog import compression
 from kafkalog._format import CompressionType
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import CorruptRecordError, KafkaLogError
 
 # kafka-python's own import-time deprecation warnings are not ours.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -497,6 +497,21 @@ def legacy_facts(b):
                              for r in b.records()]))
 
 
+def test_a_legacy_entry_whose_magic_flips_to_2_reads_as_a_v2_batch_not_a_legacy_one():
+    # the case the fuzz test below once drew: a 61-byte v0 gzip entry with its magic byte
+    # flipped to 2 frames as a v2 batch (61 bytes is the v2 header), so the walk yields a v2
+    # batch when CRCs are not checked, and the legacy constructor refuses the entry
+    b = P.MemoryRecordsBuilder(0, "gzip", 0)
+    b.append(TS, None, b"")
+    raw = bytearray(b.build())
+    raw[16] ^= 2
+    raw = bytes(raw)
+    batches = list(P.MemoryRecords(raw, check_crcs=False))
+    assert [(x.position, x.magic) for x in batches] == [(0, 2)]
+    with pytest.raises(CorruptRecordError, match="Invalid magic 2 for a legacy"):
+        LP.LegacyRecordBatch(raw, 0, check_crc=False)
+
+
 @FUZZ
 @given(st.sampled_from([0, 1]), st.sampled_from(["none", "none", "gzip"]),
        st.lists(st.tuples(st.none() | st.binary(max_size=30), st.none() | st.binary(max_size=60)),
@@ -518,6 +533,13 @@ def test_pure_memory_records_legacy_entries_equal_the_constructor(magic, codec, 
     def run():
         for batch in P.MemoryRecords(raw, check_crcs=check):
             direct = attempt(lambda: LP.LegacyRecordBatch(raw, batch.position, check_crc=check))
+            if batch.magic == 2:
+                # a flipped magic byte made the entry a v2 batch that frames (its CRC unchecked
+                # here): the walk reads it as one, and the legacy constructor refuses it
+                assert direct[:3] == ("err", "CorruptRecordError",
+                                      "Invalid magic 2 for a legacy (v0/v1) message"), direct
+                seen.append(batch.position)
+                continue
             assert direct[0] == "ok", direct
             assert legacy_facts(batch) == legacy_facts(direct[1])
             seen.append(batch.position)
