@@ -28,6 +28,7 @@ import fcntl
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -201,10 +202,35 @@ def run_tool(env: Dict[str, Path], spec: Dict[str, Any],
 
 
 # -- the broker ----------------------------------------------------------------------------------
+def _ephemeral_range() -> Tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free 127.0.0.1 port BELOW the kernel's ephemeral range.
+
+    A broker's port must never be one the OS can hand out to a ``bind(0)``: the clients a test
+    leaves behind (Spark's Kafka connector caches its producers in the JVM, which outlives the
+    Spark session) keep reconnecting to a stopped broker's port, and when a later Spark session's
+    Python-worker server socket is given that same ephemeral port, the stale producer connects
+    to it and the worker's authentication fails ("Python worker failed to connect back")."""
+    lo, _hi = _ephemeral_range()
+    top = max(lo, 12000)
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        port = rng.randrange(10000, top)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free 127.0.0.1 port in 10000..{top} after 200 tries")
 
 
 _LOG4J2 = """\

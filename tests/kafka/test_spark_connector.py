@@ -354,6 +354,13 @@ def session(connector):
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.driver.memory", "1g")
+             # the connector's producers and consumers are cached in the JVM, which outlives this
+             # session: close idle ones within seconds, not after the default 10 / 5 minutes, so
+             # none is left reconnecting to a stopped broker while later tests run
+             .config("spark.kafka.producer.cache.timeout", "2s")
+             .config("spark.kafka.producer.cache.evictorThreadRunInterval", "1s")
+             .config("spark.kafka.consumer.cache.timeout", "2s")
+             .config("spark.kafka.consumer.cache.evictorThreadRunInterval", "1s")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     from kafkalog.spark import register
