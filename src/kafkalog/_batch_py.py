@@ -72,6 +72,7 @@ __all__ = [
 ]
 
 _ENTRY = ENTRY_HEADER
+_ENTRY_MAGIC = struct.Struct(">qi4xb")  # offset, size, magic (signed, as Kafka reads it)
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 _NO_HEADERS: Tuple = ()
@@ -572,7 +573,8 @@ class MemoryRecords:
     :class:`CorruptRecordError`.
     """
 
-    __slots__ = ("_buf", "_check_crcs", "_max_batch_size", "_max_decompressed", "_valid_bytes")
+    __slots__ = ("_buf", "_src", "_check_crcs", "_max_batch_size", "_max_decompressed",
+                 "_valid_bytes")
 
     def __init__(
         self,
@@ -583,6 +585,9 @@ class MemoryRecords:
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     ) -> None:
         self._buf = _as_view(buffer)
+        # A bytes input is sliced directly for legacy keys and values (one object per field
+        # instead of a memoryview slice and its copy).
+        self._src = buffer if type(buffer) is bytes else None
         if max_batch_size is not None and not isinstance(max_batch_size, int):
             raise TypeError(
                 f"max_batch_size must be an int or None, not {type(max_batch_size).__name__}"
@@ -633,27 +638,47 @@ class MemoryRecords:
         return size + LOG_OVERHEAD
 
     def batches(self) -> Iterator[Union[RecordBatch, "object"]]:
+        # _next_entry's checks, inline: one unpack per entry reads offset, size and magic.
         buf = self._buf
+        src = self._src
+        end = len(buf)
         pos = 0
         check_crc = bool(self._check_crcs)
+        max_size = self._max_batch_size
+        max_decompressed = self._max_decompressed
         legacy_at = None
-        while True:
-            n = self._next_entry(pos)
-            if n < 0:
+        while end - pos > HEADER_SIZE_UP_TO_MAGIC:  # Kafka's FileLogInputStream: no entry fits
+            offset, size, magic = _ENTRY_MAGIC.unpack_from(buf, pos)
+            if size < RECORD_OVERHEAD_V0:
+                raise _corrupt(
+                    f"Record size {size} is smaller than the minimum record overhead "
+                    f"({RECORD_OVERHEAD_V0})",
+                    pos,
+                    offset,
+                )
+            if max_size is not None and size > max_size:
+                raise RecordTooLargeError(
+                    f"Record size {size} exceeds the largest allowable message size "
+                    f"({max_size})",
+                    pos,
+                    offset,
+                )
+            if magic > 2 or magic < 0:
+                raise _corrupt(f"Invalid magic found in record: {magic}", pos, offset)
+            if end - pos < size + LOG_OVERHEAD:
                 break
-            if buf[pos + 16] == 2:
+            if magic == 2:
                 yield RecordBatch(
                     buf,
                     pos,
                     check_crc=self._check_crcs,
-                    max_decompressed_size=self._max_decompressed,
+                    max_decompressed_size=max_decompressed,
                 )
             else:
                 if legacy_at is None:
                     legacy_at = _legacy().LegacyRecordBatch._at_entry
-                offset, size = _ENTRY.unpack_from(buf, pos)
-                yield legacy_at(buf, pos, offset, size, check_crc, self._max_decompressed)
-            pos += n
+                yield legacy_at(buf, pos, offset, size, check_crc, max_decompressed, src)
+            pos += size + LOG_OVERHEAD
         self._valid_bytes = pos
 
     __iter__ = batches

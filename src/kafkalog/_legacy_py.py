@@ -52,6 +52,8 @@ __all__ = ["LegacyRecord", "LegacyRecordBatch", "LegacyRecordsBuilder", "record_
 _ENTRY = ENTRY_HEADER  # offset, size
 _MSG = struct.Struct(">Ibb")  # crc, magic, attributes (body-relative offset 0)
 _TS_KLEN = struct.Struct(">qi")  # a v1 message's timestamp and key length
+_V1_MSG = struct.Struct(">Ibbqi")  # a v1 message's crc, magic, attributes, timestamp, key length
+_V0_MSG = struct.Struct(">Ibbi")  # a v0 message's crc, magic, attributes, key length
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
@@ -267,38 +269,44 @@ _records_common.register_record_class(LegacyRecord)
 
 
 def _parse_message(
-    buf, start: int, size: int, offset: int, where: int, where_offset: int, inner: bool
+    buf, start: int, size: int, offset: int, where: int, where_offset: int, inner: bool,
+    src=None,
 ):
     """Parse the message body ``buf[start:start+size]`` (from its CRC field) into a
-    LegacyRecord with ``offset``.  Errors report ``where`` / ``where_offset``."""
-    what = "inner message" if inner else "message"
-    crc, magic, attrs = _MSG.unpack_from(buf, start)
-    if magic != 0 and magic != 1:
-        raise CorruptRecordError(f"Invalid magic {magic} in legacy {what}", where, where_offset)
+    LegacyRecord with ``offset``.  Errors report ``where`` / ``where_offset``.  ``src``, when
+    given, is a bytes object with the same content as ``buf``: keys and values are sliced from
+    it directly."""
     end = start + size
-    if magic:
-        if size < RECORD_OVERHEAD_V1:
-            raise CorruptRecordError(
-                f"Record size {size} is smaller than the minimum v1 record overhead "
-                f"({RECORD_OVERHEAD_V1})",
-                where,
-                where_offset,
-            )
-        raw_ts, klen = _TS_KLEN.unpack_from(buf, start + 6)
+    magic = buf[start + 4]
+    if magic == 1 and size >= RECORD_OVERHEAD_V1:
+        crc, magic, attrs, raw_ts, klen = _V1_MSG.unpack_from(buf, start)
         p = start + 18
-    else:
+    elif magic == 0:  # size >= RECORD_OVERHEAD_V0: every caller checked it
+        crc, magic, attrs, klen = _V0_MSG.unpack_from(buf, start)
         raw_ts = -1
-        klen = _I32.unpack_from(buf, start + 6)[0]
         p = start + 10
+    else:
+        what = "inner message" if inner else "message"
+        if magic != 1:
+            raise CorruptRecordError(
+                f"Invalid magic {magic - 256 if magic > 127 else magic} in legacy {what}",
+                where, where_offset)
+        raise CorruptRecordError(
+            f"Record size {size} is smaller than the minimum v1 record overhead "
+            f"({RECORD_OVERHEAD_V1})",
+            where,
+            where_offset,
+        )
     if klen >= 0:
         if klen > end - p - 4:
+            what = "inner message" if inner else "message"
             raise CorruptRecordError(
                 f"Found invalid {what} structure: key size {klen} runs past the end of the "
                 f"{size}-byte message",
                 where,
                 where_offset,
             )
-        key = bytes(buf[p : p + klen])
+        key = src[p : p + klen] if src is not None else bytes(buf[p : p + klen])
         p += klen
     else:
         key = None
@@ -306,13 +314,14 @@ def _parse_message(
     p += 4
     if vlen >= 0:
         if vlen > end - p:
+            what = "inner message" if inner else "message"
             raise CorruptRecordError(
                 f"Found invalid {what} structure: value size {vlen} runs past the end of the "
                 f"{size}-byte message",
                 where,
                 where_offset,
             )
-        value = bytes(buf[p : p + vlen])
+        value = src[p : p + vlen] if src is not None else bytes(buf[p : p + vlen])
         p += vlen
     else:
         value = None
@@ -328,7 +337,8 @@ def _parse_message(
     rec._raw_ts = raw_ts
     rec._klen = klen
     rec._vlen = vlen
-    rec._trailing = bytes(buf[p:end]) if p < end else None
+    rec._trailing = None if p >= end else (
+        src[p:end] if src is not None else bytes(buf[p:end]))
     return rec
 
 
@@ -356,6 +366,7 @@ class LegacyRecordBatch:
         "_check_crc",
         "_max_decompressed",
         "_inner",
+        "_src",
     )
 
     def __init__(
@@ -419,13 +430,15 @@ class LegacyRecordBatch:
         self._check_crc = bool(check_crc)
         self._max_decompressed = max_decompressed_size
         self._inner = None
+        self._src = buffer if type(buffer) is bytes else None
 
     @classmethod
     def _at_entry(cls, buf, position: int, offset: int, size: int, check_crc: bool,
-                  max_decompressed_size) -> "LegacyRecordBatch":
+                  max_decompressed_size, src=None) -> "LegacyRecordBatch":
         """The entry at ``position`` of the 1-D byte view ``buf``, whose header MemoryRecords
         has checked already (``offset``/``size`` read, size at least the v0 overhead, the entry
-        complete, magic 0 or 1): the rest of ``__init__``'s checks, then the fields."""
+        complete, magic 0 or 1): the rest of ``__init__``'s checks, then the fields.  ``src``:
+        the bytes object ``buf`` views, if it is one."""
         self = cls.__new__(cls)
         crc, magic, attrs = _MSG.unpack_from(buf, position + LOG_OVERHEAD)
         if magic:
@@ -449,6 +462,7 @@ class LegacyRecordBatch:
         self._check_crc = check_crc
         self._max_decompressed = max_decompressed_size
         self._inner = None
+        self._src = src
         return self
 
     # -- header facts (same names as the v2 RecordBatch) ------------------------------------------
@@ -526,7 +540,7 @@ class LegacyRecordBatch:
         """The entry's own message (for a wrapper: null key, compressed value)."""
         return _parse_message(
             self._buf, self.position + LOG_OVERHEAD, self.length, self.offset,
-            self.position, self.offset, False,
+            self.position, self.offset, False, self._src,
         )
 
     # -- integrity ---------------------------------------------------------------------------------
@@ -628,7 +642,11 @@ class LegacyRecordBatch:
         return list(self._load())
 
     def __iter__(self) -> Iterator[LegacyRecord]:
-        return iter(self.records())
+        if self.attributes & 0x07 == 0:  # one message: the entry's own
+            if self._check_crc:
+                self.ensure_valid()
+            return iter((self.wrapper,))
+        return iter(self._load())
 
     def __len__(self) -> int:
         return self.records_count
@@ -646,6 +664,7 @@ def _parse_inner(data, wrapper_magic: int, wrapper_offset: int, wrapper_ts: int,
                  log_append_time: bool, check_crc: bool, where: int) -> List[LegacyRecord]:
     """Kafka's DeepRecordsIterator over the decompressed value of a wrapper."""
     buf = memoryview(data)
+    src = data if type(data) is bytes else None
     n = len(buf)
     pos = 0
     out: List[LegacyRecord] = []
@@ -660,7 +679,8 @@ def _parse_inner(data, wrapper_magic: int, wrapper_offset: int, wrapper_ts: int,
             )
         if size > n - pos - LOG_OVERHEAD:
             break  # a partial trailing inner entry ends the set (Kafka's DataLogInputStream)
-        rec = _parse_message(buf, pos + LOG_OVERHEAD, size, offset, where, wrapper_offset, True)
+        rec = _parse_message(buf, pos + LOG_OVERHEAD, size, offset, where, wrapper_offset, True,
+                             src)
         if rec.attributes & 0x07:
             raise InvalidRecordError(
                 "Inner messages must not be compressed (nested wrapper)", where, wrapper_offset
