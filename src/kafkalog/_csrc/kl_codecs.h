@@ -63,8 +63,9 @@ static inline void kl_match_copy(uint8_t *op, Py_ssize_t off, Py_ssize_t ln) {
 /* Copy ln literal bytes; over-reads the input only when in_left allows. */
 static inline void kl_lit_copy(uint8_t *op, const uint8_t *ip, Py_ssize_t ln, Py_ssize_t in_left) {
     if (ln <= 16 && in_left >= 16) {
-        kl_copy8(op, ip);
-        kl_copy8(op + 8, ip + 8);
+        memcpy(op, ip, 16);
+    } else if (ln <= 32 && in_left >= 32) {
+        memcpy(op, ip, 32);
     } else {
         memcpy(op, ip, (size_t)ln);
     }
@@ -261,6 +262,35 @@ static KL_CODECS_UNUSED Py_ssize_t kl_lz4_block(const uint8_t *s, Py_ssize_t n, 
     Py_ssize_t mend = -1;
     uint8_t token, b;
     for (;;) {
+        /* The common sequence - at most 14 literals, a match of at most 18 bytes, both inside
+           cap, 32 or more input bytes left - takes one branch: 16 literal bytes are copied
+           at once (the input has them; the output has slack) and the match in 8- or 16-byte
+           chunks.  Anything else, including every error, goes through the checked path below,
+           which this path never contradicts (it is taken only where that path would accept the
+           sequence with the same result). */
+        if (dst != NULL && n - ip >= 32) {
+            token = s[ip];
+            if (token < 0xF0 && (token & 15) != 15) {
+                Py_ssize_t ml = (Py_ssize_t)(token & 15) + 4;
+                ln = token >> 4;
+                off = (Py_ssize_t)s[ip + 1 + ln] | ((Py_ssize_t)s[ip + 2 + ln] << 8);
+                if (off != 0 && off <= op + ln && ln + ml <= cap - op) {
+                    memcpy(dst + op, s + ip + 1, 16);
+                    op += ln;
+                    ip += 3 + ln;
+                    if (off >= 16) {
+                        memcpy(dst + op, dst + op - off, 16);
+                        memcpy(dst + op + 16, dst + op + 16 - off, 2);
+                    } else {
+                        kl_match_copy(dst + op, off, ml);
+                    }
+                    mstart = op;
+                    op += ml;
+                    mend = op;
+                    continue;
+                }
+            }
+        }
         if (ip >= n)
             return -1;
         token = s[ip];
