@@ -200,16 +200,20 @@ cdef enum:
 
 @cython.final
 @cython.freelist(1024)
+@cython.no_gc
 cdef class Record:
     """One record: ``offset``, ``timestamp`` (ms), ``key``, ``value`` (bytes or None) and
     ``headers`` (a tuple of ``(str, bytes | None)``)."""
 
-    # Owned references (NULL = unset, as an empty __slots__ slot).  Published as T_OBJECT_EX
-    # member descriptors at import (see _install_record_members), so Python code reads and
-    # writes them exactly like the pure twin's __slots__, at the same speed.  Records are not
+    # Five owned references, read and written as one array, KL_RF(record)[F_...] (the fields
+    # are contiguous: checked at import).  Published as T_OBJECT_EX member descriptors at
+    # import (see _install_record_members), so Python code reads and writes them exactly like
+    # the pure twin's __slots__, at the same speed.  There is no __dealloc__: Cython's own
+    # deallocator clears object fields, where a __dealloc__ is wrapped in a fetch and restore
+    # of the error state for every record (~5 % of an object decode, perf).  Records are not
     # tracked by the cyclic GC (decoded fields are ints, bytes, str and tuples of them, which
     # cannot form cycles); a cycle made by assigning a record into its own field would leak.
-    cdef PyObject* _f[5]
+    cdef object _f0, _f1, _f2, _f3, _f4
 
     def __init__(self, offset, timestamp, key, value, headers=_NO_HEADERS):
         _set_field(self, F_OFFSET, offset)
@@ -217,12 +221,6 @@ cdef class Record:
         _set_field(self, F_KEY, key)
         _set_field(self, F_VALUE, value)
         _set_field(self, F_HEADERS, headers)
-
-    def __dealloc__(self):
-        cdef int i
-        for i in range(N_FIELDS):
-            Py_XDECREF(self._f[i])
-            self._f[i] = NULL
 
     def __eq__(self, other):
         if not isinstance(other, Record):
@@ -264,17 +262,31 @@ cdef object _FIELD_NAMES = ("offset", "timestamp", "key", "value", "headers")
 
 
 cdef inline object _get_field(Record r, int i):
-    cdef PyObject* p = r._f[i]
-    if p is NULL:
+    cdef PyObject* p = KL_RF(r)[i]
+    if p is NULL:   # deleted (del record.key), as an empty __slots__ slot
         raise AttributeError(f"'Record' object has no attribute '{_FIELD_NAMES[i]}'")
     return <object>p
 
 
 cdef inline void _set_field(Record r, int i, object v) noexcept:
-    cdef PyObject* old = r._f[i]
     Py_INCREF(v)
-    r._f[i] = <PyObject*>v
-    Py_XDECREF(old)
+    kl_rf_put(r, i, <PyObject*>v)
+
+
+cdef extern from *:
+    """
+    /* a Record's five object fields as an array (contiguous: kl_rf_contiguous, at import) */
+    #define KL_RF(o) (&((PyObject **)&((o)->_f0))[0])
+    #define kl_rf_put(o, i, v) do { PyObject **kl_f_ = KL_RF(o); PyObject *kl_old_ = kl_f_[(i)]; \
+        kl_f_[(i)] = (v); Py_XDECREF(kl_old_); } while (0)
+    #define kl_rf_contiguous(o) ((char *)&(o)->_f4 - (char *)&(o)->_f0 == 4 * (Py_ssize_t)sizeof(PyObject *) \
+        && (char *)&(o)->_f1 - (char *)&(o)->_f0 == (Py_ssize_t)sizeof(PyObject *) \
+        && (char *)&(o)->_f2 - (char *)&(o)->_f0 == 2 * (Py_ssize_t)sizeof(PyObject *) \
+        && (char *)&(o)->_f3 - (char *)&(o)->_f0 == 3 * (Py_ssize_t)sizeof(PyObject *))
+    """
+    PyObject** KL_RF(Record o)
+    void kl_rf_put(Record o, int i, PyObject* v)   # steals v; releases what the field held
+    bint kl_rf_contiguous(Record o)
 
 
 cdef extern from *:
@@ -286,7 +298,7 @@ cdef extern from *:
     #  define KL_T_OBJECT_EX T_OBJECT_EX
     #endif
     static PyMemberDef kl_record_members[6];
-    #define KL_RECORD_FIELD_OFFSET(o, i) ((Py_ssize_t)((char *)&((o)->_f[(i)]) - (char *)(o)))
+    #define KL_RECORD_FIELD_OFFSET(o, i) ((Py_ssize_t)((char *)&(KL_RF(o)[(i)]) - (char *)(o)))
     static int kl_install_members(PyTypeObject *tp, const Py_ssize_t *offsets,
                                   const char *const *names, const char *const *docs, int n) {
         int i;
@@ -313,6 +325,8 @@ cdef extern from *:
 
 cdef void _install_record_members() except *:
     cdef Record probe = Record.__new__(Record)
+    if not kl_rf_contiguous(probe):
+        raise ImportError("kafkalog._batch: the Record fields are not laid out as one array")
     cdef Py_ssize_t offsets[5]
     cdef const char* names[5]
     cdef const char* docs[5]
@@ -468,27 +482,23 @@ cdef object _decode_loop(const uint8_t* d, Py_ssize_t end, Py_ssize_t count,
             if klen > body_end - pos:
                 raise _corrupt("Found invalid record structure: key runs past the record",
                                where, base_offset)
-            rec._f[F_KEY] = _new_bytes(<const char*>d + pos, klen)
+            kl_rf_put(rec, F_KEY, _new_bytes(<const char*>d + pos, klen))
             pos += klen
-        else:
-            Py_INCREF(None)
-            rec._f[F_KEY] = <PyObject*>None
+        # else: the key stays None (a new Record's fields are None)
         vlen = _rd_varint(d, &pos, body_end, where, base_offset)
         if vlen >= 0:
             if vlen > body_end - pos:
                 raise _corrupt("Found invalid record structure: value runs past the record",
                                where, base_offset)
-            rec._f[F_VALUE] = _new_bytes(<const char*>d + pos, vlen)
+            kl_rf_put(rec, F_VALUE, _new_bytes(<const char*>d + pos, vlen))
             pos += vlen
-        else:
-            Py_INCREF(None)
-            rec._f[F_VALUE] = <PyObject*>None
+        # else: the value stays None
         hcount = _rd_varint(d, &pos, body_end, where, base_offset)
         if hcount < 0:
             raise _corrupt(f"Found invalid number of record headers {hcount}", where, base_offset)
         if hcount == 0:
             Py_INCREF(_NO_HEADERS)
-            rec._f[F_HEADERS] = <PyObject*>_NO_HEADERS
+            kl_rf_put(rec, F_HEADERS, <PyObject*>_NO_HEADERS)
         else:
             if hcount > body_end - pos:
                 raise _corrupt(
@@ -497,7 +507,7 @@ cdef object _decode_loop(const uint8_t* d, Py_ssize_t end, Py_ssize_t count,
             # The tuple goes into the record at once (NULL items are fine until it is
             # complete: nothing outside this function can see it, and tuple dealloc skips them).
             hdrs = _new_tuple(hcount)
-            rec._f[F_HEADERS] = hdrs
+            kl_rf_put(rec, F_HEADERS, hdrs)
             for h in range(hcount):
                 hklen = _rd_varint(d, &pos, body_end, where, base_offset)
                 if hklen < 0:
@@ -538,19 +548,19 @@ cdef object _decode_loop(const uint8_t* d, Py_ssize_t end, Py_ssize_t count,
             raise _corrupt(
                 f"Invalid record size: expected to read {length} bytes in record payload, "
                 f"but instead read {pos - start}", where, base_offset)
-        rec._f[F_OFFSET] = _new_long(_add64(base_offset, off_delta))
+        kl_rf_put(rec, F_OFFSET, _new_long(_add64(base_offset, off_delta)))
         if log_append:
             Py_INCREF(<object>shared_ts)
-            rec._f[F_TIMESTAMP] = shared_ts
+            kl_rf_put(rec, F_TIMESTAMP, shared_ts)
         else:
             ts = _add64(base_ts, ts_delta)
             if prev_ts_obj is NULL or ts != prev_ts:
                 prev_ts_obj = _new_long(ts)
                 prev_ts = ts
-                rec._f[F_TIMESTAMP] = prev_ts_obj
+                kl_rf_put(rec, F_TIMESTAMP, prev_ts_obj)
             else:
                 Py_INCREF(<object>prev_ts_obj)
-                rec._f[F_TIMESTAMP] = prev_ts_obj
+                kl_rf_put(rec, F_TIMESTAMP, prev_ts_obj)
         if i < cap:
             Py_INCREF(rec)
             _list_set(<PyObject*>out, i, <PyObject*>rec)
