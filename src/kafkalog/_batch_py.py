@@ -39,6 +39,7 @@ from ._format import (
     INT32_MAX,
     INT64_MAX,
     INT64_MIN,
+    LOG_ENTRY_HEADER,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
@@ -72,7 +73,7 @@ __all__ = [
 ]
 
 _ENTRY = ENTRY_HEADER
-_ENTRY_MAGIC = struct.Struct(">qi4xb")  # offset, size, magic (signed, as Kafka reads it)
+_ENTRY_MAGIC = LOG_ENTRY_HEADER  # offset, size, magic (signed, as Kafka reads it)
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 _NO_HEADERS: Tuple = ()

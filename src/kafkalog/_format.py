@@ -102,12 +102,17 @@ ENTRY_HEADER = struct.Struct(">qi")
 V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 # The v2 header up to and including maxTimestamp (what a segment's append and recovery read).
 V2_HEADER_TO_MAX_TIMESTAMP = struct.Struct(">qiibIhiqq")
-LOG_ENTRY_HEADER = struct.Struct(">qib")  # offset, size, ...then 4 bytes, magic at 16
+# offset, size and the magic byte at 16 (signed, as Kafka reads it): what a reader of mixed
+# v0/v1/v2 entries needs to know of each before it takes one
+LOG_ENTRY_HEADER = struct.Struct(">qi4xb")
 # A legacy (v0/v1) message right after the log overhead: crc, magic, attributes.
 LEGACY_MESSAGE_HEADER = struct.Struct(">IBB")
 # A whole legacy entry's header: offset, size, crc, magic, attributes, (v1: timestamp,) keyLength.
 V0_ENTRY_HEADER = struct.Struct(">qiIbbi")
 V1_ENTRY_HEADER = struct.Struct(">qiIbbqi")
+# The same from the message's crc on (an inner message of a wrapper has its own log overhead).
+V0_MESSAGE_HEAD = struct.Struct(">Ibbi")
+V1_MESSAGE_HEAD = struct.Struct(">Ibbqi")
 # Index entries: OffsetIndex (relative offset, position), TimeIndex (timestamp, relative
 # offset).  The TransactionIndex's entry is storage's alone (storage/txn_index.py): no reader
 # outside storage parses it.

@@ -41,7 +41,9 @@ from ._format import (
     RECORD_OVERHEAD_V0,
     RECORD_OVERHEAD_V1,
     V0_ENTRY_HEADER,
+    V0_MESSAGE_HEAD,
     V1_ENTRY_HEADER,
+    V1_MESSAGE_HEAD,
     CompressionType,
     TimestampType,
 )
@@ -52,8 +54,8 @@ __all__ = ["LegacyRecord", "LegacyRecordBatch", "LegacyRecordsBuilder", "record_
 _ENTRY = ENTRY_HEADER  # offset, size
 _MSG = struct.Struct(">Ibb")  # crc, magic, attributes (body-relative offset 0)
 _TS_KLEN = struct.Struct(">qi")  # a v1 message's timestamp and key length
-_V1_MSG = struct.Struct(">Ibbqi")  # a v1 message's crc, magic, attributes, timestamp, key length
-_V0_MSG = struct.Struct(">Ibbi")  # a v0 message's crc, magic, attributes, key length
+_V1_MSG = V1_MESSAGE_HEAD  # a v1 message's crc, magic, attributes, timestamp, key length
+_V0_MSG = V0_MESSAGE_HEAD  # a v0 message's crc, magic, attributes, key length
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
