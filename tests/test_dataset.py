@@ -256,6 +256,47 @@ def test_timestamp_seeks_with_the_time_index_and_skips_segments(root, twin, byte
     assert sc.to_table().num_rows == 0 and bytes_read["n"] == 0
 
 
+@pytest.mark.parametrize("index", ["empty", "missing", "intact"])
+@pytest.mark.parametrize("mtime", ["before", "after"])
+def test_timestamp_bound_keeps_segments_whose_time_index_has_no_entries(tmp_path, twin, index,
+                                                                        mtime):
+    """A closed segment whose .timeindex is empty or gone (a log from before 0.10.1, an index an
+    operator deleted: Kafka then opens an empty one and does not rebuild it) has its file's
+    mtime as its largest timestamp.  With that mtime before its records' timestamps, the time
+    lookup passes over it; the timestamp bound must still read it: every bound gives the rows
+    of the unpushed read filtered by pyarrow."""
+    from kafkalog import MemoryRecordsBuilder
+    from kafkalog.storage.log import Log
+
+    base = 1_700_000_000_000
+    part = str(tmp_path / "t-0")
+    log = Log.open(part, {"segment.bytes": 6000})
+    for b in range(60):
+        mb = MemoryRecordsBuilder()
+        for _ in range(10):  # the later batches' timestamps dip below earlier ones
+            mb.append(base + b - (7 if b % 9 == 4 else 0), None, b"x" * 40)
+        log.append(mb.build())
+    log.close()
+    logs = sorted(n for n in os.listdir(part) if n.endswith(".log"))
+    assert len(logs) >= 3
+    for name in logs[:2]:
+        seg = os.path.join(part, name)
+        ti = seg[:-4] + ".timeindex"
+        if index == "empty":
+            os.truncate(ti, 0)
+        elif index == "missing":
+            os.unlink(ti)
+        secs = (base - 3_600_000 if mtime == "before" else base + 3_600_000) / 1000
+        os.utime(seg, (secs, secs))
+    ds = kafkalog.dataset(str(tmp_path))
+    whole = ds.to_table(columns=["offset", "timestamp"])
+    for bound in (base - 10, base, base + 1, base + 5, base + 20, base + 40, base + 59,
+                  base + 60):
+        expr = f("timestamp") >= _ts(bound)
+        sc = ds.scanner(columns=["offset", "timestamp"], filter=expr)
+        assert rows(sc.to_table()) == rows(whole.filter(expr)), (bound, sc.fetches)
+
+
 def test_unknown_topic_and_loose_segments(tmp_path, root, twin):
     """A directory not named <topic>-<partition>: topic and partition are null, a filter on
     them leaves it out without reading it; a segment file given alone is filtered exactly."""

@@ -234,10 +234,26 @@ def fetch_ranges(
     if min_timestamp > _MAX:
         return []
     found = view.offset_for_timestamp(min_timestamp - 1)
-    if found is not None and found.offset > ranges[0][0]:
-        # no record before it has a timestamp >= min_timestamp - 1
-        ranges = _cut(ranges, _MIN, found.offset)
     segs = view.segments()
+    if found is not None and found.offset > ranges[0][0]:
+        # No record before it has a timestamp >= min_timestamp - 1 - as far as the lookup
+        # knows: it passes over a segment whose largest timestamp is below the bound, and for a
+        # segment without time-index entries that is its file's mtime (Kafka's
+        # largestTimestamp), which says nothing of its records (a log from before 0.10.1, a
+        # deleted .timeindex, a copied file).  So the cut stops at the first segment wholly
+        # below the found offset that may hold a record at or after the bound by its records
+        # (segment_may_hold walks the headers of a segment whose index has no entries).
+        cut = found.offset
+        for i, (base, _path, _size) in enumerate(segs):
+            end = segs[i + 1][0] if i + 1 < len(segs) else _MAX
+            if end > found.offset:
+                break  # the found offset's own segment: its search used its records
+            if end <= ranges[0][0]:
+                continue
+            if segment_may_hold(view, base, min_timestamp):
+                cut = base
+                break
+        ranges = _cut(ranges, _MIN, cut)
     for i, (base, _path, _size) in enumerate(segs):
         if not ranges:
             break
