@@ -52,6 +52,23 @@ def root(tmp_path_factory):
     return r
 
 
+def test_only_kafkas_internal_topics_are_left_out(tmp_path):
+    """A user topic whose name starts with ``__`` is no internal topic (Kafka's pattern
+    subscriptions read it): a root read includes it; the four internal names stay out."""
+    r = str(tmp_path / "root")
+    generate(r, records=200, segment_bytes=16 * 1024)
+    names = ("__consumer_offsets", "__transaction_state", "__share_group_state",
+             "__cluster_metadata", "__debezium-heartbeat.server1", "__user_topic")
+    for name in names:
+        shutil.copytree(os.path.join(r, "orders-0"), os.path.join(r, f"{name}-0"))
+    got = set(kafkalog.dataset(r).to_table(columns=["topic"]).column("topic").to_pylist())
+    assert "__debezium-heartbeat.server1" in got and "__user_topic" in got
+    assert not got & set(names[:4])
+    with_internal = set(kafkalog.dataset(r, include_internal_topics=True)
+                        .to_table(columns=["topic"]).column("topic").to_pylist())
+    assert set(names) <= with_internal
+
+
 @pytest.fixture
 def bytes_read(monkeypatch):
     """The bytes of segment runs the read model hands out (what was read of the .log files)."""

@@ -597,7 +597,7 @@ _SELECTION_DOC = """
     picked as the Spark source picks them: ``topics`` (a list of names: these topics, internal
     ones included), ``topic_pattern`` (a regular expression found anywhere in the topic name),
     ``partitions`` (partition numbers, or ``{topic: [partitions]}`` as Spark's ``assign``); the
-    internal topics (``__consumer_offsets``, ``__cluster_metadata``...) are left out unless
+    internal topics (Kafka's four: ``storage.files.INTERNAL_TOPICS``) are left out unless
     ``include_internal_topics`` or named.  A partition directory or segment file given by path
     is read whatever its topic, unless ``topics``/``topic_pattern``/``partitions`` leave it out.
 """

@@ -105,6 +105,8 @@ def test_topic_selection(sample_root, tmp_path):
     root = tmp_path / "root"
     shutil.copytree(sample_root, root)
     os.makedirs(root / "__consumer_offsets-0")
+    os.makedirs(root / "__share_group_state-0")
+    os.makedirs(root / "__heartbeats-0")  # a user topic: Kafka's subscriptions read it
     os.makedirs(root / "orders-0.0123456789abcdef0123456789abcdef-delete")
 
     def names(o):
@@ -112,6 +114,9 @@ def test_topic_selection(sample_root, tmp_path):
         return [tp.name for tp in _discovery.discover(opts)]
 
     assert "__consumer_offsets-0" not in names({})
+    assert "__share_group_state-0" not in names({})
+    assert "__heartbeats-0" in names({})
+    assert "__heartbeats-0" in names({"subscribePattern": "heart"})
     assert not any("delete" in n for n in names({}))
     assert "__consumer_offsets-0" in names({"includeInternalTopics": "true"})
     assert "__consumer_offsets-0" in names({"subscribe": "__consumer_offsets"})

@@ -264,7 +264,11 @@ _STRAY_DIR_RE = re.compile(r"^(\S+)-(\S+)\.(\S+)" + re.escape(STRAY_DIR_SUFFIX) 
 
 # -- topic names (Kafka's org.apache.kafka.common.internals.Topic) -------------------------------
 MAX_TOPIC_NAME_LENGTH = 249
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__cluster_metadata")
+# Topic.isInternal's names (the group, transaction and share-group state topics) and the KRaft
+# metadata log a broker keeps beside the partitions; a user topic named "__..." is not internal
+INTERNAL_TOPICS = (
+    "__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"
+)
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+", re.ASCII)
 _INT32_MAX = 2**31 - 1
 

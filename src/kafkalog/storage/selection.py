@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import KafkaStorageError
+from . import files as _files
 from . import fs as _fs
 
 __all__ = [
@@ -31,10 +32,17 @@ _MIN = -(2**63)
 _MAX = 2**63 - 1
 
 
+_INTERNAL = frozenset(_files.INTERNAL_TOPICS)
+
+
 def is_internal(topic: Optional[str]) -> bool:
-    """Whether ``topic`` is one of Kafka's internal topics (``__consumer_offsets``,
-    ``__transaction_state``, ``__cluster_metadata``...): a name starting with ``__``."""
-    return topic is not None and topic.startswith("__")
+    """Whether ``topic`` is one of Kafka's internal topics
+    (:data:`kafkalog.storage.files.INTERNAL_TOPICS`: ``__consumer_offsets``,
+    ``__transaction_state``, ``__share_group_state`` and the KRaft metadata log
+    ``__cluster_metadata``).  A user topic whose name merely starts with ``__`` (a connector's
+    heartbeat topic, say) is not internal: Kafka's pattern subscriptions read it, and so does a
+    root read here."""
+    return topic in _INTERNAL
 
 
 def has_glob(path: str) -> bool:
