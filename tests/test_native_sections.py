@@ -101,6 +101,15 @@ def test_bounds_and_other_codecs():
     assert _arrow.decompress_section(LZ4, data, -1, 4, 1 << 20) is None
     assert bytes(_arrow.decompress_section(LZ4, data, 0, len(data), 3000)) == b"abc" * 1000
     assert _arrow.decompress_section(LZ4, data, 0, len(data), 2999) is None
+    # a negative limit is declined (kafkalog.compression's ValueError answers), even for a frame
+    # with no blocks, which decodes to nothing before any limit is compared
+    empty = compression.compress(LZ4, b"")
+    assert _arrow.decompress_section(LZ4, empty, 0, len(empty), -1) is None
+    assert _arrow.decompress_section(SNAPPY, compression.compress(SNAPPY, b"x"), 0, 0, -1) is None
+    with pytest.raises(ValueError):
+        compression.decompress(LZ4, empty, magic=2, max_size=-1)
+    # a snappy length no block of 6 bytes can expand to: declined (nothing reserved for it)
+    assert _arrow.decompress_section(SNAPPY, b"\x80\x80\x80\x64\x00\x00", 0, 6, 256 << 20) is None
 
 
 @pytest.mark.parametrize("codec", ["snappy", "lz4"])

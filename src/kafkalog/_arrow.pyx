@@ -454,8 +454,8 @@ def decompress_section(int codec, source, Py_ssize_t start, Py_ssize_t stop, int
     cdef Py_buffer view
     cdef GBuf g
     cdef int r = -1
-    if codec != 2 and codec != 3:
-        return None
+    if (codec != 2 and codec != 3) or limit < 0:
+        return None  # a negative limit: kafkalog.compression's ValueError, as elsewhere
     if not codec_library_ready(_compression_mod(), codec):
         return None  # kafkalog.compression raises MissingCodecError, as the pure twin does
     PyObject_GetBuffer(source, &view, PyBUF_SIMPLE)

@@ -8,8 +8,8 @@
  *
  * They decompress into a kl_gbuf without touching Python objects (callers release the GIL).
  * Every read is checked against the end of the input before it happens; writes stay within the
- * output's capacity plus KL_GBUF_SLACK (the copies below may write up to 7 bytes past what they
- * copy).  Results: 0 decoded; -2 the output would pass the limit (kafkalog.compression's
+ * output's capacity plus KL_GBUF_SLACK (the copies below may write up to 16 bytes past what
+ * they copy; the slack is 64).  Results: 0 decoded; -2 the output would pass the limit (kafkalog.compression's
  * DecompressedSizeError, found without decoding past it); -1 anything unusual (a frame option
  * not taken, damage, an impossible length): the caller asks kafkalog.compression, so results
  * and errors are always that module's.
@@ -183,6 +183,8 @@ static KL_CODECS_UNUSED int kl_snappy_decompress(const uint8_t *s, Py_ssize_t n,
                 /* kafkalog.compression's answer, without decoding anything again: too big,
                    unless the declared length is impossible for the chunk (then it decides) */
                 return ulen <= (uint64_t)(22 * clen + 32) ? -2 : -1;
+            if (ulen > (uint64_t)(22 * clen + 32))
+                return -1; /* more than the chunk can expand to: nothing is reserved for it */
             if (kl_gb_ensure_at_most(out, out->len + (size_t)ulen, (size_t)limit) < 0)
                 return -1;
             if (kl_snappy_block(s + ip, clen, hdr, out->data + out->len, (Py_ssize_t)ulen) < 0)
@@ -196,6 +198,8 @@ static KL_CODECS_UNUSED int kl_snappy_decompress(const uint8_t *s, Py_ssize_t n,
         return -1;
     if ((int64_t)ulen > limit)
         return ulen <= (uint64_t)(22 * n + 32) ? -2 : -1;
+    if (ulen > (uint64_t)(22 * n + 32))
+        return -1; /* more than the block can expand to (a copy of 3 bytes makes at most 64) */
     if (kl_gb_ensure_at_most(out, (size_t)ulen, (size_t)limit) < 0)
         return -1;
     if (kl_snappy_block(s, n, hdr, out->data, (Py_ssize_t)ulen) < 0)
