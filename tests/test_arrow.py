@@ -740,6 +740,102 @@ def test_legacy_inner_sets_mutated():
         check_against_reference(buf, check_crcs=rnd.choice([True, False]))
 
 
+def _entry_bounds(buf):
+    """The start position of each entry (the 12-byte framing: offset, size)."""
+    out, pos = [], 0
+    while pos + 12 <= len(buf):
+        out.append(pos)
+        pos += 12 + struct.unpack_from(">i", buf, pos + 8)[0]
+    return out
+
+
+def _legacy_run_log(rnd):
+    """A buffer of long runs of plain v0/v1 messages (null keys and values, empty and large
+    ones, both timestamp types), between v2 batches and compressed v0/v1 wrappers: the runs
+    cross the columnar decoder's row blocks (LEGACY_BLOCK, 256 rows) at every phase."""
+    parts, off = [], 0
+    for _ in range(rnd.randrange(1, 5)):
+        kind = rnd.choice(["run", "run", "v2", "wrapper"])
+        if kind == "run":
+            magic = rnd.choice([0, 1])
+            attrs = rnd.choice([0, 8]) if magic else 0
+            for _ in range(rnd.choice([1, 2, 255, 256, 257, 300, 513, 700])):
+                key = None if rnd.random() < 0.1 else b"k%d" % off
+                value = (None if rnd.random() < 0.1
+                         else bytes(rnd.getrandbits(8) for _ in range(rnd.choice([0, 1, 9, 100, 3000]))))
+                parts.append(_legacy_entry(off, magic, attrs, 1_700_000_000_000 + off, key, value))
+                off += 1
+        elif kind == "v2":
+            parts.append(plain_batch(off, n=3))
+            off += 3
+        else:
+            wmagic = rnd.choice([0, 1])
+            parts.append(_wrapper(off + 2 if wmagic else off + 2, wmagic, 0,
+                                  _inner_set(wmagic, 3, start=0 if wmagic else off)))
+            off += 3
+    return b"".join(parts)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_plain_legacy_runs_generated(seed):
+    """Runs of uncompressed v0/v1 messages, which the compiled decoder appends a block of rows
+    at a time: equal to the record decoder and to the pure twin, whole, bounded by rows and
+    bytes, between random start and stop positions, and damaged anywhere."""
+    rnd = random.Random(seed)
+    buf = _legacy_run_log(rnd)
+    full = check_against_reference(buf)
+    check_against_reference(buf, check_crcs=False)
+    meta = assert_same(both_twins(lambda: ka.to_arrow(buf, batch_metadata=True)))
+    assert meta.num_rows == full.num_rows
+    for _ in range(3):
+        max_rows = rnd.choice([None, 1, 7, 255, 256, 257, 1000])
+        max_bytes = rnd.choice([None, 1, 500, 20_000, 300_000])
+
+        def parts(max_rows=max_rows, max_bytes=max_bytes):
+            return list(ka.iter_batches(buf, timestamp_unit=None, max_rows=max_rows,
+                                        max_bytes=max_bytes))
+
+        res = both_twins(parts)
+        for got in res.values():
+            assert not isinstance(got, Exception), got
+            assert pa.Table.from_batches(got, schema=full.schema).equals(full)
+            if max_rows is not None:
+                assert all(p.num_rows <= max_rows for p in got)
+        assert [p.num_rows for p in res[TWINS[0]]] == [p.num_rows for p in res[TWINS[-1]]]
+    bounds = _entry_bounds(buf)
+    for _ in range(4):
+        i = rnd.randrange(len(bounds))
+        j = rnd.randrange(i, len(bounds) + 1)
+        start = bounds[i]
+        stop = bounds[j] if j < len(bounds) else len(buf)
+        t = assert_same(both_twins(lambda: ka.to_arrow(buf, timestamp_unit=None,
+                                                       start_position=start,
+                                                       stop_position=stop)))
+        assert table_rows(t) == reference_rows(buf[start:stop])
+    for k, bad in enumerate(_mutations(buf, seed=seed, n=6)):
+        check_against_reference(bad, check_crcs=bool(k % 2))
+
+
+@pytest.mark.parametrize("null_tail", [False, True])
+def test_plain_legacy_run_denser_than_its_start(null_tail):
+    """The compiled decoder sizes a chunk from its first 1024 v0/v1 messages and extrapolates
+    the rest: a log whose later messages are far smaller (or null) than its first ones needs
+    the buffers to grow mid-run, and must still equal the record decoder, whole and bounded."""
+    big = [_legacy_entry(i, 1, 0, 1_700_000_000_000 + i, b"k%d" % i, b"v" * 2000)
+           for i in range(1100)]
+    small = [_legacy_entry(1100 + i, i % 2, 0, 5, None if null_tail else b"",
+                           None if null_tail else b"") for i in range(5000)]
+    buf = b"".join(big + small)
+    full = check_against_reference(buf)
+    assert full.num_rows == 6100
+    for max_rows, max_bytes in [(None, 1_000_000), (3000, None), (None, 2_300_000)]:
+        res = both_twins(lambda: list(ka.iter_batches(buf, timestamp_unit=None,
+                                                      max_rows=max_rows, max_bytes=max_bytes)))
+        for got in res.values():
+            assert not isinstance(got, Exception), got
+            assert pa.Table.from_batches(got, schema=full.schema).equals(full)
+
+
 @pytest.mark.parametrize("tail", [b"", b"\x00" * 40])
 def test_short_v2_entry_errors_like_record_batch(tail):
     # a complete 28-byte entry that says magic 2: RecordBatch wants 61 header bytes first

@@ -976,6 +976,13 @@ cdef struct Walk:
     int known          # bit (1 << codec) set: ``native`` is decided for that codec
 
 
+cdef enum:
+    LEGACY_MIN_ENTRY = 26  # LOG_OVERHEAD + RECORD_OVERHEAD_V0: the smallest v0/v1 entry
+    LEGACY_BLOCK = 256     # rows reserved at a time by legacy_run
+    LEGACY_PRESCAN = 1024  # v0/v1 messages that prescan walks before it extrapolates
+    R_NEXT = -1            # legacy_run: the entry at w.pos is not a plain v0/v1 message
+
+
 cdef void prescan(Walk* w, int64_t* rows_out, int64_t* data_out) noexcept nogil:
     """Estimate a chunk's size from a walk over the entry headers, so that the column buffers
     need no growth (hence no realloc copies) for uncompressed data: rows <= the records
@@ -985,6 +992,7 @@ cdef void prescan(Walk* w, int64_t* rows_out, int64_t* data_out) noexcept nogil:
     cdef Py_ssize_t pos = w.pos
     cdef Py_ssize_t remaining
     cdef int64_t size, sect, rows = 0, data = 0
+    cdef int64_t nleg = 0, legbytes = 0, legdata = 0, rest, by_bytes, bound
     cdef int32_t count
     while pos < w.stop:
         remaining = w.n - pos
@@ -1003,6 +1011,33 @@ cdef void prescan(Walk* w, int64_t* rows_out, int64_t* data_out) noexcept nogil:
             if count > 0:
                 rows += count if count < sect else sect
                 data += sect if (b[22] & 0x07) == 0 else 4 * sect
+        elif b[16] < 2 and (b[17] & 0x07) == 0:
+            rows += 1
+            data += size
+            nleg += 1
+            legbytes += size + LOG_OVERHEAD
+            legdata += size - (22 if b[16] else RECORD_OVERHEAD_V0)  # key and value bytes
+            if nleg == LEGACY_PRESCAN:
+                # Plain v0/v1 messages: walking every one here would cost a second pass of
+                # dependent loads over every message header (~20 % of a v1 decode).  The rest
+                # of the chunk is extrapolated from these entries' average (+1/8 and a row
+                # block), within the smallest-entry bound; legacy_run grows the buffers
+                # (doubling) where the rest is denser than that.
+                pos += size + LOG_OVERHEAD
+                if pos < w.stop:
+                    rest = (<int64_t>(w.stop - pos)) * nleg // legbytes
+                    if w.max_bytes >= 0 and legdata > 0:
+                        by_bytes = (w.max_bytes - data if w.max_bytes > data else 0) * nleg // legdata
+                        if by_bytes < rest:
+                            rest = by_bytes
+                    rest += (rest >> 3) + LEGACY_BLOCK
+                    bound = legacy_rows_bound(w, pos, rows)
+                    rows += rest if rest < bound else bound
+                    sect = <int64_t>(w.stop - pos)
+                    if w.max_bytes >= 0 and sect > w.max_bytes - data + 65536:
+                        sect = w.max_bytes - data + 65536 if w.max_bytes > data else 65536
+                    data += sect
+                break
         else:
             rows += 1
             data += size
@@ -1070,87 +1105,154 @@ cdef int presize(Out* o, int64_t rows, int64_t data) noexcept nogil:
     return 0
 
 
-cdef int legacy_message(Walk* w, Out* o, Err* e, Py_ssize_t pos, int64_t offset,
-                        int64_t size) noexcept nogil:
-    """One uncompressed v0/v1 message (a complete entry at ``pos``), appended.  Mirrors
-    ``_legacy_py``: LegacyRecordBatch's size check, ensure_valid() (CRC-32 of magic..end),
-    then _parse_message() (trailing bytes after the value are tolerated)."""
-    cdef const uint8_t* b = w.buf + pos
-    cdef const uint8_t* m = b + LOG_OVERHEAD  # the message, from its CRC field
-    cdef int magic = b[16]
-    cdef uint8_t attrs = b[17]
-    cdef Py_ssize_t p, end
+cdef inline int run_err(Err* e, int code, int64_t position, int64_t offset, int64_t a,
+                        int64_t b) noexcept nogil:
+    set_err(e, code, position, offset, a, b)
+    return R_ERR
+
+
+cdef inline int64_t legacy_rows_bound(Walk* w, Py_ssize_t pos, int64_t rows) noexcept nogil:
+    """At most how many rows the uncompressed v0/v1 entries starting in [pos, w.stop) make,
+    each at least LEGACY_MIN_ENTRY bytes, counting a max_rows limit (``rows`` already out).
+    prescan presizes a chunk by it and legacy_run reserves by it, so that a legacy run never
+    grows the presized buffers."""
+    cdef int64_t bound = (<int64_t>w.stop - pos) // LEGACY_MIN_ENTRY + 1
+    if w.max_rows >= 0 and bound > w.max_rows - rows + 1:
+        bound = w.max_rows - rows + 1 if w.max_rows > rows else 1
+    return bound
+
+
+cdef int legacy_run(Walk* w, Out* o, Err* e) noexcept nogil:
+    """The uncompressed v0/v1 messages from ``w.pos`` on, appended, while the entry there is
+    one (walk has checked the first; each next one gets walk's checks, in walk's order, and
+    any entry that is not a complete plain message, or a limit, goes back to walk: R_NEXT).
+    Mirrors ``_legacy_py``: LegacyRecordBatch's size check, ensure_valid() (CRC-32 of
+    magic..end), then _parse_message() (trailing bytes after the value are tolerated).
+    Rows are reserved LEGACY_BLOCK at a time, not per message, and each message is checked
+    against the int32 data limit before it is appended (nothing to roll back)."""
+    cdef const uint8_t* buf = w.buf
+    cdef const uint8_t* b
+    cdef const uint8_t* m
+    cdef Py_ssize_t pos = w.pos
+    cdef Py_ssize_t remaining, p
+    cdef int64_t offset, size, ts, blk_end = o.rows, rows_block
+    cdef int magic
+    cdef uint8_t attrs
     cdef int32_t klen, vlen
-    cdef int64_t ts
-    cdef int64_t r = o.rows
+    cdef int64_t r
     cdef int cols = o.cols
+    cdef bint want_key = (cols & COL_KEY) != 0
+    cdef bint want_val = (cols & COL_VALUE) != 0
+    cdef bint want_hdr = (cols & COL_HEADERS) != 0
     cdef uint32_t stored, computed
-    if magic == 1 and size < 22:
-        return set_err(e, E_LEGACY_V1_SIZE, pos, offset, size, 0)
-    if w.check_crcs:
-        stored = be32(m)
-        computed = kl_crc32(0, m + 4, <size_t>(size - 4))
-        if stored != computed:
-            return set_err(e, E_CRC, pos, offset, stored, computed)
-    end = size
-    if magic:
-        ts = <int64_t>be64(m + 6)
-        p = 14
-    else:
-        ts = -1
-        p = 6
-    klen = <int32_t>be32(m + p)
-    p += 4
-    if klen >= 0 and klen > end - p - 4:
-        return set_err(e, E_LEGACY_KEY, pos, offset, klen, size)
-    if klen > 0:
-        p += klen
-    vlen = <int32_t>be32(m + p)
-    p += 4
-    if vlen >= 0 and vlen > end - p:
-        return set_err(e, E_LEGACY_VALUE, pos, offset, vlen, size)
-    # append the row
-    if out_reserve_rows(o, 1) < 0:
-        return set_err(e, E_NO_MEMORY, pos, offset, 0, 0)
-    if cols & COL_OFFSET:
-        (<int64_t*>o.offset.data)[r] = offset
-    if cols & COL_TIMESTAMP:
-        (<int64_t*>o.ts.data)[r] = <int64_t>(<uint64_t>ts * <uint64_t>w.scale)
-    if cols & COL_KEY:
-        if klen >= 0:
-            if gb_ensure(&o.key_data, o.key_data.len + <size_t>klen) < 0:
-                return set_err(e, E_NO_MEMORY, pos, offset, 0, 0)
-            memcpy(o.key_data.data + o.key_data.len, m + (18 if magic else 10), <size_t>klen)
-            o.key_data.len += <size_t>klen
+    cdef bint first = True
+    while True:
+        if not first:
+            # walk's checks of the entry at pos, in walk's order; anything but a complete
+            # uncompressed v0/v1 message under the limits is walk's to handle
+            if pos >= w.stop:
+                return R_NEXT
+            remaining = w.n - pos
+            if remaining <= HEADER_SIZE_UP_TO_MAGIC:
+                return R_NEXT
+            b = buf + pos
+            size = <int32_t>be32(b + 8)
+            if (size < RECORD_OVERHEAD_V0 or (w.max_batch >= 0 and size > w.max_batch)
+                    or b[16] > 1 or remaining < size + LOG_OVERHEAD or (b[17] & 0x07) != 0):
+                return R_NEXT
+            if (w.max_rows >= 0 and o.rows >= w.max_rows) or (
+                    w.max_bytes >= 0 and out_data_bytes(o) >= w.max_bytes):
+                return R_NEXT
         else:
-            if o.key_valid.data == NULL and first_null(&o.key_valid, r + 1) < 0:
-                return set_err(e, E_NO_MEMORY, pos, offset, 0, 0)
-            bit_clear(o.key_valid.data, r)
-            o.key_nulls += 1
-        (<int32_t*>o.key_off.data)[r + 1] = <int32_t>o.key_data.len
-    if cols & COL_VALUE:
-        if vlen >= 0:
-            if gb_ensure(&o.val_data, o.val_data.len + <size_t>vlen) < 0:
-                return set_err(e, E_NO_MEMORY, pos, offset, 0, 0)
-            memcpy(o.val_data.data + o.val_data.len, m + p, <size_t>vlen)
-            o.val_data.len += <size_t>vlen
+            b = buf + pos
+            size = <int32_t>be32(b + 8)
+            first = False
+        offset = <int64_t>be64(b)
+        m = b + LOG_OVERHEAD  # the message, from its CRC field
+        magic = b[16]
+        attrs = b[17]
+        if magic == 1 and size < 22:
+            return run_err(e, E_LEGACY_V1_SIZE, pos, offset, size, 0)
+        if w.check_crcs:
+            stored = be32(m)
+            computed = kl_crc32(0, m + 4, <size_t>(size - 4))
+            if stored != computed:
+                return run_err(e, E_CRC, pos, offset, stored, computed)
+        if magic:
+            ts = <int64_t>be64(m + 6)
+            p = 14
         else:
-            if o.val_valid.data == NULL and first_null(&o.val_valid, r + 1) < 0:
-                return set_err(e, E_NO_MEMORY, pos, offset, 0, 0)
-            bit_clear(o.val_valid.data, r)
-            o.val_nulls += 1
-        (<int32_t*>o.val_off.data)[r + 1] = <int32_t>o.val_data.len
-    if cols & COL_HEADERS:
-        if o.h_valid.data == NULL and first_null(&o.h_valid, r + 1) < 0:
-            return set_err(e, E_NO_MEMORY, pos, offset, 0, 0)
-        bit_clear(o.h_valid.data, r)
-        o.h_nulls += 1
-        (<int32_t*>o.h_off.data)[r + 1] = <int32_t>o.nh
-    fill_batch_columns(o, r, 1, (1 if attrs & 0x08 else 0) if magic else -1, -1, -1, -1,
-                       False, False, -1, 0, offset, pos)
-    o.rows = r + 1
-    o.batches += 1
-    return 0
+            ts = -1
+            p = 6
+        klen = <int32_t>be32(m + p)
+        p += 4
+        if klen >= 0 and klen > size - p - 4:
+            return run_err(e, E_LEGACY_KEY, pos, offset, klen, size)
+        if klen > 0:
+            p += klen
+        vlen = <int32_t>be32(m + p)
+        p += 4
+        if vlen >= 0 and vlen > size - p:
+            return run_err(e, E_LEGACY_VALUE, pos, offset, vlen, size)
+        # a chunk's binary columns take int32 offsets: this message starts the next chunk
+        if ((want_key and klen > 0 and <int64_t>o.key_data.len + klen > INT32_MAX_)
+                or (want_val and vlen > 0 and <int64_t>o.val_data.len + vlen > INT32_MAX_)):
+            if o.rows == 0:
+                return run_err(e, E_CHUNK_TOO_LARGE, pos, offset, 0, 0)
+            w.pos = pos
+            return R_LIMIT
+        # append the row
+        r = o.rows
+        if r >= blk_end:
+            rows_block = legacy_rows_bound(w, pos, r)
+            if rows_block > LEGACY_BLOCK:
+                rows_block = LEGACY_BLOCK
+            if out_reserve_rows(o, rows_block) < 0:
+                return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
+            blk_end = r + rows_block
+        if cols & COL_OFFSET:
+            (<int64_t*>o.offset.data)[r] = offset
+        if cols & COL_TIMESTAMP:
+            (<int64_t*>o.ts.data)[r] = <int64_t>(<uint64_t>ts * <uint64_t>w.scale)
+        if want_key:
+            if klen >= 0:
+                if gb_ensure(&o.key_data, o.key_data.len + <size_t>klen) < 0:
+                    return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
+                memcpy(o.key_data.data + o.key_data.len, m + (18 if magic else 10), <size_t>klen)
+                o.key_data.len += <size_t>klen
+            else:
+                if o.key_valid.data == NULL and first_null(&o.key_valid, blk_end) < 0:
+                    return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
+                bit_clear(o.key_valid.data, r)
+                o.key_nulls += 1
+            (<int32_t*>o.key_off.data)[r + 1] = <int32_t>o.key_data.len
+        if want_val:
+            if vlen >= 0:
+                if gb_ensure(&o.val_data, o.val_data.len + <size_t>vlen) < 0:
+                    return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
+                memcpy(o.val_data.data + o.val_data.len, m + p, <size_t>vlen)
+                o.val_data.len += <size_t>vlen
+            else:
+                if o.val_valid.data == NULL and first_null(&o.val_valid, blk_end) < 0:
+                    return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
+                bit_clear(o.val_valid.data, r)
+                o.val_nulls += 1
+            (<int32_t*>o.val_off.data)[r + 1] = <int32_t>o.val_data.len
+        if want_hdr:  # a v0/v1 message has no headers: null
+            if o.h_valid.data == NULL and first_null(&o.h_valid, blk_end) < 0:
+                return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
+            bit_clear(o.h_valid.data, r)
+            o.h_nulls += 1
+            (<int32_t*>o.h_off.data)[r + 1] = <int32_t>o.nh
+        if cols & COL_META:
+            fill_batch_columns(o, r, 1, (1 if attrs & 0x08 else 0) if magic else -1, -1, -1, -1,
+                               False, False, -1, 0, offset, pos)
+        elif cols & COL_TIMESTAMP_TYPE:
+            (<int32_t*>o.tstype.data)[r] = (1 if attrs & 0x08 else 0) if magic else -1
+        o.rows = r + 1
+        o.batches += 1
+        pos += size + LOG_OVERHEAD
+        w.pos = pos
 
 
 cdef int inner_message(const uint8_t* d, Py_ssize_t ipos, int64_t isize, int64_t where,
@@ -1310,6 +1412,7 @@ cdef int walk(Walk* w, Out* o, Err* e) noexcept nogil:
     cdef bint control
     cdef Batch* bt = &w.bt
     cdef Mark m
+    cdef int rc
     while True:
         pos = w.pos
         if pos >= w.stop:
@@ -1340,16 +1443,9 @@ cdef int walk(Walk* w, Out* o, Err* e) noexcept nogil:
             if (b[17] & 0x07) != 0:  # a compressed wrapper: record objects, with the GIL
                 w.need_python = 1
                 return R_GIL
-            out_mark(o, &m)
-            if legacy_message(w, o, e, pos, offset, size) < 0:
-                return R_ERR
-            if out_overflowed(o):
-                if m.rows == 0:
-                    set_err(e, E_CHUNK_TOO_LARGE, pos, offset, 0, 0)
-                    return R_ERR
-                out_rollback(o, &m)
-                return R_LIMIT
-            w.pos = pos + size + LOG_OVERHEAD
+            rc = legacy_run(w, o, e)
+            if rc != R_NEXT:
+                return rc
             continue
         # -- v2 batch header (RecordBatch: 61 bytes present, then the declared size)
         bt.position = pos
