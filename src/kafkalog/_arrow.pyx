@@ -48,6 +48,7 @@ from ._buffers cimport (
     be16,
     be32,
     be64,
+    copy_short,
     gb_ensure,
     gb_ensure_at_most,
     gb_free,
@@ -823,7 +824,7 @@ cdef int parse_records(Out* o, Err* e, const uint8_t* d, Py_ssize_t n, Batch* bt
             if klen > body_end - p:
                 return set_err(e, E_KEY, pos_b, base_off, 0, 0)
             if want_key:
-                memcpy(kdata + klen_total, d + p, <size_t>klen)
+                copy_short(kdata + klen_total, d + p, <size_t>klen, <size_t>(n - p))
                 klen_total += <size_t>klen
             p += klen
         elif want_key:
@@ -839,7 +840,7 @@ cdef int parse_records(Out* o, Err* e, const uint8_t* d, Py_ssize_t n, Batch* bt
             if vlen > body_end - p:
                 return set_err(e, E_VALUE, pos_b, base_off, 0, 0)
             if want_val:
-                memcpy(vdata + vlen_total, d + p, <size_t>vlen)
+                copy_short(vdata + vlen_total, d + p, <size_t>vlen, <size_t>(n - p))
                 vlen_total += <size_t>vlen
             p += vlen
         elif want_val:
@@ -875,7 +876,7 @@ cdef int parse_records(Out* o, Err* e, const uint8_t* d, Py_ssize_t n, Batch* bt
                 if hklen > body_end - p:
                     return set_err(e, E_HEADER_KEY, pos_b, base_off, 0, 0)
                 if want_hdr:
-                    memcpy(o.hk_data.data + o.hk_data.len, d + p, <size_t>hklen)
+                    copy_short(o.hk_data.data + o.hk_data.len, d + p, <size_t>hklen, <size_t>(n - p))
                     if not o.hk_bad and not utf8_valid(d + p, hklen):
                         o.hk_bad = 1
                     o.hk_data.len += <size_t>hklen
@@ -888,7 +889,7 @@ cdef int parse_records(Out* o, Err* e, const uint8_t* d, Py_ssize_t n, Batch* bt
                     if hvlen > body_end - p:
                         return set_err(e, E_HEADER_VALUE, pos_b, base_off, 0, 0)
                     if want_hdr:
-                        memcpy(o.hv_data.data + o.hv_data.len, d + p, <size_t>hvlen)
+                        copy_short(o.hv_data.data + o.hv_data.len, d + p, <size_t>hvlen, <size_t>(n - p))
                         o.hv_data.len += <size_t>hvlen
                     p += hvlen
                 elif want_hdr:
@@ -1218,7 +1219,8 @@ cdef int legacy_run(Walk* w, Out* o, Err* e) noexcept nogil:
             if klen >= 0:
                 if gb_ensure(&o.key_data, o.key_data.len + <size_t>klen) < 0:
                     return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
-                memcpy(o.key_data.data + o.key_data.len, m + (18 if magic else 10), <size_t>klen)
+                copy_short(o.key_data.data + o.key_data.len, m + (18 if magic else 10),
+                           <size_t>klen, <size_t>(w.n - (pos + LOG_OVERHEAD + (18 if magic else 10))))
                 o.key_data.len += <size_t>klen
             else:
                 if o.key_valid.data == NULL and first_null(&o.key_valid, blk_end) < 0:
@@ -1230,7 +1232,8 @@ cdef int legacy_run(Walk* w, Out* o, Err* e) noexcept nogil:
             if vlen >= 0:
                 if gb_ensure(&o.val_data, o.val_data.len + <size_t>vlen) < 0:
                     return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
-                memcpy(o.val_data.data + o.val_data.len, m + p, <size_t>vlen)
+                copy_short(o.val_data.data + o.val_data.len, m + p, <size_t>vlen,
+                           <size_t>(w.n - (pos + LOG_OVERHEAD + p)))
                 o.val_data.len += <size_t>vlen
             else:
                 if o.val_valid.data == NULL and first_null(&o.val_valid, blk_end) < 0:

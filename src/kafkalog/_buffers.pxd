@@ -66,6 +66,9 @@ cdef extern from "kl_buffers.h":
     # Like gb_reserve, but growth never goes past ``most`` bytes (>= need): a decompression
     # scratch stays within its limit instead of doubling past it
     int gb_ensure_at_most "kl_gb_ensure_at_most"(GBuf* b, size_t need, size_t most) noexcept nogil
+    # Copy n bytes into a GBuf's reserved room; short copies may write up to 31 bytes past
+    # dst + n (into the room or the slack) and read past src + n, within src + room
+    void copy_short "kl_copy_short"(uint8_t* dst, const uint8_t* src, size_t n, size_t room) noexcept nogil
 
 
 cdef inline int gb_ensure(GBuf* b, size_t need) noexcept nogil:

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -54,6 +55,24 @@ static KL_BUFFERS_UNUSED void kl_advise(void *p, size_t n) {
 #else
     (void)p; (void)n;
 #endif
+}
+
+/* Copy n bytes to dst, a kl_gbuf's data at or before len, where len + n <= cap: a short copy
+   moves whole 16- or 32-byte blocks, so it may write up to 31 bytes past dst + n (into the
+   buffer's unused room or its KL_GBUF_SLACK) and read past src + n, never past src + room (the
+   bytes the caller may read there); a long one, or one too near the end of its source, is a
+   plain memcpy.  Short copies are the keys and values of a columnar decode: one call of
+   libc's memcpy each costs more than the copy. */
+static inline void kl_copy_short(uint8_t *dst, const uint8_t *src, size_t n, size_t room) {
+    size_t i;
+    if (n <= 16 && room >= 16) {
+        memcpy(dst, src, 16);
+    } else if (n <= 128 && room >= 128) {
+        for (i = 0; i < n; i += 32)
+            memcpy(dst + i, src + i, 32);
+    } else {
+        memcpy(dst, src, n);
+    }
 }
 
 /* Make room for need bytes in total; 0, or -1 when out of memory.  A first allocation is the
