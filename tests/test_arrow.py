@@ -761,16 +761,18 @@ def _legacy_run_log(rnd):
             attrs = rnd.choice([0, 8]) if magic else 0
             for _ in range(rnd.choice([1, 2, 255, 256, 257, 300, 513, 700])):
                 key = None if rnd.random() < 0.1 else b"k%d" % off
+                size = rnd.choice([0, 1, 9, 100, 3000])
                 value = (None if rnd.random() < 0.1
-                         else bytes(rnd.getrandbits(8) for _ in range(rnd.choice([0, 1, 9, 100, 3000]))))
-                parts.append(_legacy_entry(off, magic, attrs, 1_700_000_000_000 + off, key, value))
+                         else bytes(rnd.getrandbits(8) for _ in range(size)))
+                ts = 1_700_000_000_000 + off
+                parts.append(_legacy_entry(off, magic, attrs, ts, key, value))
                 off += 1
         elif kind == "v2":
             parts.append(plain_batch(off, n=3))
             off += 3
         else:
             wmagic = rnd.choice([0, 1])
-            parts.append(_wrapper(off + 2 if wmagic else off + 2, wmagic, 0,
+            parts.append(_wrapper(off + 2, wmagic, 0,
                                   _inner_set(wmagic, 3, start=0 if wmagic else off)))
             off += 3
     return b"".join(parts)
