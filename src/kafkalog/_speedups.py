@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import platform
 from typing import Optional
 
 __all__ = [
@@ -77,6 +76,8 @@ else:
         if _why is not None:
             FALLBACK_REASON = f"built without the compiled twins: {_why}"
         else:
+            import platform  # only here: importing it costs the CLI ~2 ms at every start
+
             FALLBACK_REASON = (
                 f"compiled twins unavailable on {platform.python_implementation()}: {exc}"
             )

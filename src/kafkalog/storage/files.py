@@ -44,10 +44,12 @@ import errno
 import os
 import re
 import sys
-import uuid
-from typing import Callable, Literal, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Callable, Literal, NamedTuple, Optional, Union
 
 from ..errors import InvalidTopicError, UnsafePathError
+
+if TYPE_CHECKING:
+    import uuid
 
 __all__ = [
     "LOG_FILE_SUFFIX",
@@ -395,6 +397,8 @@ def topic_id_from_string(text: str) -> uuid.UUID:
         raise ValueError(f"invalid topic id {text!r}") from None
     if len(raw) != 16:
         raise ValueError(f"invalid topic id {text!r}: {len(raw)} bytes, expected 16")
+    import uuid  # here, not at import: uuid (and the platform module it loads) costs ~3 ms
+
     return uuid.UUID(bytes=raw)
 
 

@@ -34,7 +34,6 @@ import math
 import struct
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .. import control as _control
 from ..errors import InvalidRecordError
 
 __all__ = [
@@ -972,11 +971,25 @@ _CONTROL_SCHEMAS = {
 }
 
 
+def _control_mod() -> Any:
+    """kafkalog.control, imported at the first control record: it (with dataclasses) is a
+    third of the CLI's import time, and most segments hold no control record."""
+    global _control
+    if _control is None:
+        from .. import control
+
+        _control = control
+    return _control
+
+
+_control: Any = None
+
+
 def _control_type(key: Optional[bytes]) -> Tuple[int, int]:
     """``(key version, type id)``; raises like Kafka's ``ControlRecordType.parseTypeId``
     (:func:`kafkalog.control.parse_control_key`; a missing key is one of 0 bytes)."""
     try:
-        version, ctype = _control.parse_control_key(b"" if key is None else key)
+        version, ctype = _control_mod().parse_control_key(b"" if key is None else key)
     except InvalidRecordError as e:
         raise DecodeError(e.message) from None
     return version, int(ctype)
@@ -1011,7 +1024,7 @@ def _end_txn_marker(value: Optional[bytes]) -> Tuple[int, int]:
     """``(coordinator epoch, version)`` of a marker's value
     (:func:`kafkalog.control.parse_end_txn_marker`; a missing value is one of 0 bytes)."""
     try:
-        version, epoch = _control.parse_end_txn_marker(b"" if value is None else value)
+        version, epoch = _control_mod().parse_end_txn_marker(b"" if value is None else value)
     except InvalidRecordError as e:
         raise DecodeError(e.message) from None
     return epoch, version
