@@ -180,3 +180,46 @@ def test_memory_stays_flat_on_a_large_segment(tmp_path):
         growth_mb = (peak - base) / 1024
         assert growth_mb < 64, \
             f"{cmd}: peak RSS grew by {growth_mb:.0f} MB on a {size_mb} MB segment"
+
+
+def test_dump_start_up_leaves_heavy_modules_until_needed(tmp_path):
+    """A deep dump of a segment without control records never imports kafkalog.control (with
+    dataclasses and inspect), uuid or platform: a third of the CLI's start-up.  One with a
+    control record imports kafkalog.control at that record and prints it."""
+    import subprocess
+    import sys
+
+    from kafkalog import MemoryRecordsBuilder
+
+    plain = tmp_path / "plain" / "00000000000000000000.log"
+    plain.parent.mkdir()
+    b = MemoryRecordsBuilder(2, "none", 0)
+    b.append(1_700_000_000_000, b"k", b"v")
+    plain.write_bytes(b.build())
+    marked = tmp_path / "marked" / "00000000000000000000.log"
+    marked.parent.mkdir()
+    m = MemoryRecordsBuilder(2, "none", 1, producer_id=7, is_transactional=True,
+                             is_control_batch=True)
+    m.append(1_700_000_000_000, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x05")
+    marked.write_bytes(b.build() + m.build())
+    probe = (
+        "import sys\n"
+        "from kafkalog.tools.cli import main\n"
+        "rc = main(['dump', '--deep-iteration', '--print-data-log', '--files', sys.argv[1]])\n"
+        "sys.stdout.flush()\n"
+        "heavy = [m for m in ('kafkalog.control', 'dataclasses', 'uuid', 'platform')"
+        " if m in sys.modules]\n"
+        "print(rc, ','.join(heavy) or '-', file=sys.stderr)\n"
+    )
+
+    def dump(path):
+        p = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True,
+                           text=True, check=True)
+        return p.stdout, p.stderr.split()
+
+    out, got = dump(plain)
+    assert got == ["0", "-"], got
+    assert "| offset: 0 CreateTime: 1700000000000" in out
+    out, got = dump(marked)
+    assert got[0] == "0" and "kafkalog.control" in got[1].split(","), got
+    assert "endTxnMarker: COMMIT" in out, out
