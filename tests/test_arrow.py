@@ -838,6 +838,27 @@ def test_plain_legacy_run_denser_than_its_start(null_tail):
             assert pa.Table.from_batches(got, schema=full.schema).equals(full)
 
 
+@pytest.mark.parametrize("limits", [{"max_bytes": 2**62}, {"max_bytes": 2**63 - 1},
+                                    {"max_rows": 2**63 - 1}, {"max_rows": 2**63 - 1,
+                                                              "max_bytes": 2**63 - 1}])
+def test_plain_legacy_runs_with_huge_limits(limits):
+    """Limits near the int64 range (any positive int is a valid limit) on a log of more v0/v1
+    messages than the compiled decoder walks before it extrapolates a chunk's size: one chunk
+    of every row, in both twins, with the metadata columns (whose bitmaps take the row count)
+    and the null headers column."""
+    buf = b"".join(_legacy_entry(i, 1, 0, 1_700_000_000_000 + i, b"k", b"v" * 10)
+                   for i in range(3000))
+    full = check_against_reference(buf)
+    res = both_twins(lambda: list(ka.iter_batches(buf, timestamp_unit=None, **limits)))
+    for got in res.values():
+        assert not isinstance(got, Exception), got
+        assert [p.num_rows for p in got] == [3000]
+        assert pa.Table.from_batches(got, schema=full.schema).equals(full)
+    meta = both_twins(lambda: list(ka.iter_batches(buf, batch_metadata=True, **limits)))
+    assert_same({k: pa.Table.from_batches(v) if isinstance(v, list) else v
+                 for k, v in meta.items()})
+
+
 @pytest.mark.parametrize("tail", [b"", b"\x00" * 40])
 def test_short_v2_entry_errors_like_record_batch(tail):
     # a complete 28-byte entry that says magic 2: RecordBatch wants 61 header bytes first

@@ -195,7 +195,10 @@ cdef enum:
 
 cdef int bm_cover(GBuf* b, int64_t rows, uint8_t fill) noexcept nogil:
     """Make a bitmap cover ``rows`` bits; bytes first touched here are set to ``fill``."""
-    cdef size_t nbytes = <size_t>((rows + 7) >> 3)
+    cdef size_t nbytes
+    if rows < 0:
+        return -1
+    nbytes = <size_t>((rows + 7) >> 3)
     if gb_ensure(b, nbytes) < 0:
         return -1
     if b.len < nbytes:
@@ -1028,14 +1031,19 @@ cdef void prescan(Walk* w, int64_t* rows_out, int64_t* data_out) noexcept nogil:
                 if pos < w.stop:
                     rest = (<int64_t>(w.stop - pos)) * nleg // legbytes
                     if w.max_bytes >= 0 and legdata > 0:
-                        by_bytes = (w.max_bytes - data if w.max_bytes > data else 0) * nleg // legdata
+                        # the byte budget clamped to INT32_MAX (what a chunk's data can be)
+                        # before it is multiplied: max_bytes may be any int64
+                        by_bytes = w.max_bytes - data if w.max_bytes > data else 0
+                        if by_bytes > INT32_MAX_:
+                            by_bytes = INT32_MAX_
+                        by_bytes = by_bytes * nleg // legdata
                         if by_bytes < rest:
                             rest = by_bytes
                     rest += (rest >> 3) + LEGACY_BLOCK
                     bound = legacy_rows_bound(w, pos, rows)
                     rows += rest if rest < bound else bound
                     sect = <int64_t>(w.stop - pos)
-                    if w.max_bytes >= 0 and sect > w.max_bytes - data + 65536:
+                    if w.max_bytes >= 0 and sect - 65536 > w.max_bytes - data:  # no overflow
                         sect = w.max_bytes - data + 65536 if w.max_bytes > data else 65536
                     data += sect
                 break
@@ -1118,7 +1126,8 @@ cdef inline int64_t legacy_rows_bound(Walk* w, Py_ssize_t pos, int64_t rows) noe
     prescan presizes a chunk by it and legacy_run reserves by it, so that a legacy run never
     grows the presized buffers."""
     cdef int64_t bound = (<int64_t>w.stop - pos) // LEGACY_MIN_ENTRY + 1
-    if w.max_rows >= 0 and bound > w.max_rows - rows + 1:
+    # (max_rows - rows, both >= 0, cannot overflow; max_rows - rows + 1 could, at INT64_MAX)
+    if w.max_rows >= 0 and w.max_rows - rows < bound - 1:
         bound = w.max_rows - rows + 1 if w.max_rows > rows else 1
     return bound
 

@@ -33,6 +33,10 @@
 #define KL_GBUF_SLACK 64
 #define KL_GBUF_MIN_CAP 256
 #define KL_GBUF_GROW_BLOCK 65536
+/* the most a buffer may ask for: a quarter of the address space, so that doubling, rounding
+   and the slack never wrap (a caller's size computed from hostile or overflowing numbers is
+   refused as out of memory, never wrapped into a small buffer) */
+#define KL_GBUF_MAX (((size_t)-1) >> 2)
 
 typedef struct {
     uint8_t *data;
@@ -83,6 +87,8 @@ static KL_BUFFERS_UNUSED int kl_gb_reserve(kl_gbuf *b, size_t need) {
     void *p;
     if (need <= b->cap && b->data != NULL)
         return 0;
+    if (need > KL_GBUF_MAX)  /* no such allocation, and the rounding below would wrap */
+        return -1;
     nc = b->cap ? b->cap * 2 : (size_t)KL_GBUF_MIN_CAP;
     if (nc < need)
         nc = need;
@@ -106,6 +112,8 @@ static KL_BUFFERS_UNUSED int kl_gb_ensure_at_most(kl_gbuf *b, size_t need, size_
     void *p;
     if (need <= b->cap && b->data != NULL)
         return 0;
+    if (need > KL_GBUF_MAX)
+        return -1;
     nc = b->cap ? b->cap * 2 : (size_t)KL_GBUF_MIN_CAP;
     if (nc < need)
         nc = need;
