@@ -1132,6 +1132,26 @@ cdef inline int64_t legacy_rows_bound(Walk* w, Py_ssize_t pos, int64_t rows) noe
     return bound
 
 
+cdef inline int append_binary(GBuf* data, GBuf* valid, GBuf* offs, int64_t* nulls, int64_t r,
+                              const uint8_t* src, int32_t n, size_t room,
+                              int64_t cover) noexcept nogil:
+    """Row ``r`` of a binary column: the ``n`` bytes at ``src`` (``room`` of them readable
+    there), or a null when ``n`` < 0 (the validity bitmap made at the first null covers
+    ``cover`` rows, which the caller has reserved).  0, or -1 when out of memory."""
+    if n >= 0:
+        if gb_ensure(data, data.len + <size_t>n) < 0:
+            return -1
+        copy_short(data.data + data.len, src, <size_t>n, room)
+        data.len += <size_t>n
+    else:
+        if valid.data == NULL and first_null(valid, cover) < 0:
+            return -1
+        bit_clear(valid.data, r)
+        nulls[0] += 1
+    (<int32_t*>offs.data)[r + 1] = <int32_t>data.len
+    return 0
+
+
 cdef int legacy_run(Walk* w, Out* o, Err* e) noexcept nogil:
     """The uncompressed v0/v1 messages from ``w.pos`` on, appended, while the entry there is
     one (walk has checked the first; each next one gets walk's checks, in walk's order, and
@@ -1144,7 +1164,7 @@ cdef int legacy_run(Walk* w, Out* o, Err* e) noexcept nogil:
     cdef const uint8_t* b
     cdef const uint8_t* m
     cdef Py_ssize_t pos = w.pos
-    cdef Py_ssize_t remaining, p
+    cdef Py_ssize_t remaining, p, kpos
     cdef int64_t offset, size, ts, blk_end = o.rows, rows_block
     cdef int magic
     cdef uint8_t attrs
@@ -1224,32 +1244,15 @@ cdef int legacy_run(Walk* w, Out* o, Err* e) noexcept nogil:
             (<int64_t*>o.offset.data)[r] = offset
         if cols & COL_TIMESTAMP:
             (<int64_t*>o.ts.data)[r] = <int64_t>(<uint64_t>ts * <uint64_t>w.scale)
-        if want_key:
-            if klen >= 0:
-                if gb_ensure(&o.key_data, o.key_data.len + <size_t>klen) < 0:
-                    return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
-                copy_short(o.key_data.data + o.key_data.len, m + (18 if magic else 10),
-                           <size_t>klen, <size_t>(w.n - (pos + LOG_OVERHEAD + (18 if magic else 10))))
-                o.key_data.len += <size_t>klen
-            else:
-                if o.key_valid.data == NULL and first_null(&o.key_valid, blk_end) < 0:
-                    return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
-                bit_clear(o.key_valid.data, r)
-                o.key_nulls += 1
-            (<int32_t*>o.key_off.data)[r + 1] = <int32_t>o.key_data.len
-        if want_val:
-            if vlen >= 0:
-                if gb_ensure(&o.val_data, o.val_data.len + <size_t>vlen) < 0:
-                    return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
-                copy_short(o.val_data.data + o.val_data.len, m + p, <size_t>vlen,
-                           <size_t>(w.n - (pos + LOG_OVERHEAD + p)))
-                o.val_data.len += <size_t>vlen
-            else:
-                if o.val_valid.data == NULL and first_null(&o.val_valid, blk_end) < 0:
-                    return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
-                bit_clear(o.val_valid.data, r)
-                o.val_nulls += 1
-            (<int32_t*>o.val_off.data)[r + 1] = <int32_t>o.val_data.len
+        kpos = 18 if magic else 10
+        if want_key and append_binary(&o.key_data, &o.key_valid, &o.key_off, &o.key_nulls, r,
+                                      m + kpos, klen, <size_t>(w.n - (pos + LOG_OVERHEAD + kpos)),
+                                      blk_end) < 0:
+            return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
+        if want_val and append_binary(&o.val_data, &o.val_valid, &o.val_off, &o.val_nulls, r,
+                                      m + p, vlen, <size_t>(w.n - (pos + LOG_OVERHEAD + p)),
+                                      blk_end) < 0:
+            return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
         if want_hdr:  # a v0/v1 message has no headers: null
             if o.h_valid.data == NULL and first_null(&o.h_valid, blk_end) < 0:
                 return run_err(e, E_NO_MEMORY, pos, offset, 0, 0)
